@@ -1,0 +1,485 @@
+//! The shapes of a job at each point of its life.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A job's stable identity. It never changes across retries, reaps or replays, so handlers use
+/// it as the idempotency key for external side effects (delivery is at-least-once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub i64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Where a job is in its life. See `docs/state-machine.md` for every transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for `run_at`, then claimable.
+    Pending,
+    /// Claimed: holds a lease (owner + expiry) and a fencing token (`attempt`).
+    Running,
+    /// Finished successfully. Terminal.
+    Succeeded,
+    /// Failed permanently or ran out of attempts; kept with its error history. Terminal, but an
+    /// operator can replay it.
+    Dead,
+    /// Cancelled by an operator or a handler. Terminal, replayable.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 5] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Dead => "dead",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Terminal states carry `finished_at` and are never claimed again without an operator.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Dead | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Returned when a string names no state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown job state {0:?} (expected one of: pending, running, succeeded, dead, cancelled)")]
+pub struct UnknownState(pub String);
+
+impl FromStr for JobState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+/// When a new job becomes claimable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// As soon as the enqueuing transaction commits.
+    #[default]
+    Now,
+    /// At an absolute time (compared with the database clock).
+    At(DateTime<Utc>),
+    /// After a delay counted from the database's `now()` at insert time.
+    Delay(Duration),
+}
+
+/// Retry backoff for one job: `min(cap, base * 2^(attempt-1))`, then ±25 % jitter (never above
+/// `cap`). Computed in the database so the reaper and the worker agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay after the first failed attempt. Defaults to 10 s (the design's figure).
+    pub base: Duration,
+    /// Upper bound of any delay. Defaults to 1 h.
+    pub cap: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_secs(10),
+            cap: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// A job to enqueue. Build with [`NewJob::new`] and the chained setters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// Queue name (`[A-Za-z0-9_.-]`, 1–64 chars).
+    pub queue: String,
+    /// Handler kind (`[A-Za-z0-9_.:/-]`, 1–128 chars).
+    pub kind: String,
+    /// Handler arguments; any JSON value, bounded in size.
+    pub args: serde_json::Value,
+    /// Lower runs first. Range -100..=100, default 0.
+    pub priority: i16,
+    /// When it becomes claimable.
+    pub schedule: Schedule,
+    /// Claims allowed before the job is dead. Range 1..=1000, default 25.
+    pub max_attempts: i32,
+    /// At most one non-terminal job per key; a second enqueue returns the first job's id.
+    pub unique_key: Option<String>,
+    /// Free-form JSON object for tracing ids and the like (bounded like `args`).
+    pub metadata: serde_json::Value,
+    /// Retry backoff; `None` uses the default (10 s · 2^(attempt-1), cap 1 h).
+    pub backoff: Option<Backoff>,
+}
+
+/// Default claim budget of a job.
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
+
+impl NewJob {
+    /// A job with default options.
+    pub fn new(
+        queue: impl Into<String>,
+        kind: impl Into<String>,
+        args: serde_json::Value,
+    ) -> Self {
+        NewJob {
+            queue: queue.into(),
+            kind: kind.into(),
+            args,
+            priority: 0,
+            schedule: Schedule::Now,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            unique_key: None,
+            metadata: serde_json::Value::Object(Default::default()),
+            backoff: None,
+        }
+    }
+    /// Sets the priority (lower runs first).
+    pub fn priority(mut self, p: i16) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Makes the job claimable only after `d`.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.schedule = Schedule::Delay(d);
+        self
+    }
+    /// Makes the job claimable only at `at`.
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.schedule = Schedule::At(at);
+        self
+    }
+    /// Sets the claim budget.
+    pub fn max_attempts(mut self, n: i32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+    /// Sets a uniqueness key.
+    pub fn unique_key(mut self, k: impl Into<String>) -> Self {
+        self.unique_key = Some(k.into());
+        self
+    }
+    /// Sets metadata (a JSON object).
+    pub fn metadata(mut self, m: serde_json::Value) -> Self {
+        self.metadata = m;
+        self
+    }
+    /// Sets the retry backoff.
+    pub fn backoff(mut self, b: Backoff) -> Self {
+        self.backoff = Some(b);
+        self
+    }
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Enqueued {
+    /// The new job, or the existing non-terminal job holding the same unique key.
+    pub id: JobId,
+    /// True when no job was inserted because the unique key was taken.
+    pub duplicate: bool,
+}
+
+/// A fencing token: the pair a worker got from its claim. Every later write about the job
+/// is a compare-and-set on it, so a stale worker can never overwrite its successor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Lease {
+    /// The job.
+    pub id: JobId,
+    /// The claim generation (`attempt`), bumped by every claim.
+    pub attempt: i32,
+}
+
+/// A job handed to one worker by a claim.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClaimedJob {
+    /// Stable id (idempotency key).
+    pub id: JobId,
+    /// Fencing token: this claim's generation.
+    pub attempt: i32,
+    /// Claims allowed in total.
+    pub max_attempts: i32,
+    /// Queue it was claimed from.
+    pub queue: String,
+    /// Handler kind.
+    pub kind: String,
+    /// Handler arguments.
+    pub args: serde_json::Value,
+    /// Metadata given at enqueue.
+    pub metadata: serde_json::Value,
+    /// Priority (lower first).
+    pub priority: i16,
+    /// When it was scheduled to run.
+    pub run_at: DateTime<Utc>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// Lease expiry, by the database clock.
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+impl ClaimedJob {
+    /// The fencing token of this claim.
+    pub fn lease(&self) -> Lease {
+        Lease {
+            id: self.id,
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// How a failure is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// Transient: retry with backoff while attempts remain, then dead.
+    Retry,
+    /// Permanent (e.g. invalid args): dead at once, whatever the budget.
+    Discard,
+    /// Stop for good without it being an error: cancelled.
+    Cancel,
+}
+
+impl FailureClass {
+    /// The name stored in the error history.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Retry => "retry",
+            FailureClass::Discard => "discard",
+            FailureClass::Cancel => "cancel",
+        }
+    }
+}
+
+/// A fenced failure report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The claim being reported on.
+    pub lease: Lease,
+    /// How to treat it.
+    pub class: FailureClass,
+    /// Error text; truncated to the store's bound.
+    pub message: String,
+    /// For `Retry`: an explicit delay instead of the job's backoff.
+    pub retry_in: Option<Duration>,
+}
+
+/// A fenced snooze: back to pending after `delay` without consuming the retry budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snooze {
+    /// The claim being snoozed.
+    pub lease: Lease,
+    /// How long until it is claimable again.
+    pub delay: Duration,
+}
+
+/// What a batch of fenced writes did. Every input is in exactly one of the two lists.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    /// Leases whose write was applied.
+    pub applied: Vec<Lease>,
+    /// Leases that matched nothing: the job moved on without this worker.
+    pub lost: Vec<crate::LeaseLost>,
+}
+
+/// What a batch heartbeat did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeartbeatOutcome {
+    /// Leases extended, with their new expiry.
+    pub extended: Vec<(Lease, DateTime<Utc>)>,
+    /// Extended jobs on which an operator requested cancellation.
+    pub cancel_requested: Vec<Lease>,
+    /// Leases that matched nothing: the handler must be cancelled.
+    pub lost: Vec<crate::LeaseLost>,
+}
+
+/// One job the reaper moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reaped {
+    /// The job.
+    pub id: JobId,
+    /// The expired claim's generation.
+    pub attempt: i32,
+    /// The owner whose lease expired.
+    pub owner: String,
+    /// `pending` (retried later) or `dead` (attempts exhausted).
+    pub state: JobState,
+}
+
+/// What one reaper pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReapReport {
+    /// Every job moved, in no particular order.
+    pub jobs: Vec<Reaped>,
+}
+
+impl ReapReport {
+    /// Jobs returned to the queue.
+    pub fn requeued(&self) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| j.state == JobState::Pending)
+            .count()
+    }
+    /// Jobs that became dead.
+    pub fn dead(&self) -> usize {
+        self.jobs.iter().filter(|j| j.state == JobState::Dead).count()
+    }
+}
+
+/// Retention for pruning finished jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Succeeded and cancelled jobs older than this (by `finished_at`) are deleted.
+    pub finished: Duration,
+    /// Dead jobs are kept longer: they are evidence.
+    pub dead: Duration,
+    /// Rows deleted per statement (keeps locks and WAL bursts small).
+    pub batch: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            finished: Duration::from_secs(24 * 3600),
+            dead: Duration::from_secs(30 * 24 * 3600),
+            batch: 5_000,
+        }
+    }
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PruneReport {
+    /// Succeeded + cancelled rows deleted.
+    pub finished: u64,
+    /// Dead rows deleted.
+    pub dead: u64,
+}
+
+/// One entry of a job's bounded error history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEntry {
+    /// The attempt that failed.
+    pub attempt: i32,
+    /// When, by the database clock.
+    pub at: DateTime<Utc>,
+    /// `retry`, `discard`, `cancel` or `lease_expired`.
+    pub class: String,
+    /// Bounded error text.
+    pub message: String,
+    /// The worker that reported it (or whose lease expired).
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// A whole job row, for operators.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub queue: String,
+    pub kind: String,
+    pub state: JobState,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub priority: i16,
+    pub run_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub attempted_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    pub unique_key: Option<String>,
+    pub args: serde_json::Value,
+    pub metadata: serde_json::Value,
+    pub errors: Vec<ErrorEntry>,
+}
+
+/// Filter for listing jobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this state.
+    pub state: Option<JobState>,
+    /// At most this many (newest first). Defaults to 100 when 0.
+    pub limit: i64,
+}
+
+/// What cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// A pending job is now cancelled.
+    Cancelled,
+    /// A running job is flagged; its worker stops it at its next heartbeat (or at once via
+    /// notification) and records it cancelled.
+    Requested,
+}
+
+/// Per-queue counters for operators.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct QueueStats {
+    pub queue: String,
+    pub pending: i64,
+    /// Pending and already due.
+    pub ready: i64,
+    pub running: i64,
+    pub succeeded: i64,
+    pub dead: i64,
+    pub cancelled: i64,
+    /// Age of the oldest due pending job, in seconds.
+    pub oldest_ready_age_s: Option<f64>,
+    /// Running jobs whose lease expires within the next 10 s (or already has).
+    pub running_near_expiry: i64,
+    /// Running jobs whose lease already expired (the reaper has work).
+    pub running_expired: i64,
+    /// Age of the oldest dead job, in seconds.
+    pub oldest_dead_age_s: Option<f64>,
+}
+
+/// Table health for operators.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TableStats {
+    pub live_tuples: i64,
+    pub dead_tuples: i64,
+    pub last_vacuum: Option<DateTime<Utc>>,
+    pub last_autovacuum: Option<DateTime<Utc>>,
+    pub total_bytes: i64,
+}
+
+/// Everything `docket stats` shows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub queues: Vec<QueueStats>,
+    pub table: TableStats,
+}

@@ -1,0 +1,27 @@
+//! Docket's engine-independent core.
+//!
+//! # Layout
+//! - [`job`]: identifiers, states, the shape of a job to enqueue and of a claimed job.
+//! - [`validate`]: the limits every entry point checks *before* any write.
+//! - [`error`]: typed errors, including [`LeaseLost`], the signal that a fenced write matched
+//!   nothing because another worker (or the reaper) owns the job now.
+//! - [`store`]: the storage seam, one method per queue operation, so engines other than
+//!   PostgreSQL can be added without touching the runtime.
+//! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
+//!
+//! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
+//! a lost lease). Handlers get the stable [`JobId`] to use as an idempotency key.
+
+pub mod duration;
+pub mod error;
+pub mod job;
+pub mod store;
+pub mod validate;
+
+pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
+pub use job::*;
+pub use store::*;
+pub use validate::Limits;
+
+/// Result alias for store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

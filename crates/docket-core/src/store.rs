@@ -1,0 +1,102 @@
+//! The storage seam: one method per queue operation.
+//!
+//! The runtime (fetcher, completer, heartbeater, reaper, pruner) talks only to this trait, so
+//! another engine can be added by implementing it and running the same conformance tests.
+//! Every write after a claim is fenced on the claim's [`Lease`] (id + attempt) *and* the
+//! claiming `owner`, and reports what it could not apply as [`crate::LeaseLost`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::job::*;
+use crate::Result;
+
+/// A claim request: up to `limit` ready jobs of one queue for `owner`, leased for `lease`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The queue to claim from (claims are per queue so each uses its index order).
+    pub queue: String,
+    /// Batch size; the runtime sizes it to its free slots.
+    pub limit: i32,
+    /// This worker's identity (unique per process start).
+    pub owner: String,
+    /// Lease length, added to the database's `now()`.
+    pub lease: Duration,
+}
+
+/// Engine-independent queue operations.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// Inserts one job (or returns the holder of its unique key).
+    fn enqueue(&self, job: &NewJob) -> impl Future<Output = Result<Enqueued>> + Send;
+
+    /// Inserts many jobs in one round trip; results in input order.
+    fn enqueue_many(&self, jobs: &[NewJob]) -> impl Future<Output = Result<Vec<Enqueued>>> + Send;
+
+    /// Atomically claims up to `limit` ready jobs and commits at once.
+    fn claim(&self, req: &ClaimRequest) -> impl Future<Output = Result<Vec<ClaimedJob>>> + Send;
+
+    /// Marks claimed jobs succeeded (fenced).
+    fn complete_many(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Records failures (fenced): retry with backoff, dead, or cancelled by class.
+    fn fail_many(
+        &self,
+        owner: &str,
+        failures: &[Failure],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Re-schedules claimed jobs without consuming their retry budget (fenced).
+    fn snooze_many(
+        &self,
+        owner: &str,
+        snoozes: &[Snooze],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Extends leases to `now() + lease` (fenced).
+    fn heartbeat(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+        lease: Duration,
+    ) -> impl Future<Output = Result<HeartbeatOutcome>> + Send;
+
+    /// Gives back claimed jobs that were never started or were interrupted by shutdown:
+    /// pending again at once, and the attempt does not count against the budget (fenced).
+    fn release_many(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Returns up to `batch` expired leases to the queue (or to dead when exhausted).
+    fn reap(&self, batch: i64) -> impl Future<Output = Result<ReapReport>> + Send;
+
+    /// Deletes finished jobs past their retention, in bounded batches.
+    fn prune(&self, retention: &Retention) -> impl Future<Output = Result<PruneReport>> + Send;
+
+    /// Replays a dead or cancelled job with `extra_attempts` more claims, keeping id and history.
+    fn retry(
+        &self,
+        id: JobId,
+        extra_attempts: i32,
+    ) -> impl Future<Output = Result<JobRecord>> + Send;
+
+    /// Cancels a pending job, or requests cancellation of a running one.
+    fn cancel(&self, id: JobId) -> impl Future<Output = Result<CancelOutcome>> + Send;
+
+    /// Reads one job.
+    fn get(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
+
+    /// Lists jobs, newest first.
+    fn list(&self, filter: &JobFilter) -> impl Future<Output = Result<Vec<JobRecord>>> + Send;
+
+    /// Counts jobs of `queues` that are ready now or running (drain mode stops at zero).
+    fn active_count(&self, queues: &[String]) -> impl Future<Output = Result<i64>> + Send;
+
+    /// Operator counters.
+    fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
+}

@@ -1,0 +1,206 @@
+//! Input limits, checked by every entry point before any write. The same rules are enforced
+//! again inside the database (`docket.enqueue`) so other languages get the same protection.
+
+use std::time::Duration;
+
+use crate::duration::{check_bounds, MAX_DELAY};
+use crate::job::{NewJob, Schedule};
+use crate::ValidationError;
+
+/// Size limits. Stored errors and payloads are bounded so a misbehaving producer or handler
+/// cannot bloat the jobs table (and every vacuum of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Serialized `args` size. Defaults to 256 KiB.
+    pub max_args_bytes: usize,
+    /// Serialized `metadata` size. Defaults to 16 KiB.
+    pub max_metadata_bytes: usize,
+    /// Stored error message size; longer messages are truncated (not rejected). Defaults to
+    /// 4 KiB.
+    pub max_error_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_args_bytes: 256 * 1024,
+            max_metadata_bytes: 16 * 1024,
+            max_error_bytes: 4 * 1024,
+        }
+    }
+}
+
+/// Longest unique key.
+pub const MAX_UNIQUE_KEY_BYTES: usize = 512;
+
+fn charset_ok(s: &str, max: usize, extra: &[u8]) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+}
+
+/// Queue names: 1–64 of `A-Z a-z 0-9 _ . -`.
+pub fn queue(name: &str) -> Result<(), ValidationError> {
+    if charset_ok(name, 64, b"_.-") {
+        Ok(())
+    } else {
+        Err(ValidationError::Queue(name.to_string()))
+    }
+}
+
+/// Kinds: 1–128 of `A-Z a-z 0-9 _ . : / -` (room for Rust paths like `mail::Send`).
+pub fn kind(name: &str) -> Result<(), ValidationError> {
+    if charset_ok(name, 128, b"_.:/-") {
+        Ok(())
+    } else {
+        Err(ValidationError::Kind(name.to_string()))
+    }
+}
+
+/// Schema names are spliced into SQL as identifiers, so they get the strictest rule:
+/// 1–48 of `a-z 0-9 _`, not starting with a digit (48 leaves room for derived names).
+pub fn schema(name: &str) -> Result<(), ValidationError> {
+    let first_ok = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
+    if first_ok
+        && name.len() <= 48
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        Ok(())
+    } else {
+        Err(ValidationError::Schema(name.to_string()))
+    }
+}
+
+fn has_nul(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(a) => a.iter().any(has_nul),
+        serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Checks a JSON payload's size and content; returns its serialized length.
+pub fn json_payload(
+    what: &'static str,
+    v: &serde_json::Value,
+    limit: usize,
+) -> Result<usize, ValidationError> {
+    if has_nul(v) {
+        return Err(ValidationError::Nul { what });
+    }
+    let size = serde_json::to_vec(v).map(|b| b.len()).unwrap_or(usize::MAX);
+    if size > limit {
+        return Err(ValidationError::TooLarge { what, size, limit });
+    }
+    Ok(size)
+}
+
+/// Checks every field of a job to enqueue.
+pub fn new_job(job: &NewJob, limits: &Limits) -> Result<(), ValidationError> {
+    queue(&job.queue)?;
+    kind(&job.kind)?;
+    json_payload("args", &job.args, limits.max_args_bytes)?;
+    if !job.metadata.is_object() {
+        return Err(ValidationError::MetadataNotObject);
+    }
+    json_payload("metadata", &job.metadata, limits.max_metadata_bytes)?;
+    if !(1..=1000).contains(&job.max_attempts) {
+        return Err(ValidationError::MaxAttempts(job.max_attempts));
+    }
+    if !(-100..=100).contains(&job.priority) {
+        return Err(ValidationError::Priority(job.priority.into()));
+    }
+    if let Some(k) = &job.unique_key {
+        if k.is_empty() || k.len() > MAX_UNIQUE_KEY_BYTES {
+            return Err(ValidationError::UniqueKey(format!(
+                "length must be 1..={MAX_UNIQUE_KEY_BYTES} bytes"
+            )));
+        }
+        if k.contains('\0') {
+            return Err(ValidationError::Nul { what: "unique key" });
+        }
+    }
+    if let Schedule::Delay(d) = job.schedule {
+        check_bounds("delay", d, Duration::ZERO, MAX_DELAY)?;
+    }
+    if let Some(b) = job.backoff {
+        check_bounds(
+            "backoff base",
+            b.base,
+            Duration::from_millis(1),
+            Duration::from_secs(7 * 24 * 3600),
+        )?;
+        check_bounds("backoff cap", b.cap, b.base, Duration::from_secs(30 * 24 * 3600))?;
+    }
+    Ok(())
+}
+
+/// Truncates an error message to at most `max` bytes on a char boundary, marking the cut.
+pub fn truncate_message(msg: &str, max: usize) -> String {
+    let clean: String = msg.replace('\0', "\u{FFFD}");
+    if clean.len() <= max {
+        return clean;
+    }
+    let mut end = max.saturating_sub(3);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &clean[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        assert!(queue("default").is_ok());
+        assert!(queue("mail.high-1_x").is_ok());
+        assert!(queue("").is_err());
+        assert!(queue("a'; DROP TABLE jobs; --").is_err());
+        assert!(queue(&"q".repeat(65)).is_err());
+        assert!(kind("mail::Send/v2").is_ok());
+        assert!(kind("bad kind").is_err());
+        assert!(schema("docket").is_ok());
+        assert!(schema("Docket").is_err());
+        assert!(schema("1abc").is_err());
+        assert!(schema("a\"b").is_err());
+    }
+
+    #[test]
+    fn payloads() {
+        let l = Limits::default();
+        assert!(new_job(&NewJob::new("q", "k", json!({"a": 1})), &l).is_ok());
+        let big = json!({"s": "x".repeat(300 * 1024)});
+        assert!(matches!(
+            new_job(&NewJob::new("q", "k", big), &l),
+            Err(ValidationError::TooLarge { what: "args", .. })
+        ));
+        let nul = json!({"s": "a\u{0}b"});
+        assert!(matches!(
+            new_job(&NewJob::new("q", "k", nul), &l),
+            Err(ValidationError::Nul { .. })
+        ));
+        assert!(new_job(&NewJob::new("q", "k", json!(1)).max_attempts(0), &l).is_err());
+        assert!(new_job(&NewJob::new("q", "k", json!(1)).priority(101), &l).is_err());
+        assert!(new_job(&NewJob::new("q", "k", json!(1)).metadata(json!([1])), &l).is_err());
+        assert!(new_job(&NewJob::new("q", "k", json!(1)).unique_key("a\0"), &l).is_err());
+    }
+
+    #[test]
+    fn truncation_is_bounded_and_char_safe() {
+        let s = "é".repeat(5000);
+        let t = truncate_message(&s, 4096);
+        assert!(t.len() <= 4096);
+        assert!(t.ends_with("..."));
+        assert_eq!(truncate_message("short", 10), "short");
+    }
+}

@@ -1,0 +1,14 @@
+-- complete_many: mark claimed jobs succeeded.
+-- Parameters: $1 bigint[] ids, $2 int[] attempts (parallel to ids), $3 text owner.
+-- Invariants: compare-and-set on id + state = running + attempt + owner + unexpired lease
+-- (database clock). Rows that do not match are left untouched; the caller reports them as
+-- LeaseLost. Callers pass ids sorted so concurrent batches lock rows in one order.
+UPDATE {{schema}}.jobs AS j
+SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id
+  AND j.state = 'running'
+  AND j.attempt = c.attempt
+  AND j.lease_owner = $3
+  AND j.lease_expires_at > now()
+RETURNING j.id, j.attempt

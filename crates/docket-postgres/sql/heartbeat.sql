@@ -1,0 +1,14 @@
+-- heartbeat: extend the leases of running jobs to now() + $4 ms.
+-- Parameters: $1 bigint[] ids, $2 int[] attempts, $3 text owner, $4 bigint lease_ms.
+-- Returns the new expiry and whether an operator asked to cancel the job.
+-- Invariants: fenced exactly like complete_many; a lease that already expired is not revived
+-- (the reaper may be handing the job to someone else), so the worker must stop.
+UPDATE {{schema}}.jobs AS j
+SET lease_expires_at = now() + $4 * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id
+  AND j.state = 'running'
+  AND j.attempt = c.attempt
+  AND j.lease_owner = $3
+  AND j.lease_expires_at > now()
+RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL AS cancel_requested

@@ -1,0 +1,19 @@
+-- snooze_many: put claimed jobs back to pending after a delay without consuming their retry
+-- budget. Also used to release jobs at shutdown (delay 0).
+-- Parameters: $1 bigint[] ids, $2 int[] attempts, $3 bigint[] delays in ms, $4 text owner.
+-- The attempt counter is the fencing generation and never goes down, so the budget is given
+-- back by raising max_attempts by one instead.
+-- Invariants: fenced exactly like complete_many.
+UPDATE {{schema}}.jobs AS j
+SET state = 'pending',
+    run_at = now() + s.delay_ms * interval '1 millisecond',
+    max_attempts = j.max_attempts + 1,
+    lease_owner = NULL,
+    lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS s(id, attempt, delay_ms)
+WHERE j.id = s.id
+  AND j.state = 'running'
+  AND j.attempt = s.attempt
+  AND j.lease_owner = $4
+  AND j.lease_expires_at > now()
+RETURNING j.id, j.attempt

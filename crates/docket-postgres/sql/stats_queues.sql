@@ -1,0 +1,19 @@
+-- stats_queues: per-queue counters for operators: what is old and what is stuck.
+-- No parameters. Scans the table once; meant for dashboards and the CLI, not hot paths.
+SELECT queue,
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+       extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now()))::float8
+           AS oldest_ready_age_s,
+       count(*) FILTER (WHERE state = 'running' AND lease_expires_at < now() + interval '10 seconds')
+           AS running_near_expiry,
+       count(*) FILTER (WHERE state = 'running' AND lease_expires_at < now()) AS running_expired,
+       extract(epoch FROM now() - min(finished_at) FILTER (WHERE state = 'dead'))::float8
+           AS oldest_dead_age_s
+FROM {{schema}}.jobs
+GROUP BY queue
+ORDER BY queue

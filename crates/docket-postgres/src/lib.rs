@@ -1,0 +1,25 @@
+//! Docket's PostgreSQL store.
+//!
+//! # Layout
+//! - [`migrate`]: numbered, embedded migrations into a dedicated schema, serialised by an
+//!   advisory lock so any number of processes may run them at once.
+//! - [`queries`]: the registry of `sql/*.sql`, one file per statement.
+//! - [`store`]: [`PgStore`], the [`docket_core::Store`] implementation plus the
+//!   PostgreSQL-only extras (transactional enqueue, in-transaction completion, EXPLAIN).
+//! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
+//! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
+//!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
+
+pub mod errors;
+pub mod local_cluster;
+pub mod migrate;
+pub mod queries;
+mod rows;
+pub mod store;
+
+pub use docket_core as core;
+pub use migrate::migrate;
+pub use store::PgStore;
+
+/// The default schema name.
+pub const DEFAULT_SCHEMA: &str = "docket";

@@ -1,0 +1,85 @@
+//! Every SQL statement Docket runs, loaded from `sql/*.sql` (one file per query, each with a
+//! header comment naming its parameters and invariants) and rendered once per store with the
+//! configured schema name. Keeping the registry in one place lets a test prove that every
+//! file is used and that nothing else hides SQL.
+
+macro_rules! queries {
+    ($($name:ident),* $(,)?) => {
+        /// The rendered statements of one schema.
+        #[derive(Debug)]
+        pub struct Queries {
+            $(
+                #[doc = concat!("`sql/", stringify!($name), ".sql`")]
+                pub $name: String,
+            )*
+        }
+
+        impl Queries {
+            /// Renders every statement for `schema` (already validated as an identifier).
+            pub fn render(schema: &str) -> Self {
+                Queries {
+                    $($name: include_str!(concat!("../sql/", stringify!($name), ".sql"))
+                        .replace("{{schema}}", schema),)*
+                }
+            }
+
+            /// File names of the registry, for the "every file is used" test.
+            pub fn file_names() -> &'static [&'static str] {
+                &[$(concat!(stringify!($name), ".sql")),*]
+            }
+        }
+    };
+}
+
+queries!(
+    claim,
+    complete_many,
+    fail_many,
+    snooze_many,
+    heartbeat,
+    lease_status,
+    reap,
+    prune,
+    retry,
+    cancel,
+    notify,
+    get,
+    list,
+    active_count,
+    stats_queues,
+    stats_table,
+    enqueue_many,
+    unique_holder,
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sql_file_is_registered_and_every_entry_has_a_file() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        on_disk.sort();
+        let mut registered: Vec<String> =
+            Queries::file_names().iter().map(|s| s.to_string()).collect();
+        registered.sort();
+        assert_eq!(on_disk, registered);
+    }
+
+    #[test]
+    fn every_query_has_a_header_and_is_rendered() {
+        let q = Queries::render("docket_x");
+        for name in Queries::file_names() {
+            let path = format!("{}/sql/{name}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(path).unwrap();
+            assert!(text.starts_with("-- "), "{name} lacks a header comment");
+        }
+        assert!(q.claim.contains("docket_x.jobs"));
+        assert!(!q.claim.contains("{{schema}}"));
+    }
+}

@@ -1,0 +1,675 @@
+//! [`PgStore`]: every queue operation as one SQL statement from [`crate::queries`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::*;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{PgConnection, PgExecutor, PgPool, Row};
+
+use crate::errors::{db_err, sqlstate};
+use crate::queries::Queries;
+use crate::rows;
+
+/// The PostgreSQL store. Cheap to clone (an `Arc`).
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: PgPool,
+    schema: String,
+    q: Queries,
+    limits: Limits,
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Parallel arrays for `enqueue_many`, built once per batch.
+#[derive(Default)]
+struct EnqueueArrays {
+    queues: Vec<String>,
+    kinds: Vec<String>,
+    args: Vec<serde_json::Value>,
+    priorities: Vec<i16>,
+    run_ats: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    delays: Vec<Option<i64>>,
+    max_attempts: Vec<i32>,
+    unique_keys: Vec<Option<String>>,
+    metadata: Vec<serde_json::Value>,
+    backoff_base: Vec<Option<i64>>,
+    backoff_cap: Vec<Option<i64>>,
+}
+
+impl PgStore {
+    /// A store on `pool` using the default schema (`docket`).
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_schema(pool, crate::DEFAULT_SCHEMA).expect("default schema is valid")
+    }
+
+    /// A store on `pool` using `schema` (1-48 of `a-z 0-9 _`).
+    pub fn with_schema(pool: PgPool, schema: &str) -> Result<Self, ValidationError> {
+        validate::schema(schema)?;
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                pool,
+                schema: schema.to_string(),
+                q: Queries::render(schema),
+                limits: Limits::default(),
+            }),
+        })
+    }
+
+    /// Replaces the size limits.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        let inner = &self.inner;
+        PgStore {
+            inner: Arc::new(Inner {
+                pool: inner.pool.clone(),
+                schema: inner.schema.clone(),
+                q: Queries::render(&inner.schema),
+                limits,
+            }),
+        }
+    }
+
+    /// Connects a pool of `max_connections` to `url` and builds a store on `schema`.
+    pub async fn connect(url: &str, schema: &str, max_connections: u32) -> Result<Self> {
+        validate::schema(schema)?;
+        let opts: PgConnectOptions = url.parse().map_err(|e| {
+            StoreError::Invalid(ValidationError::Other {
+                what: "database url",
+                reason: format!("{e}"),
+            })
+        })?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts)
+            .await
+            .map_err(db_err)?;
+        Ok(Self::with_schema(pool, schema)?)
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The schema name.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// The size limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The rendered SQL of this store.
+    pub fn queries(&self) -> &Queries {
+        &self.inner.q
+    }
+
+    /// Channel on which enqueue announces a queue with due work (payload: queue name).
+    pub fn wakeup_channel(&self) -> String {
+        format!("{}_wakeup", self.inner.schema)
+    }
+
+    /// Channel on which cancel announces a running job to stop (payload: job id).
+    pub fn cancel_channel(&self) -> String {
+        format!("{}_cancel", self.inner.schema)
+    }
+
+    /// Applies migrations to this store's schema.
+    pub async fn migrate(&self) -> Result<()> {
+        crate::migrate(&self.inner.pool, &self.inner.schema).await
+    }
+
+    /// Enqueues one job inside the caller's transaction: the job exists iff it commits, and
+    /// its wake-up notification is delivered only then.
+    pub async fn enqueue_tx(&self, conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued> {
+        let mut v = self
+            .enqueue_many_on(conn, std::slice::from_ref(job))
+            .await?;
+        Ok(v.remove(0))
+    }
+
+    /// Bulk form of [`PgStore::enqueue_tx`].
+    pub async fn enqueue_many_tx(
+        &self,
+        conn: &mut PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>> {
+        self.enqueue_many_on(conn, jobs).await
+    }
+
+    async fn enqueue_many_on<'e, E: PgExecutor<'e>>(
+        &self,
+        exec: E,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut a = EnqueueArrays::default();
+        for (index, job) in jobs.iter().enumerate() {
+            validate::new_job(job, &self.inner.limits).map_err(|e| {
+                if jobs.len() == 1 {
+                    e
+                } else {
+                    ValidationError::InBatch {
+                        index,
+                        error: Box::new(e),
+                    }
+                }
+            })?;
+            let (run_at, delay) = match job.schedule {
+                Schedule::Now => (None, None),
+                Schedule::At(t) => (Some(t), None),
+                Schedule::Delay(d) => (None, Some(ms(d))),
+            };
+            a.queues.push(job.queue.clone());
+            a.kinds.push(job.kind.clone());
+            a.args.push(job.args.clone());
+            a.priorities.push(job.priority);
+            a.run_ats.push(run_at);
+            a.delays.push(delay);
+            a.max_attempts.push(job.max_attempts);
+            a.unique_keys.push(job.unique_key.clone());
+            a.metadata.push(job.metadata.clone());
+            a.backoff_base.push(job.backoff.map(|b| ms(b.base)));
+            a.backoff_cap.push(job.backoff.map(|b| ms(b.cap)));
+        }
+        let any_unique = a.unique_keys.iter().any(Option::is_some);
+        let rows = sqlx::query(&self.inner.q.enqueue_many)
+            .bind(a.queues)
+            .bind(a.kinds)
+            .bind(a.args)
+            .bind(a.priorities)
+            .bind(a.run_ats)
+            .bind(a.delays)
+            .bind(a.max_attempts)
+            .bind(if any_unique { Some(a.unique_keys) } else { None })
+            .bind(a.metadata)
+            .bind(a.backoff_base)
+            .bind(a.backoff_cap)
+            .fetch_all(exec)
+            .await
+            .map_err(db_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(Enqueued {
+                    id: JobId(r.try_get("id").map_err(db_err)?),
+                    duplicate: r.try_get("duplicate").map_err(db_err)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Completes a claimed job inside the caller's transaction (in-transaction mode): the
+    /// handler's own writes and the completion commit together, or neither does.
+    pub async fn complete_tx(&self, conn: &mut PgConnection, owner: &str, lease: Lease) -> Result<()> {
+        let rows = sqlx::query(&self.inner.q.complete_many)
+            .bind(vec![lease.id.0])
+            .bind(vec![lease.attempt])
+            .bind(owner)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        if rows.is_empty() {
+            let lost = self.explain_lost(vec![lease]).await?;
+            return Err(StoreError::LeaseLost(lost.into_iter().next().expect("one lease")));
+        }
+        Ok(())
+    }
+
+    /// The `EXPLAIN` of the claim statement for `queue` on the current data. Runs inside a
+    /// transaction that is rolled back, so `ANALYZE` claims nothing.
+    pub async fn explain_claim(&self, queue: &str, analyze: bool) -> Result<String> {
+        validate::queue(queue)?;
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let prefix = if analyze {
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+        } else {
+            "EXPLAIN (COSTS OFF) "
+        };
+        let rows = sqlx::query(&format!("{prefix}{}", self.inner.q.claim))
+            .bind(queue)
+            .bind(10_i32)
+            .bind("explain")
+            .bind(60_000_i64)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.rollback().await.map_err(db_err)?;
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(db_err))
+            .collect::<Result<_>>()?;
+        Ok(lines.join("\n"))
+    }
+
+    /// Sends a notification (delivered at commit of the surrounding transaction, or at once
+    /// on the pool).
+    async fn notify<'e, E: PgExecutor<'e>>(&self, exec: E, channel: &str, payload: &str) -> Result<()> {
+        sqlx::query(&self.inner.q.notify)
+            .bind(channel)
+            .bind(payload)
+            .execute(exec)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Runs a fenced batch statement whose rows are `(id, attempt)` of the applied writes and
+    /// sorts every input lease into applied or lost.
+    async fn fenced(&self, leases: &[Lease], rows: Vec<PgRow>) -> Result<BatchOutcome> {
+        let mut applied = Vec::with_capacity(rows.len());
+        for r in &rows {
+            applied.push(Lease {
+                id: JobId(r.try_get("id").map_err(db_err)?),
+                attempt: r.try_get("attempt").map_err(db_err)?,
+            });
+        }
+        let lost: Vec<Lease> = if applied.len() == leases.len() {
+            Vec::new()
+        } else {
+            leases
+                .iter()
+                .filter(|l| !applied.contains(l))
+                .copied()
+                .collect()
+        };
+        let lost = if lost.is_empty() {
+            Vec::new()
+        } else {
+            self.explain_lost(lost).await?
+        };
+        Ok(BatchOutcome { applied, lost })
+    }
+
+    /// Says why each lease no longer holds.
+    async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
+        let ids: Vec<i64> = lost.iter().map(|l| l.id.0).collect();
+        let rows = sqlx::query(&self.inner.q.lease_status)
+            .bind(ids)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        let mut now: HashMap<i64, (JobState, i32)> = HashMap::new();
+        for r in &rows {
+            let st: String = r.try_get("state").map_err(db_err)?;
+            now.insert(
+                r.try_get("id").map_err(db_err)?,
+                (rows::state(&st)?, r.try_get("attempt").map_err(db_err)?),
+            );
+        }
+        Ok(lost
+            .into_iter()
+            .map(|lease| {
+                let reason = match now.get(&lease.id.0) {
+                    None => LostReason::Missing,
+                    Some((_, a)) if *a > lease.attempt => LostReason::Superseded(*a),
+                    Some((s, _)) if *s != JobState::Running => LostReason::NotRunning(*s),
+                    Some(_) => LostReason::Expired,
+                };
+                LeaseLost { lease, reason }
+            })
+            .collect())
+    }
+}
+
+/// Sorted, de-duplicated leases as parallel arrays: one lock order for every batch writer.
+fn lease_arrays(leases: &[Lease]) -> (Vec<Lease>, Vec<i64>, Vec<i32>) {
+    let mut sorted = leases.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    let ids = sorted.iter().map(|l| l.id.0).collect();
+    let attempts = sorted.iter().map(|l| l.attempt).collect();
+    (sorted, ids, attempts)
+}
+
+impl Store for PgStore {
+    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        let mut v = self
+            .enqueue_many_on(&self.inner.pool, std::slice::from_ref(job))
+            .await?;
+        Ok(v.remove(0))
+    }
+
+    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        self.enqueue_many_on(&self.inner.pool, jobs).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        validate::queue(&req.queue)?;
+        if req.limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&self.inner.q.claim)
+            .bind(&req.queue)
+            .bind(req.limit)
+            .bind(&req.owner)
+            .bind(ms(req.lease))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::claimed).collect()
+    }
+
+    async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        if leases.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let (sorted, ids, attempts) = lease_arrays(leases);
+        let rows = sqlx::query(&self.inner.q.complete_many)
+            .bind(ids)
+            .bind(attempts)
+            .bind(owner)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        self.fenced(&sorted, rows).await
+    }
+
+    async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
+        if failures.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let mut sorted = failures.to_vec();
+        sorted.sort_by_key(|f| f.lease);
+        sorted.dedup_by_key(|f| f.lease);
+        let max = self.inner.limits.max_error_bytes;
+        let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
+        let rows = sqlx::query(&self.inner.q.fail_many)
+            .bind(sorted.iter().map(|f| f.lease.id.0).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|f| f.lease.attempt).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|f| f.class.as_str()).collect::<Vec<_>>())
+            .bind(
+                sorted
+                    .iter()
+                    .map(|f| validate::truncate_message(&f.message, max))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(sorted.iter().map(|f| f.retry_in.map(ms)).collect::<Vec<_>>())
+            .bind(owner)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        self.fenced(&leases, rows).await
+    }
+
+    async fn snooze_many(&self, owner: &str, snoozes: &[Snooze]) -> Result<BatchOutcome> {
+        if snoozes.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let mut sorted = snoozes.to_vec();
+        sorted.sort_by_key(|s| s.lease);
+        sorted.dedup_by_key(|s| s.lease);
+        for s in &sorted {
+            duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
+        }
+        let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
+        let rows = sqlx::query(&self.inner.q.snooze_many)
+            .bind(sorted.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|s| ms(s.delay)).collect::<Vec<_>>())
+            .bind(owner)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        self.fenced(&leases, rows).await
+    }
+
+    async fn heartbeat(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+        lease: Duration,
+    ) -> Result<HeartbeatOutcome> {
+        if leases.is_empty() {
+            return Ok(HeartbeatOutcome::default());
+        }
+        let (sorted, ids, attempts) = lease_arrays(leases);
+        let rows = sqlx::query(&self.inner.q.heartbeat)
+            .bind(ids)
+            .bind(attempts)
+            .bind(owner)
+            .bind(ms(lease))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        let mut out = HeartbeatOutcome::default();
+        for r in &rows {
+            let l = Lease {
+                id: JobId(r.try_get("id").map_err(db_err)?),
+                attempt: r.try_get("attempt").map_err(db_err)?,
+            };
+            out.extended
+                .push((l, r.try_get("lease_expires_at").map_err(db_err)?));
+            if r.try_get::<bool, _>("cancel_requested").map_err(db_err)? {
+                out.cancel_requested.push(l);
+            }
+        }
+        let lost: Vec<Lease> = sorted
+            .into_iter()
+            .filter(|l| !out.extended.iter().any(|(e, _)| e == l))
+            .collect();
+        if !lost.is_empty() {
+            out.lost = self.explain_lost(lost).await?;
+        }
+        Ok(out)
+    }
+
+    async fn release_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        let snoozes: Vec<Snooze> = leases
+            .iter()
+            .map(|&lease| Snooze {
+                lease,
+                delay: Duration::ZERO,
+            })
+            .collect();
+        self.snooze_many(owner, &snoozes).await
+    }
+
+    async fn reap(&self, batch: i64) -> Result<ReapReport> {
+        let rows = sqlx::query(&self.inner.q.reap)
+            .bind(batch.max(1))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        let mut report = ReapReport::default();
+        for r in &rows {
+            let st: String = r.try_get("state").map_err(db_err)?;
+            report.jobs.push(Reaped {
+                id: JobId(r.try_get("id").map_err(db_err)?),
+                attempt: r.try_get("attempt").map_err(db_err)?,
+                owner: r.try_get("lease_owner").map_err(db_err)?,
+                state: rows::state(&st)?,
+            });
+        }
+        Ok(report)
+    }
+
+    async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
+        let mut report = PruneReport::default();
+        let batch = retention.batch.max(1);
+        for (states, keep, counter) in [
+            (vec!["succeeded", "cancelled"], retention.finished, &mut report.finished),
+            (vec!["dead"], retention.dead, &mut report.dead),
+        ] {
+            loop {
+                let n = sqlx::query(&self.inner.q.prune)
+                    .bind(&states)
+                    .bind(ms(keep))
+                    .bind(batch)
+                    .execute(&self.inner.pool)
+                    .await
+                    .map_err(db_err)?
+                    .rows_affected();
+                *counter += n;
+                if n < batch as u64 {
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn retry(&self, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
+        if !(1..=1000).contains(&extra_attempts) {
+            return Err(ValidationError::MaxAttempts(extra_attempts).into());
+        }
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let res = sqlx::query(&self.inner.q.retry)
+            .bind(id.0)
+            .bind(extra_attempts)
+            .fetch_optional(&mut *tx)
+            .await;
+        match res {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                drop(tx);
+                let job = self.get(id).await?;
+                return Err(StoreError::WrongState {
+                    id,
+                    state: job.state,
+                    op: "retry (only dead or cancelled jobs can be retried)",
+                });
+            }
+            Err(e) if sqlstate(&e).as_deref() == Some("23505") => {
+                drop(tx);
+                let job = self.get(id).await?;
+                let key = job.unique_key.unwrap_or_default();
+                let holder: i64 = sqlx::query_scalar(&self.inner.q.unique_holder)
+                .bind(&key)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(db_err)?
+                .unwrap_or_default();
+                return Err(StoreError::UniqueConflict {
+                    key,
+                    holder: JobId(holder),
+                });
+            }
+            Err(e) => return Err(db_err(e)),
+        }
+        let rec = sqlx::query(&self.inner.q.get)
+            .bind(id.0)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let rec = rows::record(&rec)?;
+        self.notify(&mut *tx, &self.wakeup_channel(), &rec.queue)
+            .await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(rec)
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let prev: Option<String> = sqlx::query_scalar(&self.inner.q.cancel)
+            .bind(id.0)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let outcome = match prev.as_deref() {
+            Some("pending") => CancelOutcome::Cancelled,
+            Some(_) => {
+                self.notify(&mut *tx, &self.cancel_channel(), &id.to_string())
+                    .await?;
+                CancelOutcome::Requested
+            }
+            None => {
+                drop(tx);
+                let job = self.get(id).await?;
+                return Err(StoreError::WrongState {
+                    id,
+                    state: job.state,
+                    op: "cancel (it already finished)",
+                });
+            }
+        };
+        tx.commit().await.map_err(db_err)?;
+        Ok(outcome)
+    }
+
+    async fn get(&self, id: JobId) -> Result<JobRecord> {
+        let row = sqlx::query(&self.inner.q.get)
+            .bind(id.0)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(r) => rows::record(&r),
+            None => Err(StoreError::NotFound(id)),
+        }
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+        if let Some(q) = &filter.queue {
+            validate::queue(q)?;
+        }
+        let limit = if filter.limit <= 0 { 100 } else { filter.limit };
+        let rows = sqlx::query(&self.inner.q.list)
+            .bind(filter.queue.as_deref())
+            .bind(filter.state.map(|s| s.as_str()))
+            .bind(limit)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        rows.iter().map(rows::record).collect()
+    }
+
+    async fn active_count(&self, queues: &[String]) -> Result<i64> {
+        sqlx::query_scalar(&self.inner.q.active_count)
+            .bind(queues)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db_err)
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        let rows = sqlx::query(&self.inner.q.stats_queues)
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        let mut queues = Vec::with_capacity(rows.len());
+        for r in &rows {
+            queues.push(QueueStats {
+                queue: r.try_get("queue").map_err(db_err)?,
+                pending: r.try_get("pending").map_err(db_err)?,
+                ready: r.try_get("ready").map_err(db_err)?,
+                running: r.try_get("running").map_err(db_err)?,
+                succeeded: r.try_get("succeeded").map_err(db_err)?,
+                dead: r.try_get("dead").map_err(db_err)?,
+                cancelled: r.try_get("cancelled").map_err(db_err)?,
+                oldest_ready_age_s: r.try_get("oldest_ready_age_s").map_err(db_err)?,
+                running_near_expiry: r.try_get("running_near_expiry").map_err(db_err)?,
+                running_expired: r.try_get("running_expired").map_err(db_err)?,
+                oldest_dead_age_s: r.try_get("oldest_dead_age_s").map_err(db_err)?,
+            });
+        }
+        let t = sqlx::query(&self.inner.q.stats_table)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(db_err)?;
+        let table = match t {
+            Some(r) => TableStats {
+                live_tuples: r.try_get("live_tuples").map_err(db_err)?,
+                dead_tuples: r.try_get("dead_tuples").map_err(db_err)?,
+                last_vacuum: r.try_get("last_vacuum").map_err(db_err)?,
+                last_autovacuum: r.try_get("last_autovacuum").map_err(db_err)?,
+                total_bytes: r.try_get("total_bytes").map_err(db_err)?,
+            },
+            None => TableStats::default(),
+        };
+        Ok(Stats { queues, table })
+    }
+}

@@ -1,0 +1,214 @@
+//! Test harness: every test talks to a real PostgreSQL over a real connection.
+//!
+//! - With `DATABASE_URL` set, tests use that server.
+//! - Otherwise the first test of a process starts a throw-away cluster from the system's
+//!   binaries (initdb + postgres on a private port and socket) as a child process that dies
+//!   with the test process, and every test of that process shares it.
+//! - Each test gets its own schema ([`TestDb`]), so tests run in parallel without seeing each
+//!   other's jobs, wake-ups (channels are per schema) or locks (advisory keys are per schema).
+//! - Tests that stop, kill or restart a server get a cluster of their own
+//!   ([`PrivateCluster`]) and never touch the shared one.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use docket_postgres::local_cluster::{free_port, LocalCluster, StopMode};
+use docket_postgres::PgStore;
+use rand::Rng;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+mod shared;
+
+/// Settings for throw-away clusters: durability off (tests re-create everything), room for
+/// many connections.
+pub const TEST_SETTINGS: &[(&str, &str)] = &[
+    ("fsync", "off"),
+    ("synchronous_commit", "off"),
+    ("full_page_writes", "off"),
+    ("max_connections", "400"),
+    ("shared_buffers", "'256MB'"),
+    ("log_min_messages", "warning"),
+];
+
+/// URL of the server all tests of this process share.
+pub fn server_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| match std::env::var("DATABASE_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ => shared::start_shared_cluster(),
+    })
+    .clone()
+}
+
+/// A fresh schema on the shared server, migrated, with a store and a pool.
+pub struct TestDb {
+    /// The store on this test's schema.
+    pub store: PgStore,
+    /// The pool behind the store; its `application_name` is the schema name, so a test can
+    /// find (and terminate) exactly its own backends.
+    pub pool: PgPool,
+    /// This test's schema.
+    pub schema: String,
+    /// The server URL.
+    pub url: String,
+}
+
+/// A random schema name for one test.
+pub fn fresh_schema() -> String {
+    let n: u64 = rand::thread_rng().gen();
+    format!("t_{n:016x}")
+}
+
+/// Opens a pool of `max` connections to `url`, tagged with `app` as application_name.
+pub async fn pool(url: &str, app: &str, max: u32) -> PgPool {
+    let opts: PgConnectOptions = url.parse().expect("valid DATABASE_URL");
+    let opts = opts.application_name(app).disable_statement_logging();
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(opts)
+        .await
+        .expect("connect to test server")
+}
+
+impl TestDb {
+    /// A new migrated schema with a pool of 10 connections.
+    pub async fn new() -> TestDb {
+        Self::with_pool_size(10).await
+    }
+
+    /// A new migrated schema with a pool of `max` connections.
+    pub async fn with_pool_size(max: u32) -> TestDb {
+        let url = server_url();
+        let schema = fresh_schema();
+        let pool = pool(&url, &schema, max).await;
+        let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");
+        store.migrate().await.expect("migrate");
+        TestDb {
+            store,
+            pool,
+            schema,
+            url,
+        }
+    }
+
+    /// Another pool (separate connections) on the same schema, e.g. for a second worker.
+    pub async fn second_pool(&self, max: u32) -> PgPool {
+        pool(&self.url, &self.schema, max).await
+    }
+
+    /// A store on a separate pool of `max` connections.
+    pub async fn second_store(&self, max: u32) -> PgStore {
+        PgStore::with_schema(self.second_pool(max).await, &self.schema).expect("schema")
+    }
+
+    /// Runs a statement with `{schema}` replaced by this test's schema (for test setup such as
+    /// backdating leases).
+    pub async fn exec(&self, sql: &str) -> u64 {
+        sqlx::query(&sql.replace("{schema}", &self.schema))
+            .execute(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .rows_affected()
+    }
+
+    /// Fetches one i64 from a query with `{schema}` replaced.
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        sqlx::query_scalar::<_, i64>(&sql.replace("{schema}", &self.schema))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Waits until at least `n` backends of this test's schema are blocked on a lock (so a
+    /// race is set up for real, not by a sleep). Panics after 30 s.
+    pub async fn wait_for_lock_waiters(&self, n: i64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind(&self.schema)
+            .fetch_one(&self.pool)
+            .await
+            .expect("pg_stat_activity");
+            if waiting >= n {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no lock waiter appeared");
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Terminates every backend of this test's schema (all pools tagged with it), except the
+    /// one running the statement. Returns how many were terminated.
+    pub async fn terminate_backends(&self) -> i64 {
+        self.terminate_app(&self.schema).await
+    }
+
+    /// Terminates backends whose application_name is `app`.
+    pub async fn terminate_app(&self, app: &str) -> i64 {
+        let killer = pool(&self.url, "docket-test-killer", 1).await;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(app)
+        .fetch_one(&killer)
+        .await
+        .expect("terminate");
+        killer.close().await;
+        n
+    }
+}
+
+/// A cluster of the test's own, for tests that stop, kill or restart the server. Stopped
+/// (immediate) and deleted on drop.
+pub struct PrivateCluster {
+    /// The cluster.
+    pub cluster: LocalCluster,
+    dir: PathBuf,
+}
+
+impl PrivateCluster {
+    /// Initialises and starts a new cluster in a temporary directory.
+    pub fn start() -> PrivateCluster {
+        let dir = std::env::temp_dir().join(format!("docket-private-{}", fresh_schema()));
+        let cluster = LocalCluster::at(&dir, free_port().expect("port")).expect("binaries");
+        cluster.init(TEST_SETTINGS).expect("initdb");
+        cluster.start().expect("start");
+        PrivateCluster { cluster, dir }
+    }
+
+    /// URL of the `postgres` database.
+    pub fn url(&self) -> String {
+        self.cluster.url("postgres")
+    }
+
+    /// Restarts the server with the given stop mode and waits until it accepts connections.
+    pub fn restart(&self, mode: StopMode) {
+        self.cluster.stop(mode).expect("stop");
+        self.cluster.start().expect("start");
+    }
+
+    /// Blocks until the server accepts TCP connections (or panics after 60 s).
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.cluster.is_ready() {
+            assert!(Instant::now() < deadline, "server did not come back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = self.cluster.stop(StopMode::Immediate);
+        let _ = Command::new("rm").arg("-rf").arg(&self.dir).status();
+    }
+}
