@@ -146,11 +146,7 @@ pub const DEFAULT_MAX_ATTEMPTS: i32 = 25;
 
 impl NewJob {
     /// A job with default options.
-    pub fn new(
-        queue: impl Into<String>,
-        kind: impl Into<String>,
-        args: serde_json::Value,
-    ) -> Self {
+    pub fn new(queue: impl Into<String>, kind: impl Into<String>, args: serde_json::Value) -> Self {
         NewJob {
             queue: queue.into(),
             kind: kind.into(),
@@ -351,7 +347,10 @@ impl ReapReport {
     }
     /// Jobs that became dead.
     pub fn dead(&self) -> usize {
-        self.jobs.iter().filter(|j| j.state == JobState::Dead).count()
+        self.jobs
+            .iter()
+            .filter(|j| j.state == JobState::Dead)
+            .count()
     }
 }
 

@@ -137,7 +137,12 @@ pub fn new_job(job: &NewJob, limits: &Limits) -> Result<(), ValidationError> {
             Duration::from_millis(1),
             Duration::from_secs(7 * 24 * 3600),
         )?;
-        check_bounds("backoff cap", b.cap, b.base, Duration::from_secs(30 * 24 * 3600))?;
+        check_bounds(
+            "backoff cap",
+            b.cap,
+            b.base,
+            Duration::from_secs(30 * 24 * 3600),
+        )?;
     }
     Ok(())
 }

@@ -7,10 +7,12 @@
 //! - [`store`]: [`PgStore`], the [`docket_core::Store`] implementation plus the
 //!   PostgreSQL-only extras (transactional enqueue, in-transaction completion, EXPLAIN).
 //! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
+//! - [`lab`]: the claim experiment from the design (naive / FOR UPDATE / SKIP LOCKED).
 //! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
 //!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
 
 pub mod errors;
+pub mod lab;
 pub mod local_cluster;
 pub mod migrate;
 pub mod queries;

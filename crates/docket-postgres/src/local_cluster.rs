@@ -277,7 +277,7 @@ impl LocalCluster {
 fn read_port(data_dir: &Path) -> Option<u16> {
     let text = std::fs::read_to_string(data_dir.join("postgresql.conf")).ok()?;
     text.lines()
-        .filter_map(|l| l.trim().strip_prefix("port = "))
-        .last()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("port = "))
         .and_then(|v| v.trim().parse().ok())
 }

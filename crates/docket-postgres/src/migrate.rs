@@ -38,13 +38,10 @@ pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), StoreError> {
             .execute(&mut conn)
             .await
             .map_err(db_err)?;
-        MIGRATOR
-            .run(&mut conn)
-            .await
-            .map_err(|e| match e {
-                sqlx::migrate::MigrateError::Execute(e) => db_err(e),
-                other => StoreError::Database(Box::new(other)),
-            })
+        MIGRATOR.run_direct(&mut conn).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => db_err(e),
+            other => StoreError::Database(Box::new(other)),
+        })
     }
     .await;
     // Closing the session releases the advisory lock even if the unlock below is never sent.

@@ -50,6 +50,11 @@ queries!(
     stats_table,
     enqueue_many,
     unique_holder,
+    lab_setup,
+    lab_naive,
+    lab_for_update,
+    lab_skip_locked,
+    lab_result,
 );
 
 #[cfg(test)]
@@ -65,8 +70,10 @@ mod tests {
             .filter(|n| n.ends_with(".sql"))
             .collect();
         on_disk.sort();
-        let mut registered: Vec<String> =
-            Queries::file_names().iter().map(|s| s.to_string()).collect();
+        let mut registered: Vec<String> = Queries::file_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         registered.sort();
         assert_eq!(on_disk, registered);
     }

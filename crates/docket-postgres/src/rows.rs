@@ -7,8 +7,7 @@ use sqlx::Row;
 use crate::errors::db_err;
 
 pub(crate) fn state(s: &str) -> Result<JobState, StoreError> {
-    s.parse()
-        .map_err(|e| StoreError::Database(Box::new(e)))
+    s.parse().map_err(|e| StoreError::Database(Box::new(e)))
 }
 
 pub(crate) fn claimed(r: &PgRow) -> Result<ClaimedJob, StoreError> {

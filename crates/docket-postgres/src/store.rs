@@ -195,7 +195,11 @@ impl PgStore {
             .bind(a.run_ats)
             .bind(a.delays)
             .bind(a.max_attempts)
-            .bind(if any_unique { Some(a.unique_keys) } else { None })
+            .bind(if any_unique {
+                Some(a.unique_keys)
+            } else {
+                None
+            })
             .bind(a.metadata)
             .bind(a.backoff_base)
             .bind(a.backoff_cap)
@@ -214,7 +218,12 @@ impl PgStore {
 
     /// Completes a claimed job inside the caller's transaction (in-transaction mode): the
     /// handler's own writes and the completion commit together, or neither does.
-    pub async fn complete_tx(&self, conn: &mut PgConnection, owner: &str, lease: Lease) -> Result<()> {
+    pub async fn complete_tx(
+        &self,
+        conn: &mut PgConnection,
+        owner: &str,
+        lease: Lease,
+    ) -> Result<()> {
         let rows = sqlx::query(&self.inner.q.complete_many)
             .bind(vec![lease.id.0])
             .bind(vec![lease.attempt])
@@ -224,7 +233,9 @@ impl PgStore {
             .map_err(db_err)?;
         if rows.is_empty() {
             let lost = self.explain_lost(vec![lease]).await?;
-            return Err(StoreError::LeaseLost(lost.into_iter().next().expect("one lease")));
+            return Err(StoreError::LeaseLost(
+                lost.into_iter().next().expect("one lease"),
+            ));
         }
         Ok(())
     }
@@ -257,7 +268,12 @@ impl PgStore {
 
     /// Sends a notification (delivered at commit of the surrounding transaction, or at once
     /// on the pool).
-    async fn notify<'e, E: PgExecutor<'e>>(&self, exec: E, channel: &str, payload: &str) -> Result<()> {
+    async fn notify<'e, E: PgExecutor<'e>>(
+        &self,
+        exec: E,
+        channel: &str,
+        payload: &str,
+    ) -> Result<()> {
         sqlx::query(&self.inner.q.notify)
             .bind(channel)
             .bind(payload)
@@ -397,7 +413,12 @@ impl Store for PgStore {
                     .map(|f| validate::truncate_message(&f.message, max))
                     .collect::<Vec<_>>(),
             )
-            .bind(sorted.iter().map(|f| f.retry_in.map(ms)).collect::<Vec<_>>())
+            .bind(
+                sorted
+                    .iter()
+                    .map(|f| f.retry_in.map(ms))
+                    .collect::<Vec<_>>(),
+            )
             .bind(owner)
             .fetch_all(&self.inner.pool)
             .await
@@ -501,7 +522,11 @@ impl Store for PgStore {
         let mut report = PruneReport::default();
         let batch = retention.batch.max(1);
         for (states, keep, counter) in [
-            (vec!["succeeded", "cancelled"], retention.finished, &mut report.finished),
+            (
+                vec!["succeeded", "cancelled"],
+                retention.finished,
+                &mut report.finished,
+            ),
             (vec!["dead"], retention.dead, &mut report.dead),
         ] {
             loop {
@@ -548,11 +573,11 @@ impl Store for PgStore {
                 let job = self.get(id).await?;
                 let key = job.unique_key.unwrap_or_default();
                 let holder: i64 = sqlx::query_scalar(&self.inner.q.unique_holder)
-                .bind(&key)
-                .fetch_optional(&self.inner.pool)
-                .await
-                .map_err(db_err)?
-                .unwrap_or_default();
+                    .bind(&key)
+                    .fetch_optional(&self.inner.pool)
+                    .await
+                    .map_err(db_err)?
+                    .unwrap_or_default();
                 return Err(StoreError::UniqueConflict {
                     key,
                     holder: JobId(holder),

@@ -293,9 +293,11 @@ async fn enqueue_notifies_once_per_queue_after_commit() {
         .await
         .unwrap();
     // Nothing is delivered before commit.
-    assert!(tokio::time::timeout(Duration::from_millis(200), listener.recv())
-        .await
-        .is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), listener.recv())
+            .await
+            .is_err()
+    );
     tx.commit().await.unwrap();
     let mut got = Vec::new();
     while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await {

@@ -43,7 +43,11 @@ async fn claim_sets_lease_bumps_attempt_and_respects_order() {
     let high = one(&db, NewJob::new("q", "k", json!("high")).priority(-10)).await;
     let mid1 = one(&db, NewJob::new("q", "k", json!("mid1"))).await;
     let mid2 = one(&db, NewJob::new("q", "k", json!("mid2"))).await;
-    let _later = one(&db, NewJob::new("q", "k", json!("later")).delay(Duration::from_secs(600))).await;
+    let _later = one(
+        &db,
+        NewJob::new("q", "k", json!("later")).delay(Duration::from_secs(600)),
+    )
+    .await;
     let _other = one(&db, NewJob::new("other", "k", json!("other"))).await;
 
     let got = db.store.claim(&req("q", 10, "w1")).await.unwrap();
@@ -68,7 +72,12 @@ async fn claim_sets_lease_bumps_attempt_and_respects_order() {
         .await;
     assert!((58..=60).contains(&secs), "{secs}");
     // Nothing else is ready in q: scheduled and other-queue jobs are not claimed.
-    assert!(db.store.claim(&req("q", 10, "w2")).await.unwrap().is_empty());
+    assert!(db
+        .store
+        .claim(&req("q", 10, "w2"))
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test]
@@ -141,13 +150,22 @@ async fn fencing_matrix() {
         Heartbeat,
         Release,
     }
-    for op in [Op::Complete, Op::Fail, Op::Snooze, Op::Heartbeat, Op::Release] {
+    for op in [
+        Op::Complete,
+        Op::Fail,
+        Op::Snooze,
+        Op::Heartbeat,
+        Op::Release,
+    ] {
         for reclaimed in [false, true] {
             let db = TestDb::new().await;
-            one(&db, NewJob::new("q", "k", json!(1)).backoff(Backoff {
-                base: Duration::from_millis(1),
-                cap: Duration::from_millis(1),
-            }))
+            one(
+                &db,
+                NewJob::new("q", "k", json!(1)).backoff(Backoff {
+                    base: Duration::from_millis(1),
+                    cap: Duration::from_millis(1),
+                }),
+            )
             .await;
             let a = claim1(&db, "A").await;
             expire_leases(&db).await;
@@ -161,7 +179,13 @@ async fn fencing_matrix() {
             let before = db.store.get(a.id).await.unwrap();
 
             let lost = match op {
-                Op::Complete => db.store.complete_many("A", &[a.lease()]).await.unwrap().lost,
+                Op::Complete => {
+                    db.store
+                        .complete_many("A", &[a.lease()])
+                        .await
+                        .unwrap()
+                        .lost
+                }
                 Op::Fail => {
                     db.store
                         .fail_many(
@@ -190,7 +214,13 @@ async fn fencing_matrix() {
                         .unwrap()
                         .lost
                 }
-                Op::Heartbeat => db.store.heartbeat("A", &[a.lease()], LEASE).await.unwrap().lost,
+                Op::Heartbeat => {
+                    db.store
+                        .heartbeat("A", &[a.lease()], LEASE)
+                        .await
+                        .unwrap()
+                        .lost
+                }
                 Op::Release => db.store.release_many("A", &[a.lease()]).await.unwrap().lost,
             };
             assert_eq!(lost.len(), 1, "{op:?} reclaimed={reclaimed}");
@@ -201,7 +231,10 @@ async fn fencing_matrix() {
             };
             assert_eq!(lost[0].reason, expected, "{op:?}");
             let after = db.store.get(a.id).await.unwrap();
-            assert_eq!(before, after, "{op:?} reclaimed={reclaimed}: stale write changed the row");
+            assert_eq!(
+                before, after,
+                "{op:?} reclaimed={reclaimed}: stale write changed the row"
+            );
 
             if let Some(b) = successor {
                 let out = db.store.complete_many("B", &[b.lease()]).await.unwrap();
@@ -252,7 +285,10 @@ async fn fail_retries_with_backoff_then_dies_with_history() {
     let rec = db.store.get(id).await.unwrap();
     assert_eq!(rec.errors.len(), 3);
     assert_eq!(
-        rec.errors.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(),
+        rec.errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>(),
         vec!["boom 1", "boom 2", "boom 3"]
     );
     assert_eq!(rec.errors[2].attempt, 3);
@@ -404,11 +440,14 @@ async fn schema_checks_reject_impossible_shapes() {
         ("state = 'lost'", "jobs_state_valid"),
         ("lease_owner = 'w'", "jobs_running_has_lease"),
     ] {
-        let err = sqlx::query(&format!("UPDATE {}.jobs SET {bad} WHERE id = $1", db.schema))
-            .bind(id.0)
-            .execute(&db.pool)
-            .await
-            .unwrap_err();
+        let err = sqlx::query(&format!(
+            "UPDATE {}.jobs SET {bad} WHERE id = $1",
+            db.schema
+        ))
+        .bind(id.0)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains(constraint), "{bad}: {err}");
     }
 }

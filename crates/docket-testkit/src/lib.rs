@@ -139,7 +139,10 @@ impl TestDb {
             if waiting >= n {
                 return;
             }
-            assert!(std::time::Instant::now() < deadline, "no lock waiter appeared");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no lock waiter appeared"
+            );
             tokio::task::yield_now().await;
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

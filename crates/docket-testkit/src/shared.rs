@@ -58,9 +58,7 @@ pub(crate) fn start_shared_cluster() -> String {
     cluster.init(TEST_SETTINGS).expect("initdb");
     let mut cmd = cluster.foreground_command();
     let log = std::fs::File::create(cluster.log_file()).expect("log file");
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
     let ids = if is_root() { postgres_ids() } else { None };
     #[allow(unsafe_code)]
     // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, prctl, getppid) run
@@ -102,9 +100,7 @@ pub(crate) fn start_shared_cluster() -> String {
             }
         })
         .expect("spawn thread");
-    rx.recv()
-        .expect("postgres thread")
-        .expect("start postgres");
+    rx.recv().expect("postgres thread").expect("start postgres");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !cluster.is_ready() {
         assert!(

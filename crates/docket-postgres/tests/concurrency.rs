@@ -1,0 +1,99 @@
+//! Concurrency: many claimers on separate connections, and the design's naive claim next to
+//! Docket's.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use docket_core::*;
+use docket_postgres::lab::{self, LabMode};
+use docket_testkit::TestDb;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_claimers_complete_ten_thousand_jobs_exactly_once() {
+    let db = TestDb::with_pool_size(4).await;
+    let jobs: Vec<NewJob> = (0..10_000)
+        .map(|i| NewJob::new("q", "k", json!(i)))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        // Separate pools: separate connections, like separate worker processes.
+        let store = db.second_store(1).await;
+        tasks.push(tokio::spawn(async move {
+            let owner = format!("w{w}");
+            let mut claimed = Vec::new();
+            let mut completed = Vec::new();
+            let mut empty = 0;
+            while empty < 3 {
+                let got = store
+                    .claim(&ClaimRequest {
+                        queue: "q".into(),
+                        limit: 25,
+                        owner: owner.clone(),
+                        lease: Duration::from_secs(300),
+                    })
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    empty += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+                empty = 0;
+                let leases: Vec<Lease> = got.iter().map(ClaimedJob::lease).collect();
+                claimed.extend(leases.iter().copied());
+                let out = store.complete_many(&owner, &leases).await.unwrap();
+                assert!(out.lost.is_empty(), "{:?}", out.lost);
+                completed.extend(out.applied);
+            }
+            (claimed, completed)
+        }));
+    }
+    let mut tokens = HashSet::new();
+    let mut completions: HashMap<JobId, usize> = HashMap::new();
+    for t in tasks {
+        let (claimed, completed) = t.await.unwrap();
+        for l in claimed {
+            assert!(tokens.insert(l), "token {l:?} handed out twice");
+        }
+        for l in completed {
+            *completions.entry(l.id).or_default() += 1;
+        }
+    }
+    assert_eq!(completions.len(), 10_000);
+    assert!(completions.values().all(|&n| n == 1));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
+            .await,
+        0
+    );
+    assert_eq!(
+        db.scalar("SELECT max(attempt)::bigint FROM {schema}.jobs")
+            .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn naive_claim_duplicates_work_and_docket_claim_does_not() {
+    let db = TestDb::with_pool_size(16).await;
+    let naive = lab::run(&db.store, LabMode::Naive, 2_000, 16)
+        .await
+        .unwrap();
+    assert!(
+        naive.duplicated > 0 && naive.max_claims > 1,
+        "the naive claim should have duplicated work: {naive:?}"
+    );
+    let skip = lab::run(&db.store, LabMode::SkipLocked, 2_000, 16)
+        .await
+        .unwrap();
+    assert_eq!(skip.done, 2_000, "{skip:?}");
+    assert_eq!(skip.duplicated, 0, "{skip:?}");
+    assert_eq!(skip.total_claims, 2_000);
+    let fu = lab::run(&db.store, LabMode::ForUpdate, 500, 8)
+        .await
+        .unwrap();
+    assert_eq!((fu.done, fu.duplicated), (500, 0), "{fu:?}");
+}

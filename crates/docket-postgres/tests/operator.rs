@@ -1,0 +1,326 @@
+//! Operator actions (retry, cancel, prune), migrations, stats and the claim plan.
+
+use std::time::Duration;
+
+use docket_core::*;
+use docket_testkit::TestDb;
+use serde_json::json;
+
+async fn claim(db: &TestDb, n: i32) -> Vec<ClaimedJob> {
+    db.store
+        .claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: n,
+            owner: "w".into(),
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap()
+}
+
+async fn kill(db: &TestDb, j: &ClaimedJob) {
+    db.store
+        .fail_many(
+            "w",
+            &[Failure {
+                lease: j.lease(),
+                class: FailureClass::Discard,
+                message: "bad args".into(),
+                retry_in: None,
+            }],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn retry_replays_a_dead_job_with_its_identity_and_history() {
+    let db = TestDb::new().await;
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!(1)).max_attempts(2))
+        .await
+        .unwrap()
+        .id;
+    let j = claim(&db, 1).await.remove(0);
+    kill(&db, &j).await;
+    assert_eq!(db.store.get(id).await.unwrap().state, JobState::Dead);
+
+    let rec = db.store.retry(id, 2).await.unwrap();
+    assert_eq!(rec.id, id);
+    assert_eq!(rec.state, JobState::Pending);
+    assert!(rec.finished_at.is_none());
+    assert_eq!(rec.errors.len(), 1, "history is kept");
+    assert_eq!(rec.attempt, 1);
+    assert_eq!(rec.max_attempts, 3, "exactly 2 more claims");
+    let again = claim(&db, 1).await.remove(0);
+    assert_eq!((again.id, again.attempt), (id, 2));
+
+    // Only dead or cancelled jobs can be replayed.
+    let err = db.store.retry(id, 1).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::WrongState {
+                state: JobState::Running,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        db.store.retry(JobId(999_999), 1).await.unwrap_err(),
+        StoreError::NotFound(_)
+    ));
+    assert!(matches!(
+        db.store.retry(id, 0).await.unwrap_err(),
+        StoreError::Invalid(_)
+    ));
+}
+
+#[tokio::test]
+async fn retry_refuses_when_the_unique_key_is_taken_again() {
+    let db = TestDb::new().await;
+    let first = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!(1)).unique_key("u"))
+        .await
+        .unwrap()
+        .id;
+    let j = claim(&db, 1).await.remove(0);
+    kill(&db, &j).await;
+    let second = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!(2)).unique_key("u"))
+        .await
+        .unwrap();
+    assert!(!second.duplicate);
+    match db.store.retry(first, 1).await.unwrap_err() {
+        StoreError::UniqueConflict { key, holder } => {
+            assert_eq!(key, "u");
+            assert_eq!(holder, second.id);
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(db.store.get(first).await.unwrap().state, JobState::Dead);
+}
+
+#[tokio::test]
+async fn cancel_pending_at_once_and_running_by_request_with_a_notification() {
+    let db = TestDb::new().await;
+    let p = db
+        .store
+        .enqueue(&NewJob::new("later", "k", json!(1)))
+        .await
+        .unwrap()
+        .id;
+    let r = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!(2)))
+        .await
+        .unwrap()
+        .id;
+    let running = claim(&db, 1).await.remove(0);
+    assert_eq!(running.id, r);
+
+    assert_eq!(db.store.cancel(p).await.unwrap(), CancelOutcome::Cancelled);
+    let rec = db.store.get(p).await.unwrap();
+    assert_eq!(rec.state, JobState::Cancelled);
+    assert!(rec.finished_at.is_some());
+
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+    listener.listen(&db.store.cancel_channel()).await.unwrap();
+    assert_eq!(db.store.cancel(r).await.unwrap(), CancelOutcome::Requested);
+    let n = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.payload(), r.to_string());
+    let rec = db.store.get(r).await.unwrap();
+    assert_eq!(
+        rec.state,
+        JobState::Running,
+        "the worker records the cancellation"
+    );
+    assert!(rec.cancel_requested_at.is_some());
+    // The worker records it through a fenced write.
+    db.store
+        .fail_many(
+            "w",
+            &[Failure {
+                lease: running.lease(),
+                class: FailureClass::Cancel,
+                message: "cancelled by operator".into(),
+                retry_in: None,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(db.store.get(r).await.unwrap().state, JobState::Cancelled);
+    // Finished jobs cannot be cancelled; missing ones are reported as such.
+    assert!(matches!(
+        db.store.cancel(r).await.unwrap_err(),
+        StoreError::WrongState { .. }
+    ));
+    assert!(matches!(
+        db.store.cancel(JobId(424_242)).await.unwrap_err(),
+        StoreError::NotFound(_)
+    ));
+    // A cancelled job can be replayed.
+    assert_eq!(db.store.retry(p, 1).await.unwrap().state, JobState::Pending);
+}
+
+#[tokio::test]
+async fn prune_respects_separate_retentions_and_batches() {
+    let db = TestDb::new().await;
+    let jobs: Vec<NewJob> = (0..30).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let got = claim(&db, 30).await;
+    // 10 succeeded, 10 dead, 10 still running.
+    let ok: Vec<Lease> = got[..10].iter().map(ClaimedJob::lease).collect();
+    db.store.complete_many("w", &ok).await.unwrap();
+    for j in &got[10..20] {
+        kill(&db, j).await;
+    }
+    // Finished two days ago.
+    db.exec("UPDATE {schema}.jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL")
+        .await;
+    let r = db
+        .store
+        .prune(&Retention {
+            finished: Duration::from_secs(24 * 3600),
+            dead: Duration::from_secs(7 * 24 * 3600),
+            batch: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!((r.finished, r.dead), (10, 0), "dead jobs are kept longer");
+    let r = db
+        .store
+        .prune(&Retention {
+            finished: Duration::from_secs(3600),
+            dead: Duration::from_secs(3600),
+            batch: 4,
+        })
+        .await
+        .unwrap();
+    assert_eq!((r.finished, r.dead), (0, 10));
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}.jobs").await, 10);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running'")
+            .await,
+        10,
+        "running jobs are never pruned"
+    );
+}
+
+#[tokio::test]
+async fn migrate_is_idempotent_and_safe_when_run_concurrently() {
+    let db = TestDb::new().await;
+    db.store.migrate().await.unwrap();
+    db.store.migrate().await.unwrap();
+    let applied = db
+        .scalar("SELECT count(*) FROM {schema}._sqlx_migrations WHERE success")
+        .await;
+    assert_eq!(
+        applied,
+        docket_postgres::migrate::MIGRATOR.iter().count() as i64
+    );
+
+    // A fresh schema migrated by eight processes at once.
+    let schema = docket_testkit::fresh_schema();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let pool = db.second_pool(1).await;
+        let schema = schema.clone();
+        tasks.push(tokio::spawn(async move {
+            docket_postgres::migrate(&pool, &schema).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {schema}._sqlx_migrations"))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, docket_postgres::migrate::MIGRATOR.iter().count() as i64);
+    assert!(matches!(
+        docket_postgres::migrate(&db.pool, "Bad-Schema").await,
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn stats_tell_what_is_old_and_what_is_stuck() {
+    let db = TestDb::new().await;
+    let jobs: Vec<NewJob> = (0..6).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    db.store
+        .enqueue(&NewJob::new("other", "k", json!(1)).delay(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    db.exec("UPDATE {schema}.jobs SET run_at = now() - interval '90 seconds' WHERE queue = 'q'")
+        .await;
+    let got = claim(&db, 3).await;
+    db.store
+        .complete_many("w", &[got[0].lease()])
+        .await
+        .unwrap();
+    kill(&db, &got[1]).await;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = {}",
+        got[2].id
+    ))
+    .await;
+    let s = db.store.stats().await.unwrap();
+    let q = s.queues.iter().find(|q| q.queue == "q").unwrap();
+    assert_eq!(
+        (q.pending, q.ready, q.running, q.succeeded, q.dead),
+        (3, 3, 1, 1, 1)
+    );
+    assert_eq!((q.running_expired, q.running_near_expiry), (1, 1));
+    assert!(q.oldest_ready_age_s.unwrap() >= 89.0);
+    assert!(q.oldest_dead_age_s.is_some());
+    let o = s.queues.iter().find(|q| q.queue == "other").unwrap();
+    assert_eq!((o.pending, o.ready), (1, 0));
+    assert!(o.oldest_ready_age_s.is_none());
+    assert!(s.table.total_bytes > 0);
+}
+
+/// The claim plan on 1,000,000 ready and 1,000,000 finished jobs: an index scan on the
+/// partial index under LockRows and Limit; no sequential scan, no sort of the backlog.
+#[tokio::test]
+async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO {schema}.jobs (queue, kind, args, priority, run_at)
+         SELECT 'q', 'k', '{}', (g % 3)::smallint, now() - (g % 1000) * interval '1 second'
+         FROM generate_series(1, 1000000) g",
+    )
+    .await;
+    db.exec(
+        "INSERT INTO {schema}.jobs (queue, kind, args, state, attempt, finished_at)
+         SELECT 'q', 'k', '{}', 'succeeded', 1, now() FROM generate_series(1, 1000000) g",
+    )
+    .await;
+    db.exec("VACUUM ANALYZE {schema}.jobs").await;
+    let plan = db.store.explain_claim("q", true).await.unwrap();
+    println!("claim plan on 1M ready + 1M finished:\n{plan}");
+    let lines: Vec<&str> = plan.lines().collect();
+    let pos = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let (limit, lock, scan) = (
+        pos("Limit").expect("Limit"),
+        pos("LockRows").expect("LockRows"),
+        pos("Index Scan using jobs_claim_idx").expect("index scan on jobs_claim_idx"),
+    );
+    assert!(limit < lock && lock < scan, "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(!plan.contains("Sort"), "{plan}");
+    // EXPLAIN ANALYZE ran in a rolled-back transaction: nothing was claimed.
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running'")
+            .await,
+        0
+    );
+}
