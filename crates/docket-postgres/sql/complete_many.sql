@@ -1,7 +1,9 @@
 -- complete_many: mark claimed jobs succeeded.
 -- Parameters: $1 bigint[] ids, $2 int[] attempts (parallel to ids), $3 text owner.
 -- Invariants: compare-and-set on id + state = running + attempt + owner + unexpired lease
--- (database clock). Rows that do not match are left untouched; the caller reports them as
+-- (database clock; statement_timestamp, not now(), so a completion inside a long
+-- in-transaction handler is judged at the moment it is written, not when the transaction
+-- began). Rows that do not match are left untouched; the caller reports them as
 -- LeaseLost. Callers pass ids sorted so concurrent batches lock rows in one order.
 UPDATE {{schema}}.jobs AS j
 SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
@@ -10,5 +12,5 @@ WHERE j.id = c.id
   AND j.state = 'running'
   AND j.attempt = c.attempt
   AND j.lease_owner = $3
-  AND j.lease_expires_at > now()
+  AND j.lease_expires_at > statement_timestamp()
 RETURNING j.id, j.attempt

@@ -28,5 +28,5 @@ WHERE j.id = f.id
   AND j.state = 'running'
   AND j.attempt = f.attempt
   AND j.lease_owner = $6
-  AND j.lease_expires_at > now()
+  AND j.lease_expires_at > statement_timestamp()
 RETURNING j.id, j.attempt

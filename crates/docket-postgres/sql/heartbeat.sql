@@ -10,5 +10,5 @@ WHERE j.id = c.id
   AND j.state = 'running'
   AND j.attempt = c.attempt
   AND j.lease_owner = $3
-  AND j.lease_expires_at > now()
+  AND j.lease_expires_at > statement_timestamp()
 RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL AS cancel_requested

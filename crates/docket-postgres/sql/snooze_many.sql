@@ -15,5 +15,5 @@ WHERE j.id = s.id
   AND j.state = 'running'
   AND j.attempt = s.attempt
   AND j.lease_owner = $4
-  AND j.lease_expires_at > now()
+  AND j.lease_expires_at > statement_timestamp()
 RETURNING j.id, j.attempt

@@ -55,6 +55,9 @@ queries!(
     lab_for_update,
     lab_skip_locked,
     lab_result,
+    leader_try,
+    leader_resign,
+    leader_check,
 );
 
 #[cfg(test)]

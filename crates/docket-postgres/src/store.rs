@@ -266,6 +266,53 @@ impl PgStore {
         Ok(lines.join("\n"))
     }
 
+    /// Opens a connection outside the pool with the pool's options (for LISTEN and the
+    /// leader lock, which need a session of their own).
+    pub async fn connect_direct(&self) -> Result<PgConnection> {
+        use sqlx::ConnectOptions;
+        self.inner
+            .pool
+            .connect_options()
+            .connect()
+            .await
+            .map_err(db_err)
+    }
+
+    fn leader_key(&self) -> String {
+        format!("leader:{}", self.inner.schema)
+    }
+
+    /// Tries to take the leader lock on `conn` (a dedicated session).
+    pub async fn leader_try(&self, conn: &mut PgConnection) -> Result<bool> {
+        sqlx::query_scalar(&self.inner.q.leader_try)
+            .bind(crate::migrate::LOCK_CLASS)
+            .bind(self.leader_key())
+            .fetch_one(conn)
+            .await
+            .map_err(db_err)
+    }
+
+    /// True while `conn` still holds the leader lock (errors when the session is gone).
+    pub async fn leader_check(&self, conn: &mut PgConnection) -> Result<bool> {
+        sqlx::query_scalar(&self.inner.q.leader_check)
+            .bind(crate::migrate::LOCK_CLASS)
+            .bind(self.leader_key())
+            .fetch_one(conn)
+            .await
+            .map_err(db_err)
+    }
+
+    /// Releases the leader lock held by `conn`.
+    pub async fn leader_resign(&self, conn: &mut PgConnection) -> Result<()> {
+        sqlx::query_scalar::<_, bool>(&self.inner.q.leader_resign)
+            .bind(crate::migrate::LOCK_CLASS)
+            .bind(self.leader_key())
+            .fetch_one(conn)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     /// Sends a notification (delivered at commit of the surrounding transaction, or at once
     /// on the pool).
     async fn notify<'e, E: PgExecutor<'e>>(

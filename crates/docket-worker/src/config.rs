@@ -1,0 +1,129 @@
+//! Worker configuration. Every field's doc ends with its default.
+
+use std::time::Duration;
+
+use docket_core::Retention;
+
+/// One queue a worker serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Queue name.
+    pub name: String,
+    /// Jobs of this queue running at once in this process.
+    pub concurrency: usize,
+}
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Queues and their per-process concurrency. Defaults to `default` × 10.
+    pub queues: Vec<QueueConfig>,
+    /// Lease length of a claim; heartbeats extend it. Shorter leases recover crashed work
+    /// sooner, longer ones survive longer database hiccups. Defaults to 30 s.
+    pub lease: Duration,
+    /// How often running leases are extended. Must be well under `lease` so a couple of
+    /// missed beats do not lose the lease. Defaults to `lease / 3`.
+    pub heartbeat_interval: Duration,
+    /// Fallback poll when no notification arrives (jittered ±20 %). Notifications are only
+    /// hints; this bounds pickup latency when one is lost. Defaults to 2 s.
+    pub poll_interval: Duration,
+    /// Largest claim batch. Defaults to 100.
+    pub claim_batch: usize,
+    /// Largest completion batch. Defaults to 500.
+    pub completion_batch: usize,
+    /// How long the completer waits to fill a batch. Defaults to 2 ms.
+    pub completion_flush: Duration,
+    /// Maximum runtime of one attempt for kinds without their own. Defaults to 5 min.
+    pub max_runtime: Duration,
+    /// How long a cancelled handler may take to stop before it is dropped. Defaults to 5 s.
+    pub cancel_grace: Duration,
+    /// How long shutdown waits for running jobs before cancelling them and releasing their
+    /// jobs back to the queue. Defaults to 30 s.
+    pub shutdown_timeout: Duration,
+    /// Listen for wake-ups and cancellations (LISTEN/NOTIFY). Defaults to true.
+    pub listen: bool,
+    /// URL for the LISTEN connection when the pool goes through a transaction-mode pooler
+    /// (LISTEN needs a direct session). Defaults to the pool's own connect options.
+    pub listen_url: Option<String>,
+    /// Take part in leader election and run the reaper and pruner while leader. Defaults to
+    /// true.
+    pub maintenance: bool,
+    /// How often the leader reaps expired leases. Defaults to 5 s.
+    pub reap_interval: Duration,
+    /// Expired leases reaped per statement. Defaults to 1000.
+    pub reap_batch: i64,
+    /// How often the leader prunes finished jobs. Defaults to 60 s.
+    pub prune_interval: Duration,
+    /// Retention of finished and dead jobs. Defaults to 1 day / 30 days.
+    pub retention: Retention,
+    /// Worker identity; must be unique per process start. Defaults to
+    /// `<hostname>-<pid>-<random>`.
+    pub owner: String,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        let lease = Duration::from_secs(30);
+        WorkerConfig {
+            queues: vec![QueueConfig {
+                name: "default".into(),
+                concurrency: 10,
+            }],
+            lease,
+            heartbeat_interval: lease / 3,
+            poll_interval: Duration::from_secs(2),
+            claim_batch: 100,
+            completion_batch: 500,
+            completion_flush: Duration::from_millis(2),
+            max_runtime: Duration::from_secs(300),
+            cancel_grace: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(30),
+            listen: true,
+            listen_url: None,
+            maintenance: true,
+            reap_interval: Duration::from_secs(5),
+            reap_batch: 1000,
+            prune_interval: Duration::from_secs(60),
+            retention: Retention::default(),
+            owner: default_owner(),
+        }
+    }
+}
+
+/// `<hostname>-<pid>-<8 random hex>`: unique per process start even when a container reuses
+/// a hostname and a pid.
+pub fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!(
+        "{host}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+impl WorkerConfig {
+    /// Serves `queue` with `concurrency` (replacing the default queue on first call).
+    pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
+        if self.queues.len() == 1 && self.queues[0].name == "default" && queue != "default" {
+            self.queues.clear();
+        }
+        self.queues.retain(|q| q.name != queue);
+        self.queues.push(QueueConfig {
+            name: queue.into(),
+            concurrency: concurrency.max(1),
+        });
+        self
+    }
+
+    /// Sets the lease and a heartbeat interval of a third of it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self.heartbeat_interval = lease / 3;
+        self
+    }
+}

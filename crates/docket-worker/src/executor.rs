@@ -1,0 +1,265 @@
+//! Runs one claimed job: finds its handler, enforces its maximum runtime, catches panics,
+//! honours cancellation, and turns what happened into a [`Completion`].
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze};
+use futures::FutureExt;
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::{debug, warn};
+
+use crate::completer::Completion;
+use crate::job::{JobContext, JobError, JobResult};
+use crate::metrics::Metrics;
+use crate::registry::Handler;
+use crate::runtime::Shared;
+use crate::tracker::{InFlight, StopReason};
+
+/// How a handler run ended.
+enum Ended {
+    Returned(JobResult),
+    Panicked(String),
+    /// Dropped after ignoring its cancellation for the grace period.
+    Dropped,
+}
+
+fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".into()
+    }
+}
+
+/// Runs `job` to its end and hands the outcome to the completer.
+pub(crate) async fn execute(
+    shared: Arc<Shared>,
+    job: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+    deadline: std::time::Instant,
+) {
+    let lease = job.lease();
+    let entry = shared.tracker.insert(lease, Some(permit), deadline);
+    let ctx = JobContext {
+        id: job.id,
+        attempt: job.attempt,
+        max_attempts: job.max_attempts,
+        queue: job.queue.clone(),
+        kind: job.kind.clone(),
+        metadata: job.metadata.clone(),
+        cancel: entry.cancel.clone(),
+        pool: shared.store.pool().clone(),
+    };
+    let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
+        let known = shared.registry.kinds().join(", ");
+        let failure = Failure {
+            lease,
+            class: FailureClass::Retry,
+            message: format!(
+                "no handler for kind {:?} in this worker (known: [{known}]); retried with backoff so a deploy that adds it picks the job up",
+                job.kind
+            ),
+            retry_in: None,
+        };
+        finish(&shared, &entry, Completion::Fail(failure)).await;
+        return;
+    };
+    let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
+    // The maximum runtime is enforced by a timer that stops the job like any other stop.
+    let timer = {
+        let entry = entry.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(max_runtime).await;
+            entry.stop(StopReason::TimedOut);
+        })
+    };
+    let ended = match handler {
+        Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx)).await,
+        Handler::InTransaction(f) => {
+            let done = run_in_transaction(&shared, &entry, lease, |tx| f(job.args, ctx, tx)).await;
+            match done {
+                TxEnd::Committed => {
+                    timer.abort();
+                    Metrics::add(&shared.metrics.completed, 1);
+                    shared.tracker.remove(lease);
+                    return;
+                }
+                TxEnd::Other(ended) => ended,
+            }
+        }
+    };
+    timer.abort();
+    let completion = outcome(&shared, &entry, lease, ended, max_runtime);
+    match completion {
+        Some(c) => finish(&shared, &entry, c).await,
+        None => shared.tracker.remove(lease),
+    }
+}
+
+async fn run_plain(
+    shared: &Shared,
+    entry: &Arc<InFlight>,
+    fut: futures::future::BoxFuture<'static, JobResult>,
+) -> Ended {
+    // A task of its own: a panic becomes a JoinError instead of unwinding through us, and a
+    // handler that ignores its token can be dropped.
+    let mut task = tokio::spawn(fut);
+    entry.set_abort(task.abort_handle());
+    let joined = tokio::select! {
+        r = &mut task => Some(r),
+        _ = entry.cancel.cancelled() => None,
+    };
+    let joined = match joined {
+        Some(r) => r,
+        None => match tokio::time::timeout(shared.config.cancel_grace, &mut task).await {
+            Ok(r) => r,
+            Err(_) => {
+                task.abort();
+                return Ended::Dropped;
+            }
+        },
+    };
+    match joined {
+        Ok(r) => Ended::Returned(r),
+        Err(e) if e.is_panic() => Ended::Panicked(panic_message(&*e.into_panic())),
+        Err(_) => Ended::Dropped,
+    }
+}
+
+enum TxEnd {
+    Committed,
+    Other(Ended),
+}
+
+async fn run_in_transaction<F>(shared: &Shared, entry: &Arc<InFlight>, lease: Lease, f: F) -> TxEnd
+where
+    F: for<'a> FnOnce(&'a mut sqlx::PgConnection) -> futures::future::BoxFuture<'a, JobResult>,
+{
+    let mut tx = match shared.store.pool().begin().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            return TxEnd::Other(Ended::Returned(Err(JobError::retry(format!(
+                "could not begin the job's transaction: {e}"
+            )))))
+        }
+    };
+    let ran = {
+        let fut = std::panic::AssertUnwindSafe(f(&mut tx)).catch_unwind();
+        tokio::select! {
+            r = fut => Some(r),
+            _ = entry.cancel.cancelled() => None,
+        }
+    };
+    let ended = match ran {
+        None => Ended::Dropped,
+        Some(Err(p)) => Ended::Panicked(panic_message(&*p)),
+        Some(Ok(Ok(()))) => {
+            // The completion joins the handler's writes: both commit, or neither.
+            match shared
+                .store
+                .complete_tx(&mut tx, &shared.config.owner, lease)
+                .await
+            {
+                Ok(()) => match tx.commit().await {
+                    Ok(()) => return TxEnd::Committed,
+                    Err(e) => {
+                        // Unknown whether it committed: leave the job to its lease. If it did
+                        // not, the reaper requeues it and the handler's writes are gone too.
+                        warn!(job = %lease.id, error = %e, "commit of in-transaction job failed");
+                        entry.stop(StopReason::LeaseLost);
+                        return TxEnd::Other(Ended::Dropped);
+                    }
+                },
+                Err(e) => {
+                    warn!(job = %lease.id, error = %e, "in-transaction completion rejected; rolling back");
+                    let _ = tx.rollback().await;
+                    entry.stop(StopReason::LeaseLost);
+                    return TxEnd::Other(Ended::Dropped);
+                }
+            }
+        }
+        Some(Ok(Err(e))) => Ended::Returned(Err(e)),
+    };
+    let _ = tx.rollback().await;
+    TxEnd::Other(ended)
+}
+
+/// Decides what to write. `None`: nothing (the lease is lost; whatever we wrote would be
+/// fenced off anyway).
+fn outcome(
+    shared: &Shared,
+    entry: &InFlight,
+    lease: Lease,
+    ended: Ended,
+    max_runtime: Duration,
+) -> Option<Completion> {
+    let fail = |class, message: String, retry_in| {
+        Some(Completion::Fail(Failure {
+            lease,
+            class,
+            message,
+            retry_in,
+        }))
+    };
+    if let Ended::Panicked(msg) = &ended {
+        Metrics::add(&shared.metrics.panics, 1);
+        warn!(job = %lease.id, "handler panicked");
+        if entry.reason().is_none() {
+            return fail(
+                FailureClass::Retry,
+                format!("handler panicked: {msg}"),
+                None,
+            );
+        }
+    }
+    match (entry.reason(), ended) {
+        (Some(StopReason::LeaseLost), _) => {
+            debug!(job = %lease.id, "lease lost; outcome dropped");
+            None
+        }
+        (_, Ended::Returned(Ok(()))) => Some(Completion::Complete(lease)),
+        (Some(StopReason::Cancelled), _) => {
+            fail(FailureClass::Cancel, "cancelled by operator".into(), None)
+        }
+        (Some(StopReason::TimedOut), _) => fail(
+            FailureClass::Retry,
+            format!("timed out after {}", humantime_secs(max_runtime)),
+            None,
+        ),
+        (Some(StopReason::Shutdown), Ended::Returned(Err(JobError::Discard(m)))) => {
+            fail(FailureClass::Discard, m, None)
+        }
+        (Some(StopReason::Shutdown), _) => Some(Completion::Release(lease)),
+        (None, Ended::Returned(Err(e))) => match e {
+            JobError::Retry { message, delay } => fail(FailureClass::Retry, message, delay),
+            JobError::Discard(m) => fail(FailureClass::Discard, m, None),
+            JobError::Cancel(m) => fail(FailureClass::Cancel, m, None),
+            JobError::Snooze(delay) => Some(Completion::Snooze(Snooze { lease, delay })),
+        },
+        (None, Ended::Panicked(msg)) => fail(
+            FailureClass::Retry,
+            format!("handler panicked: {msg}"),
+            None,
+        ),
+        (None, Ended::Dropped) => fail(FailureClass::Retry, "handler was dropped".into(), None),
+    }
+}
+
+fn humantime_secs(d: Duration) -> String {
+    format!("{:.3}s", d.as_secs_f64())
+}
+
+async fn finish(shared: &Shared, entry: &InFlight, c: Completion) {
+    // Sending may wait when the completer is behind; the slot stays taken meanwhile, which is
+    // the back-pressure on fetching.
+    if shared.completions.send(c).await.is_err() {
+        // The completer is gone (hard stop): leave the job to its lease.
+        shared.tracker.remove(entry.lease);
+        return;
+    }
+    entry.release_slot();
+}

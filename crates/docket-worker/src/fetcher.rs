@@ -1,0 +1,121 @@
+//! The fetcher of one queue: claims as many jobs as it has free slots, in one statement,
+//! when woken (notification), when the last claim came back full (there is more), or on the
+//! jittered fallback poll.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docket_core::{ClaimRequest, Store};
+use rand::Rng;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::executor::execute;
+use crate::metrics::Metrics;
+use crate::runtime::Shared;
+
+/// Fetches for one queue.
+pub(crate) struct Fetcher {
+    pub shared: Arc<Shared>,
+    pub queue: String,
+    pub slots: Arc<Semaphore>,
+    pub wake: Arc<Notify>,
+    /// Told when a claim came back empty (drain mode checks then whether all is done).
+    pub idle: Arc<Notify>,
+}
+
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(rand::thread_rng().gen_range(0.8..1.2))
+}
+
+impl Fetcher {
+    /// Claims once for the free slots and starts the jobs. Returns how many were claimed and
+    /// how many slots were offered.
+    pub async fn run_once(&self) -> Result<(usize, usize), docket_core::StoreError> {
+        let mut permits = Vec::new();
+        while permits.len() < self.shared.config.claim_batch {
+            match self.slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        self.claim_with(permits).await
+    }
+
+    async fn claim_with(
+        &self,
+        mut permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(usize, usize), docket_core::StoreError> {
+        let offered = permits.len();
+        if offered == 0 {
+            return Ok((0, 0));
+        }
+        let lease = self.shared.config.lease;
+        // Measured before sending: the database's expiry is at least this late.
+        let sent_at = Instant::now();
+        let jobs = self
+            .shared
+            .store
+            .claim(&ClaimRequest {
+                queue: self.queue.clone(),
+                limit: offered as i32,
+                owner: self.shared.config.owner.clone(),
+                lease,
+            })
+            .await?;
+        Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
+        let n = jobs.len();
+        for job in jobs {
+            let permit = permits.pop().expect("one permit per claimed job");
+            tokio::spawn(execute(self.shared.clone(), job, permit, sent_at + lease));
+        }
+        Ok((n, offered))
+    }
+
+    /// Runs until `stop` fires.
+    pub async fn run(self, stop: CancellationToken) {
+        // Claim once at start: work may have been enqueued while no worker listened.
+        let mut immediate = true;
+        let mut error_backoff = Duration::from_millis(100);
+        loop {
+            let first = tokio::select! {
+                p = self.slots.clone().acquire_owned() => p.expect("semaphore never closed"),
+                _ = stop.cancelled() => return,
+            };
+            if !immediate {
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(jittered(self.shared.config.poll_interval)) => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
+            let mut permits = vec![first];
+            while permits.len() < self.shared.config.claim_batch {
+                match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            match self.claim_with(permits).await {
+                Ok((n, offered)) => {
+                    error_backoff = Duration::from_millis(100);
+                    immediate = n == offered;
+                    if n == 0 {
+                        self.idle.notify_one();
+                    }
+                }
+                Err(e) => {
+                    warn!(queue = %self.queue, error = %e, "claim failed; backing off");
+                    immediate = false;
+                    tokio::select! {
+                        _ = tokio::time::sleep(error_backoff) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                    error_backoff = (error_backoff * 2)
+                        .min(self.shared.config.poll_interval.max(Duration::from_secs(1)));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The heartbeater: extends the leases of every job in flight in one statement, well before
+//! they expire, and stops the jobs whose lease is gone.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use docket_core::{Lease, Store};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::metrics::Metrics;
+use crate::runtime::Shared;
+use crate::tracker::StopReason;
+
+/// What one beat did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BeatReport {
+    /// Leases extended.
+    pub extended: usize,
+    /// Jobs stopped because their lease was lost (by the database, or presumed locally).
+    pub lost: usize,
+    /// Jobs stopped because an operator cancelled them.
+    pub cancelled: usize,
+}
+
+/// Extends leases.
+pub(crate) struct Heartbeater {
+    pub shared: Arc<Shared>,
+}
+
+impl Heartbeater {
+    /// One beat.
+    pub async fn run_once(&self) -> BeatReport {
+        let entries: Vec<_> = self
+            .shared
+            .tracker
+            .all()
+            .into_iter()
+            .filter(|e| e.reason() != Some(StopReason::LeaseLost))
+            .collect();
+        let mut report = BeatReport::default();
+        if entries.is_empty() {
+            return report;
+        }
+        let leases: Vec<Lease> = entries.iter().map(|e| e.lease).collect();
+        let lease = self.shared.config.lease;
+        let sent_at = Instant::now();
+        match self
+            .shared
+            .store
+            .heartbeat(&self.shared.config.owner, &leases, lease)
+            .await
+        {
+            Ok(out) => {
+                for (l, _) in &out.extended {
+                    if let Some(e) = self.shared.tracker.get(l.id) {
+                        e.extend(sent_at + lease);
+                    }
+                }
+                report.extended = out.extended.len();
+                for l in &out.cancel_requested {
+                    if let Some(e) = self.shared.tracker.get(l.id) {
+                        e.stop(StopReason::Cancelled);
+                        report.cancelled += 1;
+                    }
+                }
+                for lost in &out.lost {
+                    if let Some(e) = self.shared.tracker.get(lost.lease.id) {
+                        if e.lease == lost.lease {
+                            warn!(job = %lost.lease.id, reason = %lost.reason, "lease lost; stopping the handler");
+                            e.stop(StopReason::LeaseLost);
+                            report.lost += 1;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "heartbeat failed; will retry");
+            }
+        }
+        // Whatever the database said, a lease whose local deadline passed without a
+        // successful beat may belong to someone else by now: stop working on it.
+        let now = Instant::now();
+        for e in self.shared.tracker.all() {
+            if e.deadline() <= now && e.reason() != Some(StopReason::LeaseLost) {
+                warn!(job = %e.lease.id, "lease ran out without a successful heartbeat; stopping the handler");
+                e.stop(StopReason::LeaseLost);
+                report.lost += 1;
+            }
+        }
+        Metrics::add(&self.shared.metrics.leases_lost, report.lost as u64);
+        report
+    }
+
+    /// Beats every `heartbeat_interval` until `stop` fires.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.shared.config.heartbeat_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => { self.run_once().await; }
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The handler API: typed jobs, their context and their outcomes.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use docket_core::JobId;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use tokio_util::sync::CancellationToken;
+
+/// What a handler gets besides its arguments.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// The job's stable id. Delivery is at-least-once, so use it as the idempotency key of
+    /// any external side effect (e.g. an email provider's idempotency header).
+    pub id: JobId,
+    /// This claim's generation (1 on the first run).
+    pub attempt: i32,
+    /// Claims allowed in total.
+    pub max_attempts: i32,
+    /// The queue it came from.
+    pub queue: String,
+    /// Its kind.
+    pub kind: String,
+    /// Metadata given at enqueue.
+    pub metadata: serde_json::Value,
+    /// Fires when the job must stop: its lease was lost, an operator cancelled it, it ran past
+    /// its maximum runtime, or the worker is shutting down past its deadline. A handler that
+    /// ignores it is dropped after a grace period.
+    pub cancel: CancellationToken,
+    /// The worker's pool, for handlers that touch the database.
+    pub pool: PgPool,
+}
+
+impl JobContext {
+    /// True once the job must stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// How a handler ends other than with success. `?` on any `std::error::Error` gives
+/// [`JobError::Retry`] with the error's text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobError {
+    /// Transient: retry with backoff (or after `delay`) while attempts remain, then dead.
+    Retry {
+        /// Error text (bounded when stored).
+        message: String,
+        /// Overrides the job's backoff for this retry.
+        delay: Option<Duration>,
+    },
+    /// Permanent (invalid arguments, a 4xx from a provider): dead at once.
+    Discard(String),
+    /// Not an error: run again after the delay, without consuming an attempt.
+    Snooze(Duration),
+    /// Stop for good: cancelled.
+    Cancel(String),
+}
+
+impl JobError {
+    /// A transient failure with the job's backoff.
+    pub fn retry(message: impl fmt::Display) -> Self {
+        JobError::Retry {
+            message: message.to_string(),
+            delay: None,
+        }
+    }
+    /// A transient failure retried after `delay`.
+    pub fn retry_in(message: impl fmt::Display, delay: Duration) -> Self {
+        JobError::Retry {
+            message: message.to_string(),
+            delay: Some(delay),
+        }
+    }
+    /// A permanent failure.
+    pub fn discard(message: impl fmt::Display) -> Self {
+        JobError::Discard(message.to_string())
+    }
+    /// Run again later without consuming an attempt.
+    pub fn snooze(delay: Duration) -> Self {
+        JobError::Snooze(delay)
+    }
+    /// Cancel the job.
+    pub fn cancel(message: impl fmt::Display) -> Self {
+        JobError::Cancel(message.to_string())
+    }
+}
+
+impl<E: std::error::Error> From<E> for JobError {
+    fn from(e: E) -> Self {
+        JobError::retry(e)
+    }
+}
+
+/// What a handler returns.
+pub type JobResult = Result<(), JobError>;
+
+/// A typed job: serde arguments, a kind name, and an async handler.
+///
+/// ```ignore
+/// #[derive(Serialize, Deserialize)]
+/// struct SendEmail { to: String }
+/// impl Job for SendEmail {
+///     const KIND: &'static str = "send_email";
+///     async fn run(self, ctx: JobContext) -> JobResult {
+///         mailer.send(&self.to, ctx.id.to_string()).await?; // id = idempotency key
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind stored with the job and used to find this handler.
+    const KIND: &'static str;
+
+    /// Maximum runtime of one attempt; `None` uses the worker's default.
+    const TIMEOUT: Option<Duration> = None;
+
+    /// Runs the job.
+    fn run(self, ctx: JobContext) -> impl Future<Output = JobResult> + Send;
+}
+
+/// A job that runs inside the transaction that completes it: its own writes through `tx` and
+/// the completion commit together, or neither does (exactly-once for local effects). Keep
+/// such jobs short: the transaction is open while the handler runs.
+pub trait TxJob: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind stored with the job and used to find this handler.
+    const KIND: &'static str;
+
+    /// Runs the job inside `tx`. Returning an error rolls `tx` back.
+    fn run(self, ctx: JobContext, tx: &mut PgConnection) -> impl Future<Output = JobResult> + Send;
+}

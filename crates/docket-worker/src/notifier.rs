@@ -1,0 +1,96 @@
+//! The notifier: one dedicated LISTEN connection (never through a pooler) for wake-ups and
+//! cancel requests. A notification is only a hint — the fetchers' fallback poll still runs —
+//! so losing one costs latency, never a job. After every (re)connect each fetcher claims
+//! once, since notifications sent while disconnected are gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::JobId;
+use sqlx::postgres::PgListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::metrics::Metrics;
+use crate::runtime::Shared;
+use crate::tracker::StopReason;
+
+/// Listens for wake-ups and cancellations.
+pub(crate) struct Notifier {
+    pub shared: Arc<Shared>,
+}
+
+impl Notifier {
+    async fn connect(&self) -> Result<PgListener, sqlx::Error> {
+        let mut l = match &self.shared.config.listen_url {
+            Some(url) => PgListener::connect(url).await?,
+            None => PgListener::connect_with(self.shared.store.pool()).await?,
+        };
+        let wake = self.shared.store.wakeup_channel();
+        let cancel = self.shared.store.cancel_channel();
+        l.listen_all([wake.as_str(), cancel.as_str()]).await?;
+        Ok(l)
+    }
+
+    fn dispatch(&self, channel: &str, payload: &str) {
+        Metrics::add(&self.shared.metrics.notifications, 1);
+        if channel == self.shared.store.cancel_channel() {
+            if let Some(e) = payload
+                .parse::<i64>()
+                .ok()
+                .and_then(|id| self.shared.tracker.get(JobId(id)))
+            {
+                e.stop(StopReason::Cancelled);
+            }
+        } else {
+            self.shared.wake(payload);
+        }
+    }
+
+    /// Runs until `stop` fires, reconnecting with backoff.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let connected = tokio::select! {
+                r = self.connect() => r,
+                _ = stop.cancelled() => return,
+            };
+            let mut listener = match connected {
+                Ok(l) => l,
+                Err(e) => {
+                    warn!(error = %e, "LISTEN connection failed; retrying in {backoff:?}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            info!("listening for wake-ups");
+            Metrics::add(&self.shared.metrics.listen_connects, 1);
+            backoff = Duration::from_millis(100);
+            self.shared.wake_all();
+            loop {
+                let next = tokio::select! {
+                    n = listener.try_recv() => n,
+                    _ = stop.cancelled() => return,
+                };
+                match next {
+                    Ok(Some(n)) => self.dispatch(n.channel(), n.payload()),
+                    Ok(None) => {
+                        // The connection dropped. Reconnect ourselves (rather than letting
+                        // sqlx re-listen lazily) so the claim-once below happens only after
+                        // LISTEN is back: nothing enqueued in between can be missed.
+                        debug!("LISTEN connection lost; re-establishing");
+                        break;
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "LISTEN connection broken; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! State shared by a worker's services.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use docket_postgres::PgStore;
+use tokio::sync::{mpsc, Notify};
+
+use crate::completer::Completion;
+use crate::config::WorkerConfig;
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+use crate::tracker::Tracker;
+
+/// Everything a worker's services share.
+pub(crate) struct Shared {
+    pub store: PgStore,
+    pub registry: Registry,
+    pub config: WorkerConfig,
+    pub tracker: Arc<Tracker>,
+    pub metrics: Arc<Metrics>,
+    /// Into the completer.
+    pub completions: mpsc::Sender<Completion>,
+    /// One wake-up per queue, poked by notifications and by reconnects of the listener.
+    pub wakeups: HashMap<String, Arc<Notify>>,
+}
+
+impl Shared {
+    /// Wakes the fetcher of `queue` (a hint: it claims once more).
+    pub fn wake(&self, queue: &str) {
+        if let Some(n) = self.wakeups.get(queue) {
+            n.notify_one();
+        }
+    }
+
+    /// Wakes every fetcher (after a reconnect, notifications may have been missed).
+    pub fn wake_all(&self) {
+        for n in self.wakeups.values() {
+            n.notify_one();
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The jobs this process is running: their leases, cancellation tokens and slots. The
+//! heartbeater extends what is here; the completer removes what it has written.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use docket_core::{JobId, Lease};
+use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Why a running job was told to stop. The first reason wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A heartbeat matched nothing, or the lease ran out locally without a successful beat:
+    /// someone else may own the job now, so nothing more is written for it.
+    LeaseLost,
+    /// An operator asked for cancellation.
+    Cancelled,
+    /// It ran past its maximum runtime.
+    TimedOut,
+    /// The worker is shutting down and the deadline passed: the job is released, not failed.
+    Shutdown,
+}
+
+/// One job in flight.
+#[derive(Debug)]
+pub struct InFlight {
+    /// The claim.
+    pub lease: Lease,
+    /// The handler's cancellation token.
+    pub cancel: CancellationToken,
+    reason: Mutex<Option<StopReason>>,
+    /// Local instant after which the lease must be presumed expired (a conservative mirror of
+    /// the database's expiry: measured from *before* the claim or beat was sent).
+    deadline: Mutex<Instant>,
+    /// The concurrency slot; dropped when the handler returns or the lease is lost.
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+    abort: Mutex<Option<AbortHandle>>,
+}
+
+impl InFlight {
+    /// Stops the job for `reason` (the first reason sticks) and fires its token.
+    pub fn stop(&self, reason: StopReason) {
+        {
+            let mut r = self.reason.lock().expect("poisoned");
+            if r.is_none() {
+                *r = Some(reason);
+            }
+        }
+        self.cancel.cancel();
+        if reason == StopReason::LeaseLost {
+            // The runtime stops waiting for it: its slot is free for other work at once.
+            self.release_slot();
+        }
+    }
+
+    /// Why it was stopped, if it was.
+    pub fn reason(&self) -> Option<StopReason> {
+        *self.reason.lock().expect("poisoned")
+    }
+
+    /// Frees the concurrency slot.
+    pub fn release_slot(&self) {
+        self.permit.lock().expect("poisoned").take();
+    }
+
+    /// Records the handler task so a handler that ignores its token can be dropped.
+    pub fn set_abort(&self, h: AbortHandle) {
+        *self.abort.lock().expect("poisoned") = Some(h);
+    }
+
+    /// Drops the handler task.
+    pub fn abort(&self) {
+        if let Some(h) = self.abort.lock().expect("poisoned").as_ref() {
+            h.abort();
+        }
+    }
+
+    /// Moves the local lease deadline forward.
+    pub fn extend(&self, until: Instant) {
+        let mut d = self.deadline.lock().expect("poisoned");
+        if until > *d {
+            *d = until;
+        }
+    }
+
+    /// The local lease deadline.
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.lock().expect("poisoned")
+    }
+}
+
+/// All jobs in flight.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    jobs: Mutex<HashMap<JobId, Arc<InFlight>>>,
+    emptied: Notify,
+}
+
+impl Tracker {
+    /// Registers a claimed job.
+    pub fn insert(
+        &self,
+        lease: Lease,
+        permit: Option<OwnedSemaphorePermit>,
+        deadline: Instant,
+    ) -> Arc<InFlight> {
+        let entry = Arc::new(InFlight {
+            lease,
+            cancel: CancellationToken::new(),
+            reason: Mutex::new(None),
+            deadline: Mutex::new(deadline),
+            permit: Mutex::new(permit),
+            abort: Mutex::new(None),
+        });
+        self.jobs
+            .lock()
+            .expect("poisoned")
+            .insert(lease.id, entry.clone());
+        entry
+    }
+
+    /// Forgets a job (its outcome is written, or it no longer belongs to this worker). Only
+    /// removes the entry of the same claim.
+    pub fn remove(&self, lease: Lease) {
+        let mut jobs = self.jobs.lock().expect("poisoned");
+        if jobs.get(&lease.id).is_some_and(|e| e.lease == lease) {
+            if let Some(e) = jobs.remove(&lease.id) {
+                e.release_slot();
+            }
+        }
+        if jobs.is_empty() {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    /// The entry of a job, if running here.
+    pub fn get(&self, id: JobId) -> Option<Arc<InFlight>> {
+        self.jobs.lock().expect("poisoned").get(&id).cloned()
+    }
+
+    /// Every entry.
+    pub fn all(&self) -> Vec<Arc<InFlight>> {
+        self.jobs
+            .lock()
+            .expect("poisoned")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Number of jobs in flight.
+    pub fn len(&self) -> usize {
+        self.jobs.lock().expect("poisoned").len()
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until nothing is in flight.
+    pub async fn wait_empty(&self) {
+        loop {
+            let notified = self.emptied.notified();
+            if self.is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! [`Worker`]: wires the services together and runs them until shutdown (or until drained).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::{Lease, Store};
+use docket_postgres::PgStore;
+use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::completer::Completer;
+use crate::config::WorkerConfig;
+use crate::fetcher::Fetcher;
+use crate::heartbeat::{BeatReport, Heartbeater};
+use crate::maintenance::{run_maintenance, Leader, Pruner, Reaper};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::notifier::Notifier;
+use crate::registry::Registry;
+use crate::runtime::Shared;
+use crate::tracker::StopReason;
+
+/// Shutdown requests: the first token asks for a graceful stop (finish in-flight jobs up to
+/// the deadline), the second for an immediate one.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Stop claiming; let running jobs finish up to `shutdown_timeout`.
+    pub graceful: CancellationToken,
+    /// Stop now: cancel running jobs and release them at once.
+    pub immediate: CancellationToken,
+}
+
+impl Shutdown {
+    /// Tokens that fire on SIGTERM or ctrl-c: the first signal graceful, the second immediate.
+    pub fn on_signals() -> Shutdown {
+        let s = Shutdown::default();
+        let t = s.clone();
+        tokio::spawn(async move {
+            for token in [t.graceful, t.immediate] {
+                wait_signal().await;
+                token.cancel();
+            }
+        });
+        s
+    }
+}
+
+async fn wait_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunReport {
+    /// Counters at the end.
+    pub metrics: MetricsSnapshot,
+    /// Jobs cancelled at the shutdown deadline and released to the queue.
+    pub released_at_shutdown: usize,
+    /// Jobs whose outcome could not be written before exit (their leases will expire and the
+    /// reaper will requeue them).
+    pub abandoned: usize,
+}
+
+/// Errors that end a run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// Misconfiguration.
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+    /// A store failure at start.
+    #[error(transparent)]
+    Store(#[from] docket_core::StoreError),
+}
+
+/// A worker process's runtime: fetchers per queue, executor tasks, the completer, the
+/// heartbeater, the notifier and (when elected) the reaper and pruner.
+pub struct Worker {
+    shared: Arc<Shared>,
+    rx: std::sync::Mutex<Option<mpsc::Receiver<crate::completer::Completion>>>,
+    slots: HashMap<String, Arc<Semaphore>>,
+    idle: Arc<Notify>,
+    leader: Arc<Leader>,
+}
+
+impl Worker {
+    /// Builds a worker. Nothing runs until [`Worker::run`].
+    pub fn new(
+        store: PgStore,
+        registry: Registry,
+        config: WorkerConfig,
+    ) -> Result<Self, WorkerError> {
+        if config.queues.is_empty() {
+            return Err(WorkerError::Config("no queues".into()));
+        }
+        for q in &config.queues {
+            docket_core::validate::queue(&q.name)
+                .map_err(|e| WorkerError::Config(e.to_string()))?;
+        }
+        if config.heartbeat_interval >= config.lease {
+            return Err(WorkerError::Config(
+                "heartbeat_interval must be shorter than the lease".into(),
+            ));
+        }
+        let capacity: usize = config.queues.iter().map(|q| q.concurrency).sum();
+        let (tx, rx) = mpsc::channel(capacity.max(config.completion_batch) * 2);
+        let slots = config
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), Arc::new(Semaphore::new(q.concurrency))))
+            .collect();
+        let wakeups = config
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), Arc::new(Notify::new())))
+            .collect();
+        let leader = Arc::new(Leader::new(store.clone()));
+        Ok(Worker {
+            shared: Arc::new(Shared {
+                store,
+                registry,
+                config,
+                tracker: Default::default(),
+                metrics: Default::default(),
+                completions: tx,
+                wakeups,
+            }),
+            rx: std::sync::Mutex::new(Some(rx)),
+            slots,
+            idle: Arc::new(Notify::new()),
+            leader,
+        })
+    }
+
+    /// This worker's identity (lease owner).
+    pub fn owner(&self) -> &str {
+        &self.shared.config.owner
+    }
+
+    /// Live counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// Jobs in flight right now.
+    pub fn in_flight(&self) -> Vec<Lease> {
+        self.shared.tracker.all().iter().map(|e| e.lease).collect()
+    }
+
+    /// True while this worker is the maintenance leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader.is_leader()
+    }
+
+    /// One heartbeat, for tests that drive the runtime step by step.
+    pub async fn heartbeat_once(&self) -> BeatReport {
+        Heartbeater {
+            shared: self.shared.clone(),
+        }
+        .run_once()
+        .await
+    }
+
+    /// One claim for `queue`'s free slots, starting the jobs it got; for tests that drive
+    /// the runtime step by step (no services need to run, but outcomes are only written
+    /// while [`Worker::run`] runs the completer). Returns (claimed, slots offered).
+    pub async fn fetch_once(&self, queue: &str) -> Result<(usize, usize), docket_core::StoreError> {
+        self.fetcher(queue).run_once().await
+    }
+
+    fn fetcher(&self, queue: &str) -> Fetcher {
+        Fetcher {
+            shared: self.shared.clone(),
+            queue: queue.to_string(),
+            slots: self.slots[queue].clone(),
+            wake: self.shared.wakeups[queue].clone(),
+            idle: self.idle.clone(),
+        }
+    }
+
+    /// Runs until `shutdown` fires.
+    pub async fn run(&self, shutdown: Shutdown) -> Result<RunReport, WorkerError> {
+        self.run_inner(shutdown, false).await
+    }
+
+    /// Processes the configured queues until nothing in them is ready or running, then
+    /// returns (for scheduled or serverless workers that must let the database idle). Jobs
+    /// scheduled in the future do not keep it running.
+    pub async fn drain(&self, shutdown: Shutdown) -> Result<RunReport, WorkerError> {
+        self.run_inner(shutdown, true).await
+    }
+
+    async fn run_inner(&self, shutdown: Shutdown, drain: bool) -> Result<RunReport, WorkerError> {
+        let rx = self
+            .rx
+            .lock()
+            .expect("poisoned")
+            .take()
+            .ok_or_else(|| WorkerError::Config("a worker runs once".into()))?;
+        let cfg = &self.shared.config;
+        info!(owner = %cfg.owner, queues = ?cfg.queues.iter().map(|q| &q.name).collect::<Vec<_>>(), "worker starting");
+        let fetch_stop = CancellationToken::new();
+        let services_stop = CancellationToken::new();
+        let completer_close = CancellationToken::new();
+
+        let completer = Completer::new(
+            self.shared.store.clone(),
+            cfg.owner.clone(),
+            self.shared.tracker.clone(),
+            self.shared.metrics.clone(),
+            cfg.completion_batch,
+            cfg.completion_flush,
+        );
+        let completer_task = tokio::spawn(completer.run(rx, completer_close.clone()));
+        let mut services = Vec::new();
+        services.push(tokio::spawn(
+            Heartbeater {
+                shared: self.shared.clone(),
+            }
+            .run(services_stop.clone()),
+        ));
+        if cfg.listen {
+            services.push(tokio::spawn(
+                Notifier {
+                    shared: self.shared.clone(),
+                }
+                .run(services_stop.clone()),
+            ));
+        }
+        if cfg.maintenance {
+            services.push(tokio::spawn(run_maintenance(
+                self.leader.clone(),
+                Reaper::new(
+                    self.shared.store.clone(),
+                    cfg.reap_batch,
+                    self.shared.metrics.clone(),
+                ),
+                Pruner::new(self.shared.store.clone(), cfg.retention),
+                cfg.reap_interval,
+                cfg.prune_interval,
+                services_stop.clone(),
+            )));
+        }
+        let fetchers: Vec<_> = cfg
+            .queues
+            .iter()
+            .map(|q| tokio::spawn(self.fetcher(&q.name).run(fetch_stop.clone())))
+            .collect();
+
+        // Wait for the stop request (or, draining, for the queues to empty).
+        if drain {
+            self.wait_drained(&shutdown).await;
+        } else {
+            shutdown.graceful.cancelled().await;
+        }
+        info!("worker stopping: no new claims");
+        fetch_stop.cancel();
+        for f in fetchers {
+            let _ = f.await;
+        }
+
+        // Let running jobs finish up to the deadline (unless told to stop now).
+        let finished_in_time = tokio::select! {
+            _ = self.shared.tracker.wait_empty() => true,
+            _ = tokio::time::sleep(cfg.shutdown_timeout) => false,
+            _ = shutdown.immediate.cancelled() => false,
+        };
+        let mut released = 0;
+        if !finished_in_time {
+            // Cancel what is left; the executor turns a shutdown stop into a release (the
+            // job goes back to pending at once and the attempt is not counted).
+            let left = self.shared.tracker.all();
+            released = left.len();
+            warn!(
+                jobs = released,
+                "shutdown deadline: cancelling running jobs and releasing them"
+            );
+            for e in &left {
+                e.stop(StopReason::Shutdown);
+            }
+            let grace = if shutdown.immediate.is_cancelled() {
+                Duration::ZERO
+            } else {
+                cfg.cancel_grace + Duration::from_millis(500)
+            };
+            tokio::select! {
+                _ = self.shared.tracker.wait_empty() => {}
+                _ = tokio::time::sleep(grace) => {}
+                _ = shutdown.immediate.cancelled(), if grace > Duration::ZERO => {}
+            }
+        }
+        // Write every queued outcome, then stop the services (heartbeats keep leases alive
+        // until the very end).
+        completer_close.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(30), completer_task).await;
+        // Anything still here had no outcome written (hard stop, or the completer gave up):
+        // release it directly so it does not wait for its lease to expire.
+        let leftover: Vec<Lease> = self
+            .shared
+            .tracker
+            .all()
+            .iter()
+            .map(|e| {
+                e.stop(StopReason::Shutdown);
+                e.abort();
+                e.lease
+            })
+            .collect();
+        let mut abandoned = 0;
+        if !leftover.is_empty() {
+            match tokio::time::timeout(
+                Duration::from_secs(5),
+                self.shared.store.release_many(&cfg.owner, &leftover),
+            )
+            .await
+            {
+                Ok(Ok(out)) => {
+                    Metrics::add(&self.shared.metrics.released, out.applied.len() as u64);
+                    abandoned = out.lost.len();
+                }
+                _ => abandoned = leftover.len(),
+            }
+            for l in &leftover {
+                self.shared.tracker.remove(*l);
+            }
+        }
+        services_stop.cancel();
+        for s in services {
+            let _ = s.await;
+        }
+        info!("worker stopped");
+        Ok(RunReport {
+            metrics: self.shared.metrics.snapshot(),
+            released_at_shutdown: released,
+            abandoned,
+        })
+    }
+
+    /// Returns when nothing in this worker's queues is ready or running (or on shutdown).
+    async fn wait_drained(&self, shutdown: &Shutdown) {
+        let queues: Vec<String> = self
+            .shared
+            .config
+            .queues
+            .iter()
+            .map(|q| q.name.clone())
+            .collect();
+        loop {
+            tokio::select! {
+                _ = self.idle.notified() => {}
+                _ = tokio::time::sleep(self.shared.config.poll_interval) => {}
+                _ = shutdown.graceful.cancelled() => return,
+            }
+            if !self.shared.tracker.is_empty() {
+                continue;
+            }
+            match self.shared.store.active_count(&queues).await {
+                Ok(0) if self.shared.tracker.is_empty() => return,
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "drain check failed"),
+            }
+        }
+    }
+}

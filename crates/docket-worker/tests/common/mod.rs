@@ -1,0 +1,79 @@
+//! Helpers shared by the runtime tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docket_testkit::TestDb;
+use docket_worker::{Registry, RunReport, Shutdown, Worker, WorkerConfig};
+use tokio::task::JoinHandle;
+
+/// A config for tests: short lease and poll, quick maintenance.
+pub fn config(queue: &str, concurrency: usize) -> WorkerConfig {
+    let mut c = WorkerConfig::default()
+        .queue(queue, concurrency)
+        .lease(Duration::from_secs(10));
+    c.poll_interval = Duration::from_millis(200);
+    c.reap_interval = Duration::from_millis(200);
+    c.shutdown_timeout = Duration::from_secs(10);
+    c.cancel_grace = Duration::from_secs(1);
+    c
+}
+
+/// A running worker and the means to stop it.
+pub struct Running {
+    pub worker: Arc<Worker>,
+    pub shutdown: Shutdown,
+    pub task: JoinHandle<RunReport>,
+}
+
+impl Running {
+    /// Graceful stop; returns the run's report.
+    pub async fn stop(self) -> RunReport {
+        self.shutdown.graceful.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("worker stops in time")
+            .expect("worker task")
+    }
+}
+
+/// Starts a worker on its own pool (its own connections, like a separate process).
+pub async fn start(db: &TestDb, registry: Registry, config: WorkerConfig) -> Running {
+    let store = db.second_store(8).await;
+    let worker = Arc::new(Worker::new(store, registry, config).expect("worker"));
+    let shutdown = Shutdown::default();
+    let w = worker.clone();
+    let s = shutdown.clone();
+    let task = tokio::spawn(async move { w.run(s).await.expect("run") });
+    Running {
+        worker,
+        shutdown,
+        task,
+    }
+}
+
+/// Polls `cond` until true; panics after `within`.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Count of jobs in `state`.
+pub async fn count_state(db: &TestDb, state: &str) -> i64 {
+    db.scalar(&format!(
+        "SELECT count(*) FROM {{schema}}.jobs WHERE state = '{state}'"
+    ))
+    .await
+}
