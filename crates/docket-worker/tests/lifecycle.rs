@@ -1,0 +1,364 @@
+//! Runtime lifecycle: LISTEN reconnects, graceful and deadline shutdown, drain mode,
+//! in-transaction jobs, leader election.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use docket_core::*;
+use docket_testkit::TestDb;
+use docket_worker::maintenance::Leader;
+use docket_worker::{JobContext, JobError, JobResult, Registry, Shutdown, TxJob, Worker};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sqlx::PgConnection;
+
+fn noop_registry() -> Registry {
+    let mut r = Registry::default();
+    r.register_fn("noop", |_a, _c| async { Ok(()) });
+    r
+}
+
+async fn listener_backends(db: &TestDb) -> i64 {
+    db.scalar(&format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{}' AND query LIKE 'LISTEN%'",
+        db.schema
+    ))
+    .await
+}
+
+/// The listener is terminated: jobs enqueued during and after are still processed (the
+/// fallback poll is an hour here, so only a re-established LISTEN or the claim-once after
+/// reconnect can pick them up), and LISTEN comes back.
+#[tokio::test]
+async fn listen_connection_terminated_is_reestablished_and_nothing_is_missed() {
+    let db = TestDb::new().await;
+    let mut cfg = config("q", 4);
+    cfg.poll_interval = Duration::from_secs(3600);
+    cfg.maintenance = false;
+    let w = start(&db, noop_registry(), cfg).await;
+    eventually(Duration::from_secs(10), "LISTEN up", || async {
+        listener_backends(&db).await == 1
+    })
+    .await;
+    let first = db
+        .store
+        .enqueue(&NewJob::new("q", "noop", json!(1)))
+        .await
+        .unwrap()
+        .id;
+    eventually(
+        Duration::from_secs(10),
+        "first job done via NOTIFY",
+        || async { db.store.get(first).await.unwrap().state == JobState::Succeeded },
+    )
+    .await;
+    for round in 0..3 {
+        let killed = db
+            .scalar(&format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{}' AND query LIKE 'LISTEN%'",
+                db.schema
+            ))
+            .await;
+        assert_eq!(killed, 1, "round {round}");
+        // Enqueued while the listener is down.
+        let during = db
+            .store
+            .enqueue(&NewJob::new("q", "noop", json!(2)))
+            .await
+            .unwrap()
+            .id;
+        eventually(
+            Duration::from_secs(15),
+            "job enqueued during the outage done",
+            || async { db.store.get(during).await.unwrap().state == JobState::Succeeded },
+        )
+        .await;
+        eventually(Duration::from_secs(15), "LISTEN back", || async {
+            listener_backends(&db).await == 1
+        })
+        .await;
+        let after = db
+            .store
+            .enqueue(&NewJob::new("q", "noop", json!(3)))
+            .await
+            .unwrap()
+            .id;
+        eventually(
+            Duration::from_secs(10),
+            "job enqueued after reconnect done",
+            || async { db.store.get(after).await.unwrap().state == JobState::Succeeded },
+        )
+        .await;
+    }
+    let r = w.stop().await;
+    assert!(r.metrics.listen_connects >= 4, "{:?}", r.metrics);
+}
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_jobs_in_flight() {
+    let db = TestDb::new().await;
+    let mut reg = Registry::default();
+    reg.register_fn("slow", |_a, _c| async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok(())
+    });
+    let jobs: Vec<NewJob> = (0..8).map(|i| NewJob::new("q", "slow", json!(i))).collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let w = start(&db, reg, config("q", 8)).await;
+    eventually(Duration::from_secs(10), "8 running", || async {
+        count_state(&db, "running").await == 8
+    })
+    .await;
+    let r = w.stop().await;
+    assert_eq!(r.metrics.completed, 8);
+    assert_eq!(r.released_at_shutdown, 0);
+    assert_eq!(count_state(&db, "succeeded").await, 8);
+    assert_eq!(count_state(&db, "running").await, 0);
+}
+
+/// Past the shutdown deadline, running jobs are cancelled and released: pending again at
+/// once, and the interrupted attempt is not counted against the budget.
+#[tokio::test]
+async fn shutdown_deadline_releases_jobs_without_consuming_an_attempt() {
+    let db = TestDb::new().await;
+    let mut reg = Registry::default();
+    reg.register_fn("stuck", |_a, ctx: JobContext| async move {
+        ctx.cancel.cancelled().await;
+        Err(JobError::retry("interrupted"))
+    });
+    let jobs: Vec<NewJob> = (0..5)
+        .map(|i| NewJob::new("q", "stuck", json!(i)).max_attempts(1))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let mut cfg = config("q", 5);
+    cfg.shutdown_timeout = Duration::from_millis(300);
+    let w = start(&db, reg, cfg).await;
+    eventually(Duration::from_secs(10), "5 running", || async {
+        count_state(&db, "running").await == 5
+    })
+    .await;
+    let r = w.stop().await;
+    assert_eq!(r.released_at_shutdown, 5);
+    assert_eq!(count_state(&db, "running").await, 0);
+    assert_eq!(count_state(&db, "pending").await, 5);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE max_attempts = 2 AND run_at <= now() AND errors = '[]'")
+            .await,
+        5,
+        "released: claimable again at once, budget given back, not an error"
+    );
+}
+
+/// A second signal stops at once: nothing waits for the deadline, and still nothing is left
+/// running without a lease that will expire (here: released straight away).
+#[tokio::test]
+async fn immediate_shutdown_releases_at_once() {
+    let db = TestDb::new().await;
+    let mut reg = Registry::default();
+    reg.register_fn("ignores_cancel", |_a, _c| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(())
+    });
+    db.store
+        .enqueue_many(
+            &(0..3)
+                .map(|i| NewJob::new("q", "ignores_cancel", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    let mut cfg = config("q", 3);
+    cfg.shutdown_timeout = Duration::from_secs(3600);
+    cfg.cancel_grace = Duration::from_secs(3600);
+    let w = start(&db, reg, cfg).await;
+    eventually(Duration::from_secs(10), "3 running", || async {
+        count_state(&db, "running").await == 3
+    })
+    .await;
+    w.shutdown.graceful.cancel();
+    w.shutdown.immediate.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(20), w.task)
+        .await
+        .expect("stops at once")
+        .unwrap();
+    assert_eq!(r.abandoned, 0);
+    assert_eq!(count_state(&db, "running").await, 0);
+    assert_eq!(count_state(&db, "pending").await, 3);
+}
+
+#[tokio::test]
+async fn drain_returns_once_nothing_is_ready_or_running() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue_many(
+            &(0..50)
+                .map(|i| NewJob::new("q", "noop", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    // Scheduled for later: does not keep a drain running.
+    db.store
+        .enqueue(&NewJob::new("q", "noop", json!("later")).delay(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let worker = Worker::new(db.second_store(4).await, noop_registry(), config("q", 8)).unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(30), worker.drain(Shutdown::default()))
+        .await
+        .expect("drain returns")
+        .unwrap();
+    assert_eq!(r.metrics.completed, 50);
+    assert_eq!(count_state(&db, "succeeded").await, 50);
+    assert_eq!(count_state(&db, "pending").await, 1);
+}
+
+#[derive(Serialize, Deserialize)]
+struct Transfer {
+    amount: i64,
+    fail: bool,
+}
+
+impl TxJob for Transfer {
+    const KIND: &'static str = "transfer";
+
+    async fn run(self, ctx: JobContext, tx: &mut PgConnection) -> JobResult {
+        let schema = ctx.metadata["schema"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        sqlx::query(&format!("INSERT INTO {schema}.ledger (amount) VALUES ($1)"))
+            .bind(self.amount)
+            .execute(&mut *tx)
+            .await?;
+        if self.fail {
+            return Err(JobError::retry("failed after writing"));
+        }
+        Ok(())
+    }
+}
+
+/// In-transaction mode: the handler's insert and the completion commit together; a failure
+/// rolls both back and the job goes back to the queue.
+#[tokio::test]
+async fn in_transaction_jobs_commit_or_roll_back_with_their_completion() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE {schema}.ledger (amount bigint)")
+        .await;
+    let meta = json!({ "schema": db.schema });
+    let ok = db
+        .store
+        .enqueue(
+            &NewJob::new("q", "transfer", json!({"amount": 10, "fail": false}))
+                .metadata(meta.clone()),
+        )
+        .await
+        .unwrap()
+        .id;
+    let bad = db
+        .store
+        .enqueue(
+            &NewJob::new("q", "transfer", json!({"amount": 99, "fail": true}))
+                .metadata(meta.clone()),
+        )
+        .await
+        .unwrap()
+        .id;
+    let mut reg = Registry::default();
+    reg.register_tx::<Transfer>();
+    let w = start(&db, reg, config("q", 2)).await;
+    eventually(Duration::from_secs(10), "both attempted", || async {
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE attempt = 1 AND state <> 'running'")
+            .await
+            == 2
+    })
+    .await;
+    let r = w.stop().await;
+    assert_eq!(r.metrics.completed, 1);
+    assert_eq!(db.store.get(ok).await.unwrap().state, JobState::Succeeded);
+    let b = db.store.get(bad).await.unwrap();
+    assert_eq!(b.state, JobState::Pending);
+    assert_eq!(b.errors[0].message, "failed after writing");
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}.ledger").await, 1);
+    assert_eq!(
+        db.scalar("SELECT sum(amount)::bigint FROM {schema}.ledger")
+            .await,
+        10
+    );
+}
+
+/// Two candidates, one leader; the leader resigns (or loses its connection), the other takes
+/// over.
+#[tokio::test]
+async fn leader_election_hands_over() {
+    let db = TestDb::new().await;
+    let a = Leader::new(db.second_store(1).await);
+    let b = Leader::new(db.second_store(1).await);
+    assert!(a.run_once().await);
+    assert!(!b.run_once().await);
+    assert!(a.run_once().await, "A keeps leading");
+    assert!(!b.run_once().await);
+    a.resign().await;
+    assert!(b.run_once().await, "B takes over after A stops");
+    assert!(!a.run_once().await);
+    // B's leader session dies (network split, server kill): B notices and gives up, A wins.
+    db.exec(&format!(
+        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = hashtext('leader:{}')::oid",
+        db.schema
+    ))
+    .await;
+    assert!(
+        a.run_once().await,
+        "the lock died with B's session: A takes it"
+    );
+    assert!(
+        !b.run_once().await,
+        "B notices its session is gone and does not lead"
+    );
+    assert!(a.is_leader() && !b.is_leader());
+}
+
+/// Two whole workers: exactly one runs maintenance; when it stops, the other reaps.
+#[tokio::test]
+async fn only_the_leader_reaps_and_the_other_takes_over() {
+    let db = TestDb::new().await;
+    let w1 = start(&db, noop_registry(), config("q", 1)).await;
+    let w2 = start(&db, noop_registry(), config("q", 1)).await;
+    eventually(Duration::from_secs(10), "a leader", || async {
+        w1.worker.is_leader() || w2.worker.is_leader()
+    })
+    .await;
+    assert!(w1.worker.is_leader() != w2.worker.is_leader());
+    let (leader, other) = if w1.worker.is_leader() {
+        (w1, w2)
+    } else {
+        (w2, w1)
+    };
+    leader.stop().await;
+    eventually(Duration::from_secs(10), "the other leads", || async {
+        other.worker.is_leader()
+    })
+    .await;
+    // And it reaps: an expired lease of a crashed worker is returned.
+    db.store
+        .enqueue(&NewJob::new("elsewhere", "noop", json!(1)))
+        .await
+        .unwrap();
+    db.store
+        .claim(&ClaimRequest {
+            queue: "elsewhere".into(),
+            limit: 1,
+            owner: "crashed".into(),
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
+        .await;
+    eventually(Duration::from_secs(10), "reaped", || async {
+        count_state(&db, "running").await == 0
+    })
+    .await;
+    other.stop().await;
+}
