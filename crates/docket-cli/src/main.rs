@@ -1,1 +1,134 @@
-fn main() {}
+//! `docket`: the demo, the operator's CLI, exec workers and the embedded local PostgreSQL.
+//!
+//! # Layout
+//! - [`cli`]: the command-line contract (clap) and exit codes.
+//! - [`fail`]: errors as one line + hint + exit code.
+//! - [`embedded`]: the embedded local PostgreSQL under `.docket/`.
+//! - [`enqueue`], [`jobs`], [`ops`], [`work`], [`demo`]: the commands.
+//! - [`output`]: tables (colour only on a terminal) and JSON.
+
+mod cli;
+mod demo;
+mod embedded;
+mod enqueue;
+mod fail;
+mod jobs;
+mod ops;
+mod output;
+mod work;
+
+use std::time::Duration;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use docket_postgres::PgStore;
+use fail::CliError;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// Resolved connection settings.
+pub struct Ctx {
+    pub url: String,
+    pub schema: String,
+}
+
+impl Ctx {
+    /// A migrated store with a pool of `max` connections.
+    pub async fn store(&self, max: u32) -> anyhow::Result<PgStore> {
+        let store = self.connect(max).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A store without running migrations (for read-only commands that must not write).
+    pub async fn connect(&self, max: u32) -> anyhow::Result<PgStore> {
+        docket_core::validate::schema(&self.schema)
+            .map_err(|e| CliError::invalid(e.to_string()))?;
+        let opts: PgConnectOptions = self.url.parse().map_err(|e| {
+            CliError::invalid(format!(
+                "invalid database URL {}: {e}",
+                fail::redact(&self.url)
+            ))
+        })?;
+        let opts = opts.application_name("docket");
+        let pool = PgPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts)
+            .await
+            .map_err(|e| {
+                CliError::new(
+                    cli::exit::UNAVAILABLE,
+                    format!("cannot connect to {}: {e}", fail::redact(&self.url)),
+                )
+                .hint("is PostgreSQL running? check --database-url / DATABASE_URL, or unset it to use the embedded one")
+            })?;
+        Ok(PgStore::with_schema(pool, &self.schema)
+            .map_err(|e| CliError::invalid(e.to_string()))?)
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Embedded(cmd) = &cli.command {
+        return ops::embedded(cmd).await;
+    }
+    let url = match cli.database_url.as_deref() {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => embedded::ensure_running()?,
+    };
+    let ctx = Ctx {
+        url,
+        schema: cli.schema.clone(),
+    };
+    match cli.command {
+        Command::Migrate => {
+            ctx.store(1).await?;
+            println!("migrations applied to schema {}", ctx.schema);
+            Ok(())
+        }
+        Command::Enqueue(a) => enqueue::run(&ctx, a).await,
+        Command::Work(a) => work::run(&ctx, a).await,
+        Command::Jobs(c) => jobs::run(&ctx, c).await,
+        Command::Stats(a) => ops::stats(&ctx, a.json).await,
+        Command::Reap(a) => ops::reap(&ctx, a.json).await,
+        Command::Prune(a) => ops::prune(&ctx, a).await,
+        Command::Explain(a) => ops::explain(&ctx, a).await,
+        Command::Lab(a) => ops::lab(&ctx, a).await,
+        Command::Demo(a) => demo::run(&ctx, a).await,
+        Command::DemoWorker(a) => demo::worker(&ctx, a).await,
+        Command::Embedded(_) => unreachable!("handled above"),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(run(cli));
+    if let Err(e) = result {
+        let (code, message, hint) = fail::classify(&e);
+        eprintln!("error: {message}");
+        if let Some(h) = hint {
+            eprintln!("hint: {h}");
+        }
+        rt.shutdown_timeout(Duration::from_millis(100));
+        std::process::exit(code);
+    }
+}

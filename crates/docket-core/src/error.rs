@@ -92,8 +92,9 @@ pub enum StoreError {
     /// A unique key is held by another non-terminal job.
     #[error("unique key {key:?} is held by job {holder}")]
     UniqueConflict { key: String, holder: JobId },
-    /// The database could not be reached or the connection dropped; the operation may be
-    /// retried (fenced writes make a retry safe).
+    /// The database could not be reached, the connection dropped, or the statement lost a
+    /// race (serialization failure, deadlock); the operation may be retried (fenced writes
+    /// make a retry safe).
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Any other database error.

@@ -6,7 +6,7 @@
 -- began). Rows that do not match are left untouched; the caller reports them as
 -- LeaseLost. Callers pass ids sorted so concurrent batches lock rows in one order.
 UPDATE {{schema}}.jobs AS j
-SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', finished_at = statement_timestamp(), lease_owner = NULL, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
 WHERE j.id = c.id
   AND j.state = 'running'

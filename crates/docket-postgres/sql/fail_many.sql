@@ -1,27 +1,33 @@
 -- fail_many: record failed attempts.
 -- Parameters: $1 bigint[] ids, $2 int[] attempts, $3 text[] classes ('retry' | 'discard' |
---   'cancel'), $4 text[] messages (already bounded by the caller), $5 bigint[] retry delays in
---   ms (NULL = the job's backoff), $6 text owner.
--- Transitions: cancel -> cancelled; discard, or retry with attempt >= max_attempts -> dead;
---   retry otherwise -> pending at now() + delay. Every failure appends to the bounded history.
+--   'cancel'), $4 text[] messages (bounded by the caller; cut again at 4096 characters here),
+--   $5 bigint[] retry delays in ms (NULL = the job's backoff), $6 text owner.
+-- Transitions: cancel, or any failure of a job an operator asked to cancel -> cancelled;
+--   discard, or retry with attempt >= max_attempts -> dead; retry otherwise -> pending at
+--   now() + delay. Every failure appends to the bounded history.
+-- Backoff grows with the number of recorded failures (not with attempt, which also counts
+-- snoozes and releases).
 -- Invariants: fenced exactly like complete_many.
 UPDATE {{schema}}.jobs AS j
 SET state = CASE
-        WHEN f.class = 'cancel' THEN 'cancelled'
+        WHEN f.class = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
         WHEN f.class = 'discard' OR j.attempt >= j.max_attempts THEN 'dead'
         ELSE 'pending' END,
     run_at = CASE
-        WHEN f.class = 'retry' AND j.attempt < j.max_attempts
+        WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
         THEN now() + coalesce(f.delay_ms * interval '1 millisecond',
-                              {{schema}}.backoff_delay(j.attempt, j.backoff_base_ms, j.backoff_cap_ms))
+                              {{schema}}.backoff_delay(jsonb_array_length(j.errors) + 1,
+                                                       j.backoff_base_ms, j.backoff_cap_ms))
         ELSE j.run_at END,
     finished_at = CASE
-        WHEN f.class = 'retry' AND j.attempt < j.max_attempts THEN NULL
+        WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
+        THEN NULL
         ELSE now() END,
     lease_owner = NULL,
     lease_expires_at = NULL,
     errors = {{schema}}.push_error(j.errors, jsonb_build_object(
-        'attempt', j.attempt, 'at', now(), 'class', f.class, 'message', f.message, 'owner', $6::text))
+        'attempt', j.attempt, 'at', now(), 'class', f.class, 'message', left(f.message, 4096),
+        'owner', $6::text))
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[])
      AS f(id, attempt, class, message, delay_ms)
 WHERE j.id = f.id

@@ -1,3 +1,4 @@
--- leader_resign: give up leadership (on shutdown).
--- Parameters: $1 int lock class, $2 text key ('leader:<schema>').
-SELECT pg_advisory_unlock($1, hashtext($2))
+-- leader_resign: give up leadership at once (on shutdown) so another worker takes over
+-- without waiting for the expiry.
+-- Parameters: $1 text owner.
+DELETE FROM {{schema}}.leader WHERE name = 'maintenance' AND owner = $1

@@ -6,6 +6,7 @@
 --   * The UPDATE re-checks state = running AND lease expired on the locked row version, so a
 --     job finished between candidate selection and update is left alone.
 --   * A crash consumes the attempt it was claimed with (the claim already counted it).
+--   * A job an operator asked to cancel is cancelled rather than requeued.
 WITH expired AS (
     SELECT id, lease_owner
     FROM {{schema}}.jobs
@@ -15,10 +16,14 @@ WITH expired AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {{schema}}.jobs AS j
-SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at
-                  ELSE now() + {{schema}}.backoff_delay(j.attempt, j.backoff_base_ms, j.backoff_cap_ms) END,
-    finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() ELSE NULL END,
+SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN j.attempt >= j.max_attempts THEN 'dead'
+                  ELSE 'pending' END,
+    run_at = CASE WHEN j.attempt >= j.max_attempts OR j.cancel_requested_at IS NOT NULL THEN j.run_at
+                  ELSE now() + {{schema}}.backoff_delay(jsonb_array_length(j.errors) + 1,
+                                                        j.backoff_base_ms, j.backoff_cap_ms) END,
+    finished_at = CASE WHEN j.attempt >= j.max_attempts OR j.cancel_requested_at IS NOT NULL
+                       THEN now() ELSE NULL END,
     lease_owner = NULL,
     lease_expires_at = NULL,
     errors = {{schema}}.push_error(j.errors, jsonb_build_object(

@@ -1,11 +1,13 @@
 -- snooze_many: put claimed jobs back to pending after a delay without consuming their retry
--- budget. Also used to release jobs at shutdown (delay 0).
+-- budget. Also used to release jobs at shutdown (delay 0). A job an operator asked to cancel
+-- is cancelled instead of going back to the queue.
 -- Parameters: $1 bigint[] ids, $2 int[] attempts, $3 bigint[] delays in ms, $4 text owner.
 -- The attempt counter is the fencing generation and never goes down, so the budget is given
 -- back by raising max_attempts by one instead.
 -- Invariants: fenced exactly like complete_many.
 UPDATE {{schema}}.jobs AS j
-SET state = 'pending',
+SET state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+    finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
     run_at = now() + s.delay_ms * interval '1 millisecond',
     max_attempts = j.max_attempts + 1,
     lease_owner = NULL,

@@ -33,10 +33,15 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
     }
 }
 
-/// Class 08 (connection exception), 57P01..57P03 (admin shutdown, crash shutdown, cannot
-/// connect now), 53300 (too many connections).
+/// Errors a retry may cure: class 08 (connection exception), 57P01..57P03 (admin shutdown,
+/// crash shutdown, cannot connect now), 53300 (too many connections), and lost races:
+/// 40001 (serialization failure, also raised by a contended unique key) and 40P01 (deadlock).
 fn is_connection_class(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
+        )
 }
 
 /// The SQLSTATE of a database error, if it is one.

@@ -57,7 +57,6 @@ queries!(
     lab_result,
     leader_try,
     leader_resign,
-    leader_check,
 );
 
 #[cfg(test)]

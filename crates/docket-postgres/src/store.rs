@@ -266,48 +266,22 @@ impl PgStore {
         Ok(lines.join("\n"))
     }
 
-    /// Opens a connection outside the pool with the pool's options (for LISTEN and the
-    /// leader lock, which need a session of their own).
-    pub async fn connect_direct(&self) -> Result<PgConnection> {
-        use sqlx::ConnectOptions;
-        self.inner
-            .pool
-            .connect_options()
-            .connect()
+    /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.
+    pub async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
+        let leading: Option<bool> = sqlx::query_scalar(&self.inner.q.leader_try)
+            .bind(owner)
+            .bind(ms(ttl))
+            .fetch_optional(&self.inner.pool)
             .await
-            .map_err(db_err)
+            .map_err(db_err)?;
+        Ok(leading.unwrap_or(false))
     }
 
-    fn leader_key(&self) -> String {
-        format!("leader:{}", self.inner.schema)
-    }
-
-    /// Tries to take the leader lock on `conn` (a dedicated session).
-    pub async fn leader_try(&self, conn: &mut PgConnection) -> Result<bool> {
-        sqlx::query_scalar(&self.inner.q.leader_try)
-            .bind(crate::migrate::LOCK_CLASS)
-            .bind(self.leader_key())
-            .fetch_one(conn)
-            .await
-            .map_err(db_err)
-    }
-
-    /// True while `conn` still holds the leader lock (errors when the session is gone).
-    pub async fn leader_check(&self, conn: &mut PgConnection) -> Result<bool> {
-        sqlx::query_scalar(&self.inner.q.leader_check)
-            .bind(crate::migrate::LOCK_CLASS)
-            .bind(self.leader_key())
-            .fetch_one(conn)
-            .await
-            .map_err(db_err)
-    }
-
-    /// Releases the leader lock held by `conn`.
-    pub async fn leader_resign(&self, conn: &mut PgConnection) -> Result<()> {
-        sqlx::query_scalar::<_, bool>(&self.inner.q.leader_resign)
-            .bind(crate::migrate::LOCK_CLASS)
-            .bind(self.leader_key())
-            .fetch_one(conn)
+    /// Gives up leadership held by `owner`.
+    pub async fn leader_resign(&self, owner: &str) -> Result<()> {
+        sqlx::query(&self.inner.q.leader_resign)
+            .bind(owner)
+            .execute(&self.inner.pool)
             .await
             .map_err(db_err)?;
         Ok(())

@@ -324,3 +324,53 @@ async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
         0
     );
 }
+
+/// An operator's cancel request wins over a retry: a job asked to stop that then fails,
+/// snoozes, is released, or whose lease expires, ends cancelled instead of running again.
+#[tokio::test]
+async fn a_cancel_request_is_honoured_by_every_non_success_outcome() {
+    let db = TestDb::new().await;
+    let jobs: Vec<NewJob> = (0..4).map(|i| NewJob::new("q", "k", json!(i))).collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let got = claim(&db, 4).await;
+    for j in &got {
+        assert_eq!(
+            db.store.cancel(j.id).await.unwrap(),
+            CancelOutcome::Requested
+        );
+    }
+    db.store
+        .fail_many(
+            "w",
+            &[Failure {
+                lease: got[0].lease(),
+                class: FailureClass::Retry,
+                message: "stopped".into(),
+                retry_in: None,
+            }],
+        )
+        .await
+        .unwrap();
+    db.store
+        .snooze_many(
+            "w",
+            &[Snooze {
+                lease: got[1].lease(),
+                delay: Duration::from_secs(1),
+            }],
+        )
+        .await
+        .unwrap();
+    db.store.release_many("w", &[got[2].lease()]).await.unwrap();
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = {}",
+        got[3].id
+    ))
+    .await;
+    assert_eq!(db.store.reap(10).await.unwrap().jobs.len(), 1);
+    for j in &got {
+        let rec = db.store.get(j.id).await.unwrap();
+        assert_eq!(rec.state, JobState::Cancelled, "job {}", j.id);
+        assert!(rec.finished_at.is_some());
+    }
+}

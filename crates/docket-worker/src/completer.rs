@@ -114,49 +114,80 @@ impl<S: Store> Completer<S> {
 
     /// Writes one batch (with bounded retries) and forgets its jobs.
     pub async fn run_once(&self, batch: Vec<Completion>) {
-        let mut complete = Vec::new();
-        let mut fail = Vec::new();
-        let mut snooze = Vec::new();
-        let mut release = Vec::new();
-        for c in &batch {
-            match c {
-                Completion::Complete(l) => complete.push(*l),
-                Completion::Fail(f) => fail.push(f.clone()),
-                Completion::Snooze(s) => snooze.push(*s),
-                Completion::Release(l) => release.push(*l),
-            }
-        }
-        if !complete.is_empty() {
-            self.write("complete", || {
-                self.store.complete_many(&self.owner, &complete)
-            })
-            .await;
-        }
-        if !fail.is_empty() {
-            self.write("fail", || self.store.fail_many(&self.owner, &fail))
-                .await;
-        }
-        if !snooze.is_empty() {
-            self.write("snooze", || self.store.snooze_many(&self.owner, &snooze))
-                .await;
-        }
-        if !release.is_empty() {
-            self.write("release", || self.store.release_many(&self.owner, &release))
-                .await;
-        }
+        self.write_batch(&batch).await;
         for c in &batch {
             self.tracker.remove(c.lease());
         }
     }
 
-    async fn write<F, Fut>(&self, what: &str, op: F)
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<BatchOutcome, StoreError>>,
-    {
+    async fn write_batch(&self, batch: &[Completion]) {
+        let mut groups: [Vec<Completion>; 4] = Default::default();
+        for c in batch {
+            let i = match c {
+                Completion::Complete(_) => 0,
+                Completion::Fail(_) => 1,
+                Completion::Snooze(_) => 2,
+                Completion::Release(_) => 3,
+            };
+            groups[i].push(c.clone());
+        }
+        for g in groups.iter().filter(|g| !g.is_empty()) {
+            self.write(g).await;
+        }
+    }
+
+    /// One statement for a group of completions of the same type.
+    async fn apply(&self, items: &[Completion]) -> Result<BatchOutcome, StoreError> {
+        let owner = &self.owner;
+        match items.first() {
+            Some(Completion::Complete(_)) => {
+                let v: Vec<Lease> = items.iter().map(Completion::lease).collect();
+                self.store.complete_many(owner, &v).await
+            }
+            Some(Completion::Fail(_)) => {
+                let v: Vec<Failure> = items
+                    .iter()
+                    .filter_map(|c| match c {
+                        Completion::Fail(f) => Some(f.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.store.fail_many(owner, &v).await
+            }
+            Some(Completion::Snooze(_)) => {
+                let v: Vec<Snooze> = items
+                    .iter()
+                    .filter_map(|c| match c {
+                        Completion::Snooze(s) => Some(*s),
+                        _ => None,
+                    })
+                    .collect();
+                self.store.snooze_many(owner, &v).await
+            }
+            Some(Completion::Release(_)) => {
+                let v: Vec<Lease> = items.iter().map(Completion::lease).collect();
+                self.store.release_many(owner, &v).await
+            }
+            None => Ok(BatchOutcome::default()),
+        }
+    }
+
+    fn what(items: &[Completion]) -> &'static str {
+        match items.first() {
+            Some(Completion::Complete(_)) => "complete",
+            Some(Completion::Fail(_)) => "fail",
+            Some(Completion::Snooze(_)) => "snooze",
+            _ => "release",
+        }
+    }
+
+    /// Writes a group: transient errors are retried with backoff; any other error on a group
+    /// of several is retried item by item, so one bad item cannot sink the rest.
+    async fn write(&self, items: &[Completion]) {
+        let what = Self::what(items);
         let mut delay = Duration::from_millis(50);
         for attempt in 1..=FLUSH_TRIES {
-            match op().await {
+            match self.apply(items).await {
                 Ok(out) => {
                     self.metrics.record_written(what, out.applied.len());
                     for lost in &out.lost {
@@ -166,6 +197,17 @@ impl<S: Store> Completer<S> {
                               "{what} fenced off: lease lost");
                     }
                     self.metrics.record_fenced(out.lost.len());
+                    return;
+                }
+                Err(e) if !e.is_transient() && items.len() > 1 => {
+                    warn!(error = %e, "{what} batch failed; writing its items one by one");
+                    for item in items.chunks(1) {
+                        Box::pin(self.write(item)).await;
+                    }
+                    return;
+                }
+                Err(e) if !e.is_transient() => {
+                    error!(error = %e, "{what} failed and cannot be retried; the lease will expire and the reaper will requeue the job");
                     return;
                 }
                 Err(e) => {

@@ -16,7 +16,8 @@ pub struct QueueConfig {
 /// How a worker runs.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// Queues and their per-process concurrency. Defaults to `default` × 10.
+    /// Queues and their per-process concurrency. Defaults to none listed, which serves
+    /// `default` × 10.
     pub queues: Vec<QueueConfig>,
     /// Lease length of a claim; heartbeats extend it. Shorter leases recover crashed work
     /// sooner, longer ones survive longer database hiccups. Defaults to 30 s.
@@ -48,6 +49,10 @@ pub struct WorkerConfig {
     /// Take part in leader election and run the reaper and pruner while leader. Defaults to
     /// true.
     pub maintenance: bool,
+    /// How long one renewal of leadership lasts; a crashed or paused leader blocks
+    /// maintenance at most this long. Renewed every `reap_interval`, so it must be longer.
+    /// Defaults to 15 s.
+    pub leader_ttl: Duration,
     /// How often the leader reaps expired leases. Defaults to 5 s.
     pub reap_interval: Duration,
     /// Expired leases reaped per statement. Defaults to 1000.
@@ -65,10 +70,7 @@ impl Default for WorkerConfig {
     fn default() -> Self {
         let lease = Duration::from_secs(30);
         WorkerConfig {
-            queues: vec![QueueConfig {
-                name: "default".into(),
-                concurrency: 10,
-            }],
+            queues: Vec::new(),
             lease,
             heartbeat_interval: lease / 3,
             poll_interval: Duration::from_secs(2),
@@ -81,6 +83,7 @@ impl Default for WorkerConfig {
             listen: true,
             listen_url: None,
             maintenance: true,
+            leader_ttl: Duration::from_secs(15),
             reap_interval: Duration::from_secs(5),
             reap_batch: 1000,
             prune_interval: Duration::from_secs(60),
@@ -107,11 +110,21 @@ pub fn default_owner() -> String {
 }
 
 impl WorkerConfig {
-    /// Serves `queue` with `concurrency` (replacing the default queue on first call).
-    pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
-        if self.queues.len() == 1 && self.queues[0].name == "default" && queue != "default" {
-            self.queues.clear();
+    /// The queues to serve: the configured ones, or `default` × 10 when none is.
+    pub fn effective_queues(&self) -> Vec<QueueConfig> {
+        if self.queues.is_empty() {
+            vec![QueueConfig {
+                name: "default".into(),
+                concurrency: 10,
+            }]
+        } else {
+            self.queues.clone()
         }
+    }
+
+    /// Serves `queue` with `concurrency` (in addition to queues added before; the same name
+    /// again replaces its concurrency).
+    pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
         self.queues.retain(|q| q.name != queue);
         self.queues.push(QueueConfig {
             name: queue.into(),

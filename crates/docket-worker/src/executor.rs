@@ -5,6 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket_core::duration::MAX_DELAY;
 use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze};
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
@@ -235,10 +236,19 @@ fn outcome(
         }
         (Some(StopReason::Shutdown), _) => Some(Completion::Release(lease)),
         (None, Ended::Returned(Err(e))) => match e {
-            JobError::Retry { message, delay } => fail(FailureClass::Retry, message, delay),
+            // Absurd delays are clamped rather than rejected: one handler's bad value must
+            // not fail the whole batch it is written with.
+            JobError::Retry { message, delay } => fail(
+                FailureClass::Retry,
+                message,
+                delay.map(|d| d.min(MAX_DELAY)),
+            ),
             JobError::Discard(m) => fail(FailureClass::Discard, m, None),
             JobError::Cancel(m) => fail(FailureClass::Cancel, m, None),
-            JobError::Snooze(delay) => Some(Completion::Snooze(Snooze { lease, delay })),
+            JobError::Snooze(delay) => Some(Completion::Snooze(Snooze {
+                lease,
+                delay: delay.min(MAX_DELAY),
+            })),
         },
         (None, Ended::Panicked(msg)) => fail(
             FailureClass::Retry,

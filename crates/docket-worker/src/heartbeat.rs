@@ -45,32 +45,40 @@ impl Heartbeater {
         let leases: Vec<Lease> = entries.iter().map(|e| e.lease).collect();
         let lease = self.shared.config.lease;
         let sent_at = Instant::now();
-        match self
-            .shared
-            .store
-            .heartbeat(&self.shared.config.owner, &leases, lease)
-            .await
-        {
+        // Bounded: a connection that hangs silently must not delay the local-deadline check
+        // below past the lease.
+        let beat = tokio::time::timeout(
+            self.shared.config.heartbeat_interval,
+            self.shared
+                .store
+                .heartbeat(&self.shared.config.owner, &leases, lease),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(docket_core::StoreError::Unavailable(
+                "heartbeat timed out".into(),
+            ))
+        });
+        let tracked = |l: &Lease| self.shared.tracker.get(l.id).filter(|e| e.lease == *l);
+        match beat {
             Ok(out) => {
                 for (l, _) in &out.extended {
-                    if let Some(e) = self.shared.tracker.get(l.id) {
+                    if let Some(e) = tracked(l) {
                         e.extend(sent_at + lease);
                     }
                 }
                 report.extended = out.extended.len();
                 for l in &out.cancel_requested {
-                    if let Some(e) = self.shared.tracker.get(l.id) {
+                    if let Some(e) = tracked(l) {
                         e.stop(StopReason::Cancelled);
                         report.cancelled += 1;
                     }
                 }
                 for lost in &out.lost {
-                    if let Some(e) = self.shared.tracker.get(lost.lease.id) {
-                        if e.lease == lost.lease {
-                            warn!(job = %lost.lease.id, reason = %lost.reason, "lease lost; stopping the handler");
-                            e.stop(StopReason::LeaseLost);
-                            report.lost += 1;
-                        }
+                    if let Some(e) = tracked(&lost.lease) {
+                        warn!(job = %lost.lease.id, reason = %lost.reason, "lease lost; stopping the handler");
+                        e.stop(StopReason::LeaseLost);
+                        report.lost += 1;
                     }
                 }
             }

@@ -1,82 +1,71 @@
 //! Maintenance services run by the elected leader: the leader election itself, the reaper
 //! and the pruner. Each has a `run_once` that tests drive directly and a periodic loop.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use docket_core::{PruneReport, ReapReport, Retention, Store, StoreError};
 use docket_postgres::PgStore;
-use sqlx::{Connection, PgConnection};
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
 
-/// Leader election over a session advisory lock on a dedicated connection. The lock dies
-/// with the session, so a leader that loses its connection (crash, network split, server
-/// restart) stops being leader at once, and another worker takes over on its next attempt.
+/// Leader election over a row with an expiry (`sql/leader_try.sql`). A leader renews on
+/// every tick; one that crashes, pauses or loses its connection stops renewing and another
+/// worker takes over once the row expires. Locally, leadership is trusted only until
+/// `renewal sent + ttl`, so a leader that cannot reach the database gives it up on its own.
 pub struct Leader {
     store: PgStore,
-    conn: Mutex<Option<PgConnection>>,
-    leading: AtomicBool,
+    owner: String,
+    ttl: Duration,
+    valid_until: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Leader {
-    /// A candidate for `store`'s schema.
-    pub fn new(store: PgStore) -> Self {
+    /// A candidate named `owner` whose leadership lasts `ttl` per renewal.
+    pub fn new(store: PgStore, owner: impl Into<String>, ttl: Duration) -> Self {
         Leader {
             store,
-            conn: Mutex::new(None),
-            leading: AtomicBool::new(false),
+            owner: owner.into(),
+            ttl,
+            valid_until: std::sync::Mutex::new(None),
         }
     }
 
-    /// True while this process holds leadership (as of the last `run_once`).
+    /// True while this process holds leadership.
     pub fn is_leader(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+        self.valid_until
+            .lock()
+            .expect("poisoned")
+            .is_some_and(|t| Instant::now() < t)
     }
 
-    /// Checks an existing leadership, or tries to take it. Returns whether we lead.
+    /// Takes or renews leadership. Returns whether we lead.
     pub async fn run_once(&self) -> bool {
-        let mut conn = self.conn.lock().await;
-        if let Some(c) = conn.as_mut() {
-            match self.store.leader_check(c).await {
-                Ok(true) => return true,
-                Ok(false) | Err(_) => {
-                    warn!("leader connection lost; giving up leadership");
-                    *conn = None;
-                    self.leading.store(false, Ordering::SeqCst);
-                }
-            }
+        let sent = Instant::now();
+        let got =
+            tokio::time::timeout(self.ttl / 2, self.store.leader_try(&self.owner, self.ttl)).await;
+        let leading = matches!(got, Ok(Ok(true)));
+        let was = self.is_leader();
+        *self.valid_until.lock().expect("poisoned") = leading.then_some(sent + self.ttl);
+        match (was, leading) {
+            (false, true) => info!(owner = %self.owner, "became maintenance leader"),
+            (true, false) => warn!(owner = %self.owner, "lost maintenance leadership"),
+            _ => {}
         }
-        let mut c = match self.store.connect_direct().await {
-            Ok(c) => c,
-            Err(_) => return false,
-        };
-        match self.store.leader_try(&mut c).await {
-            Ok(true) => {
-                info!("became maintenance leader");
-                *conn = Some(c);
-                self.leading.store(true, Ordering::SeqCst);
-                true
-            }
-            _ => {
-                let _ = c.close().await;
-                false
-            }
-        }
+        leading
     }
 
-    /// Gives up leadership (on shutdown).
+    /// Gives up leadership (on shutdown) so another worker takes over at once.
     pub async fn resign(&self) {
-        let mut conn = self.conn.lock().await;
-        if let Some(mut c) = conn.take() {
-            let _ = self.store.leader_resign(&mut c).await;
-            let _ = c.close().await;
+        if self.valid_until.lock().expect("poisoned").take().is_some() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                self.store.leader_resign(&self.owner),
+            )
+            .await;
         }
-        self.leading.store(false, Ordering::SeqCst);
     }
 }
 

@@ -119,7 +119,11 @@ impl Worker {
             .iter()
             .map(|q| (q.name.clone(), Arc::new(Notify::new())))
             .collect();
-        let leader = Arc::new(Leader::new(store.clone()));
+        let leader = Arc::new(Leader::new(
+            store.clone(),
+            config.owner.clone(),
+            config.leader_ttl,
+        ));
         Ok(Worker {
             shared: Arc::new(Shared {
                 store,

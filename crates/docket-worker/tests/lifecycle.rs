@@ -288,34 +288,29 @@ async fn in_transaction_jobs_commit_or_roll_back_with_their_completion() {
     );
 }
 
-/// Two candidates, one leader; the leader resigns (or loses its connection), the other takes
-/// over.
+/// Two candidates, one leader; the leader resigns, the other takes over; a leader that stops
+/// renewing (crashed, paused, cut off) is replaced once its row expires, and the stale one
+/// learns it lost on its next attempt.
 #[tokio::test]
 async fn leader_election_hands_over() {
     let db = TestDb::new().await;
-    let a = Leader::new(db.second_store(1).await);
-    let b = Leader::new(db.second_store(1).await);
+    let ttl = Duration::from_secs(60);
+    let a = Leader::new(db.second_store(1).await, "A", ttl);
+    let b = Leader::new(db.second_store(1).await, "B", ttl);
     assert!(a.run_once().await);
     assert!(!b.run_once().await);
-    assert!(a.run_once().await, "A keeps leading");
+    assert!(a.run_once().await, "A renews");
     assert!(!b.run_once().await);
+    assert!(a.is_leader() && !b.is_leader());
     a.resign().await;
-    assert!(b.run_once().await, "B takes over after A stops");
+    assert!(!a.is_leader());
+    assert!(b.run_once().await, "B takes over at once after A resigns");
     assert!(!a.run_once().await);
-    // B's leader session dies (network split, server kill): B notices and gives up, A wins.
-    db.exec(&format!(
-        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = hashtext('leader:{}')::oid",
-        db.schema
-    ))
-    .await;
-    assert!(
-        a.run_once().await,
-        "the lock died with B's session: A takes it"
-    );
-    assert!(
-        !b.run_once().await,
-        "B notices its session is gone and does not lead"
-    );
+    // B stops renewing (SIGSTOP, network split): its row expires by the database clock.
+    db.exec("UPDATE {schema}.leader SET expires_at = now() - interval '1 second'")
+        .await;
+    assert!(a.run_once().await, "A takes over the expired row");
+    assert!(!b.run_once().await, "B learns it lost");
     assert!(a.is_leader() && !b.is_leader());
 }
 

@@ -1,0 +1,265 @@
+//! The command-line contract. Names, flags, exit codes and JSON fields are stable: scripts
+//! depend on them.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit codes (also printed by `docket --help`).
+#[allow(dead_code)] // the full table is the documented contract, not all used in code
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// Any other failure.
+    pub const FAILURE: i32 = 1;
+    /// Bad command line (clap's own code).
+    pub const USAGE: i32 = 2;
+    /// The database is unreachable (or PostgreSQL binaries are missing for the embedded one).
+    pub const UNAVAILABLE: i32 = 3;
+    /// No such job.
+    pub const NOT_FOUND: i32 = 4;
+    /// Invalid input: JSON, names, durations, sizes. Nothing was written.
+    pub const INVALID: i32 = 5;
+    /// The job's state does not allow the operation, or a unique key is taken.
+    pub const CONFLICT: i32 = 6;
+}
+
+const AFTER_HELP: &str = "\
+Database: --database-url or DATABASE_URL; without either, an embedded local PostgreSQL is
+created under .docket/ (or $DOCKET_HOME) from the system's initdb/pg_ctl and reused.
+
+Exit codes: 0 ok · 1 failure · 2 usage · 3 database unavailable · 4 job not found ·
+5 invalid input (nothing written) · 6 conflict (wrong state, unique key taken)";
+
+/// Docket: a background-job queue that lives in PostgreSQL.
+#[derive(Debug, Parser)]
+#[command(name = "docket", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// PostgreSQL URL. Without it (and without DATABASE_URL) the embedded local PostgreSQL
+    /// is used.
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Schema holding Docket's tables.
+    #[arg(long, global = true, env = "DOCKET_SCHEMA", default_value = "docket")]
+    pub schema: String,
+    /// More log output (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// See Docket work: 10,000 jobs, failures, a worker killed mid-flight, its jobs recovered.
+    Demo(DemoArgs),
+    /// Apply migrations (idempotent).
+    Migrate,
+    /// Enqueue one job, or many from NDJSON with --bulk.
+    Enqueue(EnqueueArgs),
+    /// Run jobs with a shell command per job.
+    Work(WorkArgs),
+    /// Inspect and repair jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Per-queue counts, ages, stuck leases, and table health.
+    Stats(JsonFlag),
+    /// One reaper pass: return expired leases to the queue (or to dead).
+    Reap(JsonFlag),
+    /// Delete finished jobs past their retention.
+    Prune(PruneArgs),
+    /// EXPLAIN of the claim statement on the current data.
+    Explain(ExplainArgs),
+    /// Reproduce the claim experiment: naive vs FOR UPDATE vs SKIP LOCKED.
+    Lab(LabArgs),
+    /// The embedded local PostgreSQL.
+    #[command(subcommand)]
+    Embedded(EmbeddedCommand),
+    /// Hidden: a worker process of the demo.
+    #[command(hide = true, name = "__demo-worker")]
+    DemoWorker(DemoWorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Jobs to enqueue.
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: u32,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3)]
+    pub workers: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoWorkerArgs {
+    #[arg(long)]
+    pub concurrency: usize,
+    #[arg(long)]
+    pub owner: String,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// Queue name.
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    /// Job kind.
+    #[arg(long, required_unless_present = "bulk")]
+    pub kind: Option<String>,
+    /// Arguments as JSON.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// Priority, lower first (-100..=100).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i16,
+    /// Run after this delay (e.g. 30s, 5m).
+    #[arg(long, conflicts_with = "run_at", allow_hyphen_values = true)]
+    pub delay: Option<String>,
+    /// Run at this time (RFC 3339).
+    #[arg(long)]
+    pub run_at: Option<String>,
+    /// Claims allowed before the job is dead (1..=1000).
+    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: i32,
+    /// At most one unfinished job per key.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+    /// Metadata as a JSON object.
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// NDJSON file (or - for stdin), one job per line; all or nothing.
+    #[arg(long, conflicts_with_all = ["kind", "delay", "run_at", "unique_key"])]
+    pub bulk: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// Queues to serve (repeatable).
+    #[arg(long = "queue", default_value = "default")]
+    pub queues: Vec<String>,
+    /// Jobs at once, per queue.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+    /// Command run with `sh -c` per job; args JSON on stdin. Exit 0 succeeded, 75 retry,
+    /// 65 discard (dead at once), anything else retry with backoff.
+    #[arg(long)]
+    pub exec: String,
+    /// Lease length (heartbeats extend it).
+    #[arg(long, default_value = "60s", allow_hyphen_values = true)]
+    pub lease: String,
+    /// Maximum runtime of one job.
+    #[arg(long, default_value = "5m", allow_hyphen_values = true)]
+    pub max_runtime: String,
+    /// Fallback poll interval (notifications wake workers sooner).
+    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
+    pub poll: String,
+    /// Time between SIGTERM and SIGKILL when a job must stop.
+    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
+    pub kill_grace: String,
+    /// Exit 0 once no job in the queues is ready or running.
+    #[arg(long)]
+    pub drain: bool,
+    /// Do not run the reaper/pruner even if elected leader.
+    #[arg(long)]
+    pub no_maintenance: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List jobs, newest first.
+    List(ListArgs),
+    /// Show one job with its error history.
+    Show(IdArgs),
+    /// Replay a dead or cancelled job, keeping its id and history.
+    Retry(RetryArgs),
+    /// Cancel a pending job, or ask the worker running it to stop.
+    Cancel(IdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// pending, running, succeeded, dead or cancelled.
+    #[arg(long)]
+    pub state: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    pub id: i64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    pub id: i64,
+    /// Claims allowed from now on.
+    #[arg(long, default_value_t = 1)]
+    pub extra_attempts: i32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Delete succeeded and cancelled jobs finished longer ago than this.
+    #[arg(long, default_value = "7d", allow_hyphen_values = true)]
+    pub older_than: String,
+    /// Delete dead jobs finished longer ago than this (kept longer: they are evidence).
+    #[arg(long, default_value = "30d", allow_hyphen_values = true)]
+    pub dead_older_than: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    /// Run it (in a transaction that is rolled back) and show actual rows.
+    #[arg(long)]
+    pub analyze: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LabModeArg {
+    Naive,
+    ForUpdate,
+    SkipLocked,
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[arg(value_enum)]
+    pub mode: LabModeArg,
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: u32,
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EmbeddedCommand {
+    /// Create (if needed) and start the embedded PostgreSQL.
+    Start,
+    /// Stop it.
+    Stop,
+    /// Show where it is and whether it runs.
+    Status(JsonFlag),
+}

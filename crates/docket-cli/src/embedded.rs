@@ -1,0 +1,114 @@
+//! The embedded local PostgreSQL: a cluster under `$DOCKET_HOME` (default `./.docket`)
+//! created with the system's initdb and started with pg_ctl on a private socket and port,
+//! reused by later commands until `docket embedded stop`.
+
+use std::fs::File;
+use std::path::PathBuf;
+
+use docket_postgres::local_cluster::{free_port, ClusterError, LocalCluster, StopMode};
+use serde::Serialize;
+
+use crate::cli::exit;
+use crate::fail::CliError;
+
+/// Where the embedded cluster lives.
+pub fn home() -> PathBuf {
+    std::env::var_os("DOCKET_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".docket"))
+}
+
+fn cluster() -> Result<LocalCluster, CliError> {
+    let dir = std::path::absolute(home().join("pg"))
+        .map_err(|e| CliError::new(exit::FAILURE, e.to_string()))?;
+    LocalCluster::at(&dir, 0).map_err(cluster_err)
+}
+
+fn cluster_err(e: ClusterError) -> CliError {
+    match e {
+        ClusterError::BinariesMissing => CliError::new(exit::UNAVAILABLE, e.to_string()),
+        other => CliError::new(exit::UNAVAILABLE, format!("embedded PostgreSQL: {other}"))
+            .hint("see .docket/pg/postgres.log, or set DATABASE_URL to use another server"),
+    }
+}
+
+/// Settings of the embedded server: a local development database, so commits need not wait
+/// for the disk (a crash of the machine may lose the last moments; a crash of Docket or of
+/// PostgreSQL loses nothing).
+const SETTINGS: &[(&str, &str)] = &[
+    ("max_connections", "200"),
+    ("shared_buffers", "'128MB'"),
+    ("synchronous_commit", "off"),
+];
+
+/// Creates and starts the cluster if needed; returns its URL. Serialised across processes by
+/// a file lock so concurrent commands do not race to initdb.
+pub fn ensure_running() -> Result<String, CliError> {
+    let home = home();
+    std::fs::create_dir_all(&home).map_err(|e| {
+        CliError::new(
+            exit::FAILURE,
+            format!("cannot create {}: {e}", home.display()),
+        )
+    })?;
+    let lock = File::create(home.join("lock"))
+        .map_err(|e| CliError::new(exit::FAILURE, format!("cannot create lock file: {e}")))?;
+    lock.lock().map_err(|e| {
+        CliError::new(
+            exit::FAILURE,
+            format!("cannot lock {}: {e}", home.display()),
+        )
+    })?;
+    let mut c = cluster()?;
+    if !c.is_initialized() {
+        eprintln!(
+            "docket: creating the embedded PostgreSQL in {} ...",
+            home.display()
+        );
+        let port = free_port().map_err(cluster_err)?;
+        c = LocalCluster::at(&std::path::absolute(home.join("pg")).expect("path"), port)
+            .map_err(cluster_err)?;
+        c.init(SETTINGS).map_err(cluster_err)?;
+    }
+    if !c.is_running() {
+        if std::net::TcpStream::connect(("127.0.0.1", c.port())).is_ok() {
+            // Someone else took our port meanwhile.
+            c.set_port(free_port().map_err(cluster_err)?)
+                .map_err(cluster_err)?;
+        }
+        c.start().map_err(cluster_err)?;
+    }
+    Ok(c.url("postgres"))
+}
+
+/// `docket embedded status` output.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub home: String,
+    pub initialized: bool,
+    pub running: bool,
+    pub port: Option<u16>,
+    pub url: Option<String>,
+}
+
+pub fn status() -> Result<Status, CliError> {
+    let c = cluster()?;
+    let running = c.is_initialized() && c.is_running();
+    Ok(Status {
+        home: home().display().to_string(),
+        initialized: c.is_initialized(),
+        running,
+        port: c.is_initialized().then(|| c.port()),
+        url: running.then(|| c.url("postgres")),
+    })
+}
+
+pub fn stop() -> Result<bool, CliError> {
+    let c = cluster()?;
+    if c.is_initialized() && c.is_running() {
+        c.stop(StopMode::Fast).map_err(cluster_err)?;
+        Ok(true)
+    } else {
+        Ok(false)
+    }
+}

@@ -1,0 +1,190 @@
+//! `docket enqueue`: one job from flags, or many from NDJSON (all or nothing).
+
+use std::io::{BufRead, BufReader, IsTerminal, Read};
+use std::time::Duration;
+
+use docket_core::duration::{parse_bounded, MAX_DELAY};
+use docket_core::{validate, NewJob, Store};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+
+use crate::cli::EnqueueArgs;
+use crate::fail::CliError;
+use crate::{output, Ctx};
+
+fn parse_json(what: &str, s: &str) -> Result<serde_json::Value, CliError> {
+    serde_json::from_str(s)
+        .map_err(|e| CliError::invalid(format!("--{what} is not valid JSON: {e}")))
+}
+
+fn parse_delay(s: &str) -> Result<Duration, CliError> {
+    parse_bounded("delay", s, Duration::ZERO, MAX_DELAY)
+        .map_err(|e| CliError::invalid(e.to_string()))
+}
+
+fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, CliError> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| CliError::invalid(format!("run_at {s:?} is not an RFC 3339 time: {e}")))
+}
+
+/// One NDJSON line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    #[serde(default = "default_queue")]
+    queue: String,
+    kind: String,
+    #[serde(default = "empty_object")]
+    args: serde_json::Value,
+    #[serde(default)]
+    priority: i16,
+    /// "30s" or a number of seconds.
+    delay: Option<serde_json::Value>,
+    run_at: Option<String>,
+    max_attempts: Option<i32>,
+    unique_key: Option<String>,
+    metadata: Option<serde_json::Value>,
+}
+
+fn default_queue() -> String {
+    "default".into()
+}
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+impl Line {
+    fn into_job(self) -> Result<NewJob, CliError> {
+        let mut job = NewJob::new(self.queue, self.kind, self.args).priority(self.priority);
+        if let Some(m) = self.max_attempts {
+            job = job.max_attempts(m);
+        }
+        if let Some(k) = self.unique_key {
+            job = job.unique_key(k);
+        }
+        if let Some(m) = self.metadata {
+            job = job.metadata(m);
+        }
+        match (self.delay, self.run_at) {
+            (Some(_), Some(_)) => return Err(CliError::invalid("give delay or run_at, not both")),
+            (Some(serde_json::Value::String(s)), None) => job = job.delay(parse_delay(&s)?),
+            (Some(serde_json::Value::Number(n)), None) => {
+                let secs = n.as_f64().unwrap_or(-1.0);
+                if !(0.0..=MAX_DELAY.as_secs_f64()).contains(&secs) {
+                    return Err(CliError::invalid(format!("delay {n} is out of range")));
+                }
+                job = job.delay(Duration::from_secs_f64(secs));
+            }
+            (Some(other), None) => {
+                return Err(CliError::invalid(format!(
+                    "delay must be a duration string or seconds, not {other}"
+                )))
+            }
+            (None, Some(t)) => job = job.run_at(parse_time(&t)?),
+            (None, None) => {}
+        }
+        validate::new_job(&job, &validate::Limits::default())
+            .map_err(|e| CliError::invalid(e.to_string()))?;
+        Ok(job)
+    }
+}
+
+pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
+    if let Some(path) = &a.bulk {
+        return bulk(ctx, path, a.json).await;
+    }
+    let kind = a.kind.clone().unwrap_or_default();
+    let mut job = NewJob::new(a.queue.clone(), kind, parse_json("args", &a.args)?)
+        .priority(a.priority)
+        .max_attempts(a.max_attempts);
+    if let Some(d) = &a.delay {
+        job = job.delay(parse_delay(d)?);
+    }
+    if let Some(t) = &a.run_at {
+        job = job.run_at(parse_time(t)?);
+    }
+    if let Some(k) = &a.unique_key {
+        job = job.unique_key(k.clone());
+    }
+    if let Some(m) = &a.metadata {
+        job = job.metadata(parse_json("metadata", m)?);
+    }
+    // Validate before connecting: bad input never touches the database.
+    validate::new_job(&job, &validate::Limits::default())
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    let store = ctx.store(1).await?;
+    let e = store.enqueue(&job).await?;
+    if a.json {
+        output::json(&e)?;
+    } else if e.duplicate {
+        println!("{} (duplicate: unique key held by this job)", e.id);
+    } else {
+        println!("{}", e.id);
+    }
+    Ok(())
+}
+
+/// Reads and validates every line first (reporting the first bad line by number), then
+/// inserts everything in one transaction in chunks: a file goes in whole or not at all.
+async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
+    let reader: Box<dyn Read> = if path == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?,
+        )
+    };
+    let mut jobs = Vec::new();
+    for (i, line) in BufReader::new(reader).lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| CliError::invalid(format!("line {n}: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| {
+            CliError::invalid(format!("line {n}: {e}")).hint("nothing from this file was inserted")
+        })?;
+        let job = parsed.into_job().map_err(|e| {
+            CliError::invalid(format!("line {n}: {}", e.message))
+                .hint("nothing from this file was inserted")
+        })?;
+        jobs.push(job);
+    }
+    let store = ctx.store(2).await?;
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(jobs.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} jobs {per_sec}").expect("template"),
+    );
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .map_err(docket_postgres::errors::db_err)?;
+    let mut inserted = 0usize;
+    let mut duplicates = 0usize;
+    for chunk in jobs.chunks(10_000) {
+        let res = store.enqueue_many_tx(&mut tx, chunk).await?;
+        duplicates += res.iter().filter(|e| e.duplicate).count();
+        inserted += res.len() - res.iter().filter(|e| e.duplicate).count();
+        bar.inc(chunk.len() as u64);
+    }
+    tx.commit().await.map_err(docket_postgres::errors::db_err)?;
+    bar.finish_and_clear();
+    if json {
+        output::json(&serde_json::json!({"inserted": inserted, "duplicates": duplicates}))?;
+    } else {
+        println!("{inserted}");
+        if duplicates > 0 {
+            eprintln!(
+                "{duplicates} line(s) matched an unfinished job's unique key and were not inserted"
+            );
+        }
+    }
+    Ok(())
+}

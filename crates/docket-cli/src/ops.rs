@@ -1,0 +1,193 @@
+//! Operator commands: stats, reap, prune, explain, lab, embedded.
+
+use std::time::Duration;
+
+use comfy_table::Cell;
+use docket_core::duration::{parse_bounded, MAX_DELAY};
+use docket_core::{Retention, Store};
+use docket_postgres::lab::{self, LabMode};
+
+use crate::cli::{EmbeddedCommand, ExplainArgs, LabArgs, LabModeArg, PruneArgs};
+use crate::fail::CliError;
+use crate::{embedded, output, Ctx};
+
+fn age(s: Option<f64>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s < 120.0 => format!("{s:.1}s"),
+        Some(s) if s < 7200.0 => format!("{:.1}m", s / 60.0),
+        Some(s) => format!("{:.1}h", s / 3600.0),
+    }
+}
+
+pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
+    let store = ctx.store(1).await?;
+    let s = store.stats().await?;
+    if json {
+        return output::json(&s);
+    }
+    let mut t = output::table(&[
+        "queue",
+        "ready",
+        "pending",
+        "running",
+        "expiring",
+        "expired",
+        "succeeded",
+        "dead",
+        "cancelled",
+        "oldest ready",
+        "oldest dead",
+    ]);
+    for q in &s.queues {
+        t.add_row(vec![
+            Cell::new(&q.queue),
+            Cell::new(q.ready),
+            Cell::new(q.pending),
+            Cell::new(q.running),
+            Cell::new(q.running_near_expiry),
+            Cell::new(q.running_expired),
+            Cell::new(q.succeeded),
+            Cell::new(q.dead),
+            Cell::new(q.cancelled),
+            Cell::new(age(q.oldest_ready_age_s)),
+            Cell::new(age(q.oldest_dead_age_s)),
+        ]);
+    }
+    println!("{t}");
+    let tb = &s.table;
+    println!(
+        "jobs table: {} live / {} dead tuples, {:.1} MiB, last vacuum {}, last autovacuum {}",
+        tb.live_tuples,
+        tb.dead_tuples,
+        tb.total_bytes as f64 / 1048576.0,
+        tb.last_vacuum
+            .as_ref()
+            .map(output::time)
+            .unwrap_or_else(|| "never".into()),
+        tb.last_autovacuum
+            .as_ref()
+            .map(output::time)
+            .unwrap_or_else(|| "never".into()),
+    );
+    Ok(())
+}
+
+pub async fn reap(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
+    let store = ctx.store(1).await?;
+    let mut all = docket_core::ReapReport::default();
+    loop {
+        let r = store.reap(1000).await?;
+        let n = r.jobs.len();
+        all.jobs.extend(r.jobs);
+        if n < 1000 {
+            break;
+        }
+    }
+    if json {
+        output::json(&serde_json::json!({
+            "requeued": all.requeued(), "dead": all.dead(), "jobs": all.jobs
+        }))
+    } else {
+        println!("requeued {}, dead {}", all.requeued(), all.dead());
+        Ok(())
+    }
+}
+
+pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
+    let parse = |what, s: &str| {
+        parse_bounded(what, s, Duration::ZERO, MAX_DELAY)
+            .map_err(|e| CliError::invalid(e.to_string()))
+    };
+    let retention = Retention {
+        finished: parse("older-than", &a.older_than)?,
+        dead: parse("dead-older-than", &a.dead_older_than)?,
+        batch: 5_000,
+    };
+    let store = ctx.store(1).await?;
+    let r = store.prune(&retention).await?;
+    if a.json {
+        output::json(&r)
+    } else {
+        println!("deleted {} finished and {} dead job(s)", r.finished, r.dead);
+        Ok(())
+    }
+}
+
+pub async fn explain(ctx: &Ctx, a: ExplainArgs) -> anyhow::Result<()> {
+    docket_core::validate::queue(&a.queue).map_err(|e| CliError::invalid(e.to_string()))?;
+    let store = ctx.store(1).await?;
+    println!("{}", store.explain_claim(&a.queue, a.analyze).await?);
+    Ok(())
+}
+
+pub async fn lab(ctx: &Ctx, a: LabArgs) -> anyhow::Result<()> {
+    if a.jobs == 0 || a.jobs > 10_000_000 || a.workers == 0 || a.workers > 128 {
+        return Err(CliError::invalid("--jobs must be 1..=10000000 and --workers 1..=128").into());
+    }
+    // The experiment gets a schema of its own: it never touches real jobs.
+    let lab_ctx = Ctx {
+        url: ctx.url.clone(),
+        schema: format!("{}_lab", ctx.schema),
+    };
+    let store = lab_ctx.store(a.workers as u32 + 1).await?;
+    let mode = match a.mode {
+        LabModeArg::Naive => LabMode::Naive,
+        LabModeArg::ForUpdate => LabMode::ForUpdate,
+        LabModeArg::SkipLocked => LabMode::SkipLocked,
+    };
+    let r = lab::run(&store, mode, a.jobs, a.workers).await?;
+    if a.json {
+        return output::json(&r);
+    }
+    println!(
+        "{:?}: {} of {} jobs done by {} workers in {:.2}s; claimed more than once: {}; highest claim count: {}; claims in total: {}",
+        r.mode, r.done, r.jobs, r.workers, r.seconds, r.duplicated, r.max_claims, r.total_claims
+    );
+    let verdict = match mode {
+        LabMode::Naive if r.duplicated > 0 => {
+            "lost/duplicated work: concurrent workers picked the same row"
+        }
+        LabMode::Naive => "no duplicates this time (too little contention); try more --workers",
+        LabMode::ForUpdate => "correct, but workers queued behind each other's row locks",
+        LabMode::SkipLocked => "every job done exactly once, no waiting",
+    };
+    println!("{verdict}");
+    Ok(())
+}
+
+pub async fn embedded(cmd: &EmbeddedCommand) -> anyhow::Result<()> {
+    match cmd {
+        EmbeddedCommand::Start => {
+            let url = embedded::ensure_running()?;
+            println!("{url}");
+        }
+        EmbeddedCommand::Stop => {
+            if embedded::stop()? {
+                println!("stopped");
+            } else {
+                println!("not running");
+            }
+        }
+        EmbeddedCommand::Status(a) => {
+            let s = embedded::status()?;
+            if a.json {
+                output::json(&s)?;
+            } else {
+                println!(
+                    "home {}: {}{}",
+                    s.home,
+                    if !s.initialized {
+                        "not created"
+                    } else if s.running {
+                        "running"
+                    } else {
+                        "stopped"
+                    },
+                    s.url.map(|u| format!(" at {u}")).unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,549 @@
+//! The `docket` binary, run as a user would: every command, bad input with its exit code and
+//! message, and no partial writes.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use docket_testkit::TestDb;
+
+struct Cli<'a> {
+    db: &'a TestDb,
+}
+
+impl Cli<'_> {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+        c.env("DATABASE_URL", &self.db.url)
+            .env("DOCKET_SCHEMA", &self.db.schema)
+            .env_remove("DOCKET_HOME");
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run docket")
+    }
+    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+async fn jobs(db: &TestDb) -> i64 {
+    db.scalar("SELECT count(*) FROM {schema}.jobs").await
+}
+
+#[tokio::test]
+async fn migrate_enqueue_show_list_retry_cancel() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    for _ in 0..2 {
+        let o = cli.run(&["migrate"]);
+        assert_eq!(code(&o), 0, "{}", err(&o));
+    }
+    let o = cli.run(&[
+        "enqueue",
+        "--queue",
+        "mail",
+        "--kind",
+        "send",
+        "--args",
+        r#"{"to":"a@b"}"#,
+        "--priority",
+        "-3",
+        "--max-attempts",
+        "2",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let id: i64 = out(&o).trim().parse().unwrap();
+    let o = cli.run(&["enqueue", "--kind", "k", "--unique-key", "u1", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["duplicate"], false);
+    let o = cli.run(&["enqueue", "--kind", "k", "--unique-key", "u1", "--json"]);
+    let v2: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v2["duplicate"], true);
+    assert_eq!(v2["id"], v["id"]);
+
+    let o = cli.run(&["jobs", "show", &id.to_string(), "--json"]);
+    assert_eq!(code(&o), 0);
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    for field in [
+        "id",
+        "queue",
+        "kind",
+        "state",
+        "attempt",
+        "max_attempts",
+        "priority",
+        "run_at",
+        "created_at",
+        "finished_at",
+        "args",
+        "errors",
+    ] {
+        assert!(j.get(field).is_some(), "job JSON lacks {field}: {j}");
+    }
+    assert_eq!(j["priority"], -3);
+    assert_eq!(j["args"]["to"], "a@b");
+    let o = cli.run(&["jobs", "list", "--queue", "mail", "--json"]);
+    let l: Vec<serde_json::Value> = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(l.len(), 1);
+    let o = cli.run(&["jobs", "list"]);
+    assert!(
+        out(&o).contains("mail") && out(&o).contains("pending"),
+        "{}",
+        out(&o)
+    );
+    let o = cli.run(&["jobs", "show", &id.to_string()]);
+    assert!(out(&o).contains("send"), "{}", out(&o));
+
+    // Retry of a pending job: conflict. Cancel: ok. Retry of the cancelled: ok.
+    let o = cli.run(&["jobs", "retry", &id.to_string()]);
+    assert_eq!(code(&o), 6, "{}", err(&o));
+    assert!(err(&o).contains("cannot retry"), "{}", err(&o));
+    let o = cli.run(&["jobs", "cancel", &id.to_string()]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains("cancelled"));
+    let o = cli.run(&["jobs", "cancel", &id.to_string()]);
+    assert_eq!(code(&o), 6);
+    let o = cli.run(&[
+        "jobs",
+        "retry",
+        &id.to_string(),
+        "--extra-attempts",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let j: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(j["state"], "pending");
+    assert_eq!(j["max_attempts"], 3);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error_an_exit_code_and_writes_nothing() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec!["enqueue", "--kind", "k", "--args", "{not json"],
+            5,
+            "--args is not valid JSON",
+        ),
+        (
+            vec!["enqueue", "--kind", "k", "--delay", "soon"],
+            5,
+            "invalid duration for delay",
+        ),
+        (
+            vec!["enqueue", "--kind", "k", "--delay", "-5s"],
+            5,
+            "negative",
+        ),
+        (
+            vec!["enqueue", "--kind", "k", "--run-at", "tomorrow"],
+            5,
+            "RFC 3339",
+        ),
+        (vec!["enqueue", "--kind", "bad kind"], 5, "invalid kind"),
+        (
+            vec![
+                "enqueue",
+                "--queue",
+                "q'; DROP TABLE jobs;--",
+                "--kind",
+                "k",
+            ],
+            5,
+            "invalid queue name",
+        ),
+        (
+            vec!["enqueue", "--kind", "k", "--max-attempts", "0"],
+            5,
+            "max_attempts",
+        ),
+        (
+            vec!["enqueue", "--kind", "k", "--metadata", "[1]"],
+            5,
+            "metadata must be a JSON object",
+        ),
+        (
+            vec!["jobs", "list", "--state", "exploded"],
+            5,
+            "unknown job state",
+        ),
+        (vec!["jobs", "show", "987654321"], 4, "not found"),
+        (vec!["jobs", "retry", "987654321"], 4, "not found"),
+        (
+            vec!["prune", "--older-than", "a while"],
+            5,
+            "invalid duration",
+        ),
+        (
+            vec!["work", "--exec", "true", "--lease", "0s"],
+            5,
+            "invalid duration for lease",
+        ),
+        (
+            vec!["--schema", "Bad-Schema", "stats"],
+            5,
+            "invalid schema name",
+        ),
+    ];
+    for (args, want, msg) in cases {
+        let o = cli.run(&args);
+        assert_eq!(code(&o), want, "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(msg), "{args:?}: {}", err(&o));
+        assert!(err(&o).starts_with("error: "), "{args:?}: {}", err(&o));
+    }
+    // Oversized args (too big for a command line: through bulk on stdin).
+    let huge = format!(
+        "{{\"kind\":\"k\",\"args\":{{\"s\":\"{}\"}}}}\n",
+        "x".repeat(300 * 1024)
+    );
+    let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &huge);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("over the limit"), "{}", err(&o));
+    let o = cli.run(&[
+        "enqueue",
+        "--kind",
+        "k",
+        "--args",
+        &format!(r#"{{"s":"{}"}}"#, "x".repeat(100 * 1024)),
+    ]);
+    assert_eq!(code(&o), 0, "100 KiB is within the limit: {}", err(&o));
+    db.exec("DELETE FROM {schema}.jobs").await;
+    let o = cli.run(&["enqueue", "--kind", "k", "--args", r#"{"nul":"a\u0000b"}"#]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert_eq!(jobs(&db).await, 0, "no partial writes");
+}
+
+#[tokio::test]
+async fn a_database_that_is_down_is_exit_3_with_a_hint() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let port = docket_postgres::local_cluster::free_port().unwrap();
+    let url = format!("postgres://postgres:secret@127.0.0.1:{port}/postgres");
+    let o = cli.run(&["--database-url", &url, "stats"]);
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    assert!(err(&o).contains("cannot connect"), "{}", err(&o));
+    assert!(err(&o).contains("hint:"), "{}", err(&o));
+    assert!(
+        !err(&o).contains("secret"),
+        "the password must not be printed"
+    );
+}
+
+#[tokio::test]
+async fn bulk_enqueue_is_all_or_nothing_and_fast() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let good: String = (0..100_000)
+        .map(|i| format!("{{\"queue\":\"bulk\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
+        .collect();
+    let t = Instant::now();
+    let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &good);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(out(&o).trim(), "100000");
+    println!("bulk enqueue of 100,000 lines took {:?}", t.elapsed());
+    assert_eq!(jobs(&db).await, 100_000);
+
+    let mut bad = String::new();
+    for i in 0..10 {
+        bad.push_str(&format!("{{\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"));
+    }
+    bad.push_str("{\"kind\":\"k\",\"args\": {oops}\n");
+    let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &bad);
+    assert_eq!(code(&o), 5);
+    assert!(err(&o).contains("line 11"), "{}", err(&o));
+    let o = cli.run_stdin(
+        &["enqueue", "--bulk", "-"],
+        "{\"kind\":\"k\",\"delay\":\"1x\"}\n",
+    );
+    assert_eq!(code(&o), 5);
+    assert!(err(&o).contains("line 1"), "{}", err(&o));
+    let o = cli.run_stdin(
+        &["enqueue", "--bulk", "-"],
+        "{\"kind\":\"k\",\"colour\":\"red\"}\n",
+    );
+    assert_eq!(code(&o), 5);
+    assert!(err(&o).contains("unknown field"), "{}", err(&o));
+    assert_eq!(
+        jobs(&db).await,
+        100_000,
+        "nothing from a bad file is inserted"
+    );
+}
+
+#[tokio::test]
+async fn stats_reap_prune_explain_lab() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    cli.run(&["enqueue", "--kind", "k"]);
+    let o = cli.run(&["stats", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(s["queues"][0]["queue"], "default");
+    assert_eq!(s["queues"][0]["ready"], 1);
+    assert!(s["table"]["live_tuples"].is_number());
+    let o = cli.run(&["stats"]);
+    assert!(out(&o).contains("jobs table"), "{}", out(&o));
+    let o = cli.run(&["reap", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(r["requeued"], 0);
+    let o = cli.run(&["prune", "--older-than", "7d", "--json"]);
+    let p: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(p["finished"], 0);
+    let o = cli.run(&["explain", "--queue", "default"]);
+    assert!(out(&o).contains("jobs_claim_idx"), "{}", out(&o));
+    assert!(out(&o).contains("LockRows"), "{}", out(&o));
+    let o = cli.run(&[
+        "lab",
+        "skip-locked",
+        "--jobs",
+        "2000",
+        "--workers",
+        "8",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let l: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(
+        (l["done"].as_i64(), l["duplicated"].as_i64()),
+        (Some(2000), Some(0))
+    );
+    let o = cli.run(&[
+        "lab",
+        "naive",
+        "--jobs",
+        "2000",
+        "--workers",
+        "16",
+        "--json",
+    ]);
+    let l: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert!(l["duplicated"].as_i64().unwrap() > 0, "{l}");
+    let o = cli.run(&["lab", "for-update", "--jobs", "300", "--workers", "4"]);
+    assert!(
+        out(&o).contains("serialised") || out(&o).contains("queued behind"),
+        "{}",
+        out(&o)
+    );
+}
+
+fn wait_until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn exec_worker_maps_exit_codes_and_drains() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["ok", "retry", "discard", "other", "sig"] {
+        let o = cli.run(&[
+            "enqueue",
+            "--queue",
+            "x",
+            "--kind",
+            kind,
+            "--args",
+            r#"{"hello":"world"}"#,
+        ]);
+        assert_eq!(code(&o), 0, "{}", err(&o));
+    }
+    let script = format!(
+        r#"cat > {d}/stdin-$DOCKET_JOB_ID; echo "$DOCKET_JOB_ID $DOCKET_ATTEMPT $DOCKET_QUEUE $DOCKET_KIND" > {d}/env-$DOCKET_JOB_ID
+case "$DOCKET_KIND" in
+  ok) exit 0;;
+  retry) echo "smtp busy" >&2; exit 75;;
+  discard) echo "bad address" >&2; exit 65;;
+  other) echo "crashed" >&2; exit 3;;
+  sig) kill -9 $$;;
+esac"#,
+        d = dir.path().display()
+    );
+    let o = cli.run(&[
+        "work",
+        "--queue",
+        "x",
+        "--concurrency",
+        "5",
+        "--exec",
+        &script,
+        "--drain",
+        "--poll",
+        "100ms",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let state = |kind: &str| {
+        let db = &db;
+        let kind = kind.to_string();
+        async move {
+            let row: (String, serde_json::Value) = sqlx::query_as(&format!(
+                "SELECT state, errors FROM {}.jobs WHERE kind = $1",
+                db.schema
+            ))
+            .bind(kind)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            row
+        }
+    };
+    assert_eq!(state("ok").await.0, "succeeded");
+    let (s, e) = state("retry").await;
+    assert_eq!(s, "pending");
+    assert_eq!(e[0]["message"], "exit 75 (retry): smtp busy");
+    let (s, e) = state("discard").await;
+    assert_eq!(s, "dead");
+    assert_eq!(e[0]["message"], "exit 65 (discard): bad address");
+    let (s, e) = state("other").await;
+    assert_eq!(s, "pending");
+    assert_eq!(e[0]["message"], "exit 3: crashed");
+    let (s, e) = state("sig").await;
+    assert_eq!(s, "pending");
+    assert!(
+        e[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("killed by signal 9"),
+        "{e}"
+    );
+    let id = db
+        .scalar("SELECT id FROM {schema}.jobs WHERE kind = 'ok'")
+        .await;
+    let stdin = std::fs::read_to_string(dir.path().join(format!("stdin-{id}"))).unwrap();
+    assert_eq!(stdin, r#"{"hello":"world"}"#);
+    let env = std::fs::read_to_string(dir.path().join(format!("env-{id}"))).unwrap();
+    assert_eq!(env.trim(), format!("{id} 1 x ok"));
+}
+
+/// The lease is lost while the command runs: it gets SIGTERM, and SIGKILL when it ignores it.
+#[tokio::test]
+async fn a_lost_lease_terminates_then_kills_the_command() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let dir = tempfile::tempdir().unwrap();
+    let o = cli.run(&["enqueue", "--queue", "x", "--kind", "long"]);
+    let id: i64 = out(&o).trim().parse().unwrap();
+    let script = format!(
+        r#"echo $$ > {d}/pid; trap 'echo TERM >> {d}/log' TERM; while true; do sleep 0.05; done"#,
+        d = dir.path().display()
+    );
+    let mut worker = cli
+        .cmd()
+        .args([
+            "work",
+            "--queue",
+            "x",
+            "--exec",
+            &script,
+            "--lease",
+            "3s",
+            "--kill-grace",
+            "1s",
+            "--no-maintenance",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("pid");
+    wait_until(Duration::from_secs(20), "command started", || {
+        pid_file.exists()
+    });
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The worker stalls past its lease and another takes the job over.
+    db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
+        .await;
+    assert_eq!(
+        docket_core::Store::reap(&db.store, 10)
+            .await
+            .unwrap()
+            .requeued(),
+        1
+    );
+    db.exec("UPDATE {schema}.jobs SET run_at = now() + interval '1 hour'")
+        .await;
+    wait_until(Duration::from_secs(20), "SIGTERM delivered", || {
+        std::fs::read_to_string(dir.path().join("log")).is_ok_and(|l| l.contains("TERM"))
+    });
+    wait_until(Duration::from_secs(20), "SIGKILL after the grace", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    let rec = docket_core::Store::get(&db.store, docket_core::JobId(id))
+        .await
+        .unwrap();
+    assert_eq!(rec.state, docket_core::JobState::Pending);
+    assert_eq!(
+        rec.errors.len(),
+        1,
+        "only the reaper's entry: the stale worker wrote nothing"
+    );
+    let _ = Command::new("kill").arg(worker.id().to_string()).status();
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "SIGTERM is a graceful stop: {status:?}");
+}
+
+/// No DATABASE_URL: the embedded PostgreSQL is created, reused and stopped.
+#[tokio::test]
+async fn embedded_postgres_is_created_reused_and_stopped() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_docket"))
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env("DOCKET_HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["embedded", "status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(s["initialized"], false);
+    let o = run(&["enqueue", "--kind", "k"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = run(&["jobs", "list", "--json"]);
+    let l: Vec<serde_json::Value> = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(l.len(), 1, "the second command reused the same cluster");
+    let o = run(&["embedded", "status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(s["running"], true);
+    let o = run(&["embedded", "stop"]);
+    assert_eq!(out(&o).trim(), "stopped");
+    let o = run(&["embedded", "status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(s["running"], false);
+}
