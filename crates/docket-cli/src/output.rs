@@ -24,7 +24,7 @@ pub fn table(headers: &[&str]) -> Table {
         t.force_no_tty();
     }
     t.set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(headers.iter().map(|h| Cell::new(h)));
+    t.set_header(headers.iter().map(Cell::new));
     t
 }
 
