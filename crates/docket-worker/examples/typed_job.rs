@@ -53,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The user and the job exist together or not at all.
     let mut tx = store.pool().begin().await?;
-    let user_id: i64 = rand_id();
+    let user_id = i64::from(rand::random::<u32>());
     sqlx::query("INSERT INTO docket_example.users (id, email) VALUES ($1, $2)")
         .bind(user_id)
         .bind("ada@example.com")
@@ -75,12 +75,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = worker.drain(Shutdown::on_signals()).await?;
     println!("drained: {} succeeded, {} failed", report.metrics.completed, report.metrics.failed);
     Ok(())
-}
-
-fn rand_id() -> i64 {
-    (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default()
-        % (i64::MAX as u128)) as i64
 }
