@@ -49,7 +49,9 @@ impl Ctx {
                 fail::redact(&self.url)
             ))
         })?;
-        let opts = opts.application_name("docket");
+        // Tagged with the schema so an operator (or a test) can tell whose connections
+        // pg_stat_activity shows.
+        let opts = opts.application_name(&format!("docket/{}", self.schema));
         let pool = PgPoolOptions::new()
             .max_connections(max)
             .acquire_timeout(Duration::from_secs(10))

@@ -72,6 +72,8 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
     cfg.cancel_grace = kill_grace + Duration::from_secs(2);
     cfg.maintenance = !a.no_maintenance;
     cfg.reap_interval = (lease / 4).max(Duration::from_millis(200));
+    // Reaping matters on the lease's time scale; a dead leader should not hold it up longer.
+    cfg.leader_ttl = lease.max(cfg.reap_interval * 3);
     let conns = (a.concurrency * a.queues.len()).min(20) as u32 + 4;
     let store = ctx.store(conns).await?;
     let mut registry = Registry::default();

@@ -20,6 +20,8 @@ use rand::Rng;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
+pub mod checker;
+pub mod proxy;
 mod shared;
 
 /// Settings for throw-away clusters: durability off (tests re-create everything), room for
@@ -82,7 +84,12 @@ impl TestDb {
 
     /// A new migrated schema with a pool of `max` connections.
     pub async fn with_pool_size(max: u32) -> TestDb {
-        let url = server_url();
+        Self::on(&server_url(), max).await
+    }
+
+    /// A new migrated schema on the server at `url` (e.g. a [`PrivateCluster`]).
+    pub async fn on(url: &str, max: u32) -> TestDb {
+        let url = url.to_string();
         let schema = fresh_schema();
         let pool = pool(&url, &schema, max).await;
         let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");

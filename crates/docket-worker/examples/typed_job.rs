@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use docket_core::NewJob;
 use docket_postgres::PgStore;
-use docket_worker::{Job, JobContext, JobError, JobResult, Registry, Shutdown, Worker, WorkerConfig};
+use docket_worker::{
+    Job, JobContext, JobError, JobResult, Registry, Shutdown, Worker, WorkerConfig,
+};
 use serde::{Deserialize, Serialize};
 
 /// The job's arguments are the job: serde in, serde out.
@@ -28,7 +30,10 @@ impl Job for SendWelcome {
     async fn run(self, ctx: JobContext) -> JobResult {
         if !self.email.contains('@') {
             // Permanent: retrying cannot fix the address. Dead at once, kept for inspection.
-            return Err(JobError::discard(format!("invalid address {:?}", self.email)));
+            return Err(JobError::discard(format!(
+                "invalid address {:?}",
+                self.email
+            )));
         }
         // Delivery is at-least-once: a provider call keyed by the job id sends once even if
         // this job runs twice (crash after sending, before completing).
@@ -47,9 +52,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     let store = PgStore::connect(&url, "docket_example", 8).await?;
     store.migrate().await?;
-    sqlx::query("CREATE TABLE IF NOT EXISTS docket_example.users (id bigint PRIMARY KEY, email text)")
-        .execute(store.pool())
-        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS docket_example.users (id bigint PRIMARY KEY, email text)",
+    )
+    .execute(store.pool())
+    .await?;
 
     // The user and the job exist together or not at all.
     let mut tx = store.pool().begin().await?;
@@ -73,6 +80,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     registry.register::<SendWelcome>();
     let worker = Worker::new(store, registry, WorkerConfig::default().queue("mail", 4))?;
     let report = worker.drain(Shutdown::on_signals()).await?;
-    println!("drained: {} succeeded, {} failed", report.metrics.completed, report.metrics.failed);
+    println!(
+        "drained: {} succeeded, {} failed",
+        report.metrics.completed, report.metrics.failed
+    );
     Ok(())
 }

@@ -78,6 +78,28 @@ pub(crate) async fn execute(
             entry.stop(StopReason::TimedOut);
         })
     };
+    // The lease watchdog: a lease whose local deadline passes without a successful
+    // heartbeat may belong to someone else by now (the database clock decides, and ours
+    // cannot ask it while cut off), so stop working on it a tenth of a lease early.
+    let watchdog = {
+        let entry = entry.clone();
+        let shared = shared.clone();
+        let margin = shared.config.lease / 10;
+        tokio::spawn(async move {
+            loop {
+                let d = entry.deadline();
+                tokio::time::sleep_until(d.checked_sub(margin).unwrap_or(d).into()).await;
+                if entry.deadline() == d {
+                    if entry.reason() != Some(StopReason::LeaseLost) {
+                        warn!(job = %entry.lease.id, "lease about to run out without a successful heartbeat; stopping the handler");
+                        Metrics::add(&shared.metrics.leases_lost, 1);
+                        entry.stop(StopReason::LeaseLost);
+                    }
+                    return;
+                }
+            }
+        })
+    };
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx)).await,
         Handler::InTransaction(f) => {
@@ -85,6 +107,7 @@ pub(crate) async fn execute(
             match done {
                 TxEnd::Committed => {
                     timer.abort();
+                    watchdog.abort();
                     Metrics::add(&shared.metrics.completed, 1);
                     shared.tracker.remove(lease);
                     return;
@@ -94,6 +117,7 @@ pub(crate) async fn execute(
         }
     };
     timer.abort();
+    watchdog.abort();
     let completion = outcome(&shared, &entry, lease, ended, max_runtime);
     match completion {
         Some(c) => finish(&shared, &entry, c).await,

@@ -86,16 +86,6 @@ impl Heartbeater {
                 warn!(error = %e, "heartbeat failed; will retry");
             }
         }
-        // Whatever the database said, a lease whose local deadline passed without a
-        // successful beat may belong to someone else by now: stop working on it.
-        let now = Instant::now();
-        for e in self.shared.tracker.all() {
-            if e.deadline() <= now && e.reason() != Some(StopReason::LeaseLost) {
-                warn!(job = %e.lease.id, "lease ran out without a successful heartbeat; stopping the handler");
-                e.stop(StopReason::LeaseLost);
-                report.lost += 1;
-            }
-        }
         Metrics::add(&self.shared.metrics.leases_lost, report.lost as u64);
         report
     }

@@ -1,0 +1,192 @@
+//! Chaos: SIGKILL of worker processes, server restarts, and terminated connections — each a
+//! real fault against real processes and a real server, checked by the invariant checker.
+
+mod common;
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::*;
+use docket_postgres::local_cluster::StopMode;
+use docket_testkit::{checker, PrivateCluster, TestDb};
+use rand::Rng;
+
+/// Enqueues `n` jobs in queue `x` with a short backoff (so reaped jobs come back quickly).
+async fn load(db: &TestDb, n: usize) {
+    let lines: String = (0..n)
+        .map(|i| format!("{{\"queue\":\"x\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
+        .collect();
+    let mut c = docket(db)
+        .args(["enqueue", "--bulk", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    c.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    assert!(c.wait().unwrap().success());
+    db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
+        .await;
+}
+
+fn worker(db: &TestDb, log: &std::path::Path) -> Child {
+    spawn_worker(
+        db,
+        &[
+            "--queue",
+            "x",
+            "--concurrency",
+            "8",
+            "--lease",
+            "2s",
+            "--poll",
+            "200ms",
+            "--exec",
+            &logged(log, "true"),
+        ],
+        None,
+    )
+}
+
+async fn finish(
+    db: &TestDb,
+    workers: &mut Vec<Child>,
+    log: &std::path::Path,
+) -> checker::CheckReport {
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        let _ = w.wait();
+    }
+    assert_eq!(count(db, "running").await, 0, "nothing left running");
+    let runs = checker::parse_log(&std::fs::read_to_string(log).unwrap_or_default());
+    let report = checker::check(db, &runs, &["succeeded"]).await;
+    println!("{report:?}");
+    report
+}
+
+/// 20,000 jobs across 4 `docket work` processes; every ~2 s a random one is SIGKILLed and a
+/// replacement started. Every job ends succeeded, exactly one accepted completion each, none
+/// from a stale token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_nine_workers_repeatedly() {
+    let db = TestDb::new().await;
+    checker::install_audit(&db).await;
+    let (_d, dir) = scratch();
+    let log = dir.join("exec.log");
+    load(&db, 20_000).await;
+    let mut workers: Vec<Child> = (0..4).map(|_| worker(&db, &log)).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    let mut rng = rand::thread_rng();
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1500..2500))).await;
+        let left = db
+            .scalar("SELECT count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
+            .await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(400),
+            "{left} jobs left after 400 s"
+        );
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let _ = workers[victim].wait();
+        workers[victim] = worker(&db, &log);
+        kills += 1;
+    }
+    let report = finish(&db, &mut workers, &log).await;
+    assert_eq!(report.jobs, 20_000);
+    assert!(
+        kills >= 3,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    println!(
+        "20,000 jobs, {kills} SIGKILLs, {} leases reaped, {} jobs ran more than once, {:?}",
+        report.reaped,
+        report.rerun_jobs,
+        started.elapsed()
+    );
+}
+
+/// The server restarts mid-run (fast, then immediate shutdown) on a cluster of the test's
+/// own: workers reconnect, nothing is lost, nothing stays running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restarts_mid_run() {
+    let cluster = PrivateCluster::start();
+    let db = TestDb::on(&cluster.url(), 4).await;
+    checker::install_audit(&db).await;
+    let (_d, dir) = scratch();
+    let log = dir.join("exec.log");
+    load(&db, 4_000).await;
+    let mut workers: Vec<Child> = (0..2).map(|_| worker(&db, &log)).collect();
+    for mode in [StopMode::Fast, StopMode::Immediate] {
+        let before = db
+            .scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
+            .await;
+        eventually(
+            Duration::from_secs(60),
+            "progress before the restart",
+            || async {
+                db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
+                    .await
+                    > before + 500
+            },
+        )
+        .await;
+        let c = cluster.cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            c.stop(mode).unwrap();
+            c.start().unwrap();
+        })
+        .await
+        .unwrap();
+    }
+    eventually(
+        Duration::from_secs(180),
+        "all jobs done after the restarts",
+        || async {
+            db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
+                .await
+                == 0
+        },
+    )
+    .await;
+    let report = finish(&db, &mut workers, &log).await;
+    assert_eq!(report.jobs, 4_000);
+}
+
+/// All of the workers' backends are terminated, again and again, mid-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_mid_run() {
+    let db = TestDb::new().await;
+    checker::install_audit(&db).await;
+    let (_d, dir) = scratch();
+    let log = dir.join("exec.log");
+    load(&db, 4_000).await;
+    let mut workers: Vec<Child> = (0..2).map(|_| worker(&db, &log)).collect();
+    let app = format!("docket/{}", db.schema);
+    let mut rounds = 0;
+    let mut killed = 0;
+    while db
+        .scalar("SELECT count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
+        .await
+        > 0
+    {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        if rounds < 15 {
+            killed += db.terminate_app(&app).await;
+            rounds += 1;
+        }
+    }
+    assert!(
+        killed >= 15,
+        "terminated {killed} backends in {rounds} rounds"
+    );
+    let report = finish(&db, &mut workers, &log).await;
+    assert_eq!(report.jobs, 4_000);
+    println!("terminated {killed} backends in {rounds} rounds");
+}

@@ -1,0 +1,87 @@
+//! Helpers for tests that run real `docket` processes.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use docket_testkit::TestDb;
+
+/// A `docket` command against `db`.
+pub fn docket(db: &TestDb) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+    c.env("DATABASE_URL", &db.url)
+        .env("DOCKET_SCHEMA", &db.schema)
+        .env_remove("DOCKET_HOME");
+    c
+}
+
+/// Wraps `body` so every run is logged as `start|end JOB ATTEMPT NANOS` to `log`.
+pub fn logged(log: &Path, body: &str) -> String {
+    format!(
+        r#"echo "start $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; {body}
+rc=$?; echo "end $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; exit $rc"#,
+        l = log.display()
+    )
+}
+
+/// Starts `docket work` with `args`; stderr goes to `stderr_file` when given.
+pub fn spawn_worker(db: &TestDb, args: &[&str], stderr_file: Option<&Path>) -> Child {
+    let mut c = docket(db);
+    c.arg("work")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    match stderr_file {
+        Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
+        None => c.stderr(Stdio::null()),
+    };
+    c.spawn().expect("spawn docket work")
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// Polls an async condition every 50 ms; panics after `within`.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A scratch directory for logs and effect files, readable by any user.
+pub fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("tempdir");
+    let p = d.path().to_path_buf();
+    (d, p)
+}
+
+/// Jobs in `state`.
+pub async fn count(db: &TestDb, state: &str) -> i64 {
+    db.scalar(&format!(
+        "SELECT count(*) FROM {{schema}}.jobs WHERE state = '{state}'"
+    ))
+    .await
+}
+
+/// The owner a `docket work` process announced on stderr.
+pub fn owner_of(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("docket: worker "))
+        .and_then(|l| l.split_whitespace().next())
+        .map(str::to_string)
+}

@@ -1,0 +1,1171 @@
+//! Model-based test of the PostgreSQL store: random sequences of enqueue, claim, heartbeat,
+//! complete, fail, snooze, release, crash, operator cancel and retry, advance-the-clock and
+//! reap run against [`PgStore`](docket_postgres::PgStore) and against a small in-memory model
+//! of the state machine (`docs/state-machine.md`, `sql/*.sql`); the two are compared after
+//! every step.
+//!
+//! # Time
+//!
+//! The database clock cannot be moved, so "advance the clock by S seconds" moves every job's
+//! `run_at` and `lease_expires_at` S seconds into the past, and the model moves its own clock
+//! forward by S. Every model duration is a multiple of 5 s (lease 60 s, explicit retry 40 s,
+//! snooze 0 or 40 s, advances 25 s or 2 h), and the clock never lands exactly on a lease
+//! expiry (60 - 25k is never 0): a lease is at least 10 s away from expiring or having
+//! expired, so the few milliseconds the test itself takes never decide an outcome. A lease
+//! whose model expiry equals the model clock would be a design error of this test and is
+//! reported as such.
+//!
+//! Backoff is `base = cap = 1 h`, so a job retried by backoff (or reaped) runs again after a
+//! random 45-60 min: the model keeps that window. Sequences are short enough (< 100 steps of
+//! at most 25 s) that only a 2 h advance can reach it, so readiness is never ambiguous.
+//!
+//! # Claim order
+//!
+//! Claim order is `priority, run_at, id`. The model knows `run_at` exactly except inside a
+//! backoff window, so a claim is checked for: the count (`min(limit, ready)`), the set (only
+//! ready jobs), the new token (`attempt + 1`), and that no ready job left unclaimed runs
+//! definitely before a claimed one. The database's choice is then applied to the model.
+//!
+//! Set `DOCKET_MODEL_CASES` to run more (or fewer) cases than the default 48.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use docket_core::*;
+use docket_testkit::TestDb;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use serde_json::json;
+use sqlx::Row;
+
+const QUEUES: [&str; 2] = ["q", "r"];
+const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
+const NW: usize = WORKERS.len();
+
+/// Lease length of claims and heartbeats.
+const LEASE_S: i64 = 60;
+/// The small clock step: never makes a lease expiry (60 - 25k) or an explicit retry
+/// (40 - 25k) coincide with the clock.
+const SMALL_STEP_S: i64 = 25;
+/// The big clock step: past every backoff window.
+const BIG_STEP_S: i64 = 2 * 3600;
+/// Explicit `retry_in` of a failure.
+const RETRY_IN_S: i64 = 40;
+/// Backoff of every job: base = cap = 1 h, so the delay is 45-60 min whatever the count.
+const BACKOFF: Backoff = Backoff {
+    base: Duration::from_secs(3600),
+    cap: Duration::from_secs(3600),
+};
+const BACKOFF_LO_S: i64 = 2700;
+const BACKOFF_HI_S: i64 = 3600;
+/// How far behind the model a database time may be (the real time elapsed since it was
+/// written), in seconds. Well below the 10 s margin between the clock and any deadline.
+const LAG_S: f64 = 5.0;
+/// Longest sequence: (MAX_STEPS - 1) * SMALL_STEP_S must stay below BACKOFF_LO_S.
+const MAX_STEPS: usize = 100;
+const _: () = assert!((MAX_STEPS as i64 - 1) * SMALL_STEP_S < BACKOFF_LO_S);
+/// Reaper batch: larger than any case's job count, so one pass takes every expired lease.
+const REAP_BATCH: i64 = 1000;
+
+// ---------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailKind {
+    /// `Retry` with the job's backoff.
+    Backoff,
+    /// `Retry` with `retry_in = 40 s`.
+    RetryIn,
+    Discard,
+    Cancel,
+}
+
+/// A fenced write presenting one given lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Complete,
+    Fail(FailKind),
+    Snooze { delay_s: i64 },
+    Release,
+    Heartbeat,
+}
+
+/// One step. Indices (`picks`, `job`) are taken modulo the length of what they index, so
+/// every step stays meaningful while proptest shrinks the sequence.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Enqueue `n` jobs with a claim budget of `max_attempts` into `QUEUES[queue]`,
+    /// claimable after `delay_s`.
+    Enqueue {
+        n: usize,
+        max_attempts: i32,
+        queue: usize,
+        priority: i16,
+        delay_s: i64,
+    },
+    /// Worker `w` claims up to `limit` jobs of `QUEUES[queue]`.
+    Claim { w: usize, queue: usize, limit: i32 },
+    /// Worker `w` completes some of the leases it holds (one batch).
+    Complete { w: usize, picks: Vec<usize> },
+    /// Worker `w` reports failures on some of its leases (one batch).
+    Fail {
+        w: usize,
+        items: Vec<(usize, FailKind)>,
+    },
+    /// Worker `w` snoozes some of its leases by `delay_s` (one batch).
+    Snooze {
+        w: usize,
+        picks: Vec<usize>,
+        delay_s: i64,
+    },
+    /// Worker `w` releases some of its leases (shutdown).
+    Release { w: usize, picks: Vec<usize> },
+    /// Worker `w` heartbeats every lease it holds; with `forget_lost` it then drops the lost
+    /// ones, as the runtime does (otherwise it keeps presenting them later).
+    Heartbeat { w: usize, forget_lost: bool },
+    /// Worker `w` dies: it forgets its leases, the database keeps them until they expire.
+    Crash { w: usize },
+    /// Worker `w` presents a lease worker `victim` holds, under its own name.
+    Impostor {
+        w: usize,
+        victim: usize,
+        pick: usize,
+        write: Write,
+    },
+    /// Worker `w` presents any lease ever handed out (its own or not, usually stale): a
+    /// worker that was partitioned away, a duplicate message, a bug in the runtime.
+    Replay { w: usize, pick: usize, write: Write },
+    /// Moves the clock forward 25 s, or 2 h.
+    Advance { big: bool },
+    /// One reaper pass.
+    Reap,
+    /// Operator cancel of a job.
+    Cancel { job: usize },
+    /// Operator replay of a job with `extra` more claims.
+    Retry { job: usize, extra: i32 },
+}
+
+/// Mostly the first queue, so claims find work.
+fn queue() -> impl Strategy<Value = usize> {
+    prop_oneof![3 => Just(0usize), 1 => Just(1usize)]
+}
+
+fn picks() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..8, 1..=3)
+}
+
+fn fail_kind() -> impl Strategy<Value = FailKind> {
+    prop_oneof![
+        3 => Just(FailKind::Backoff),
+        2 => Just(FailKind::RetryIn),
+        1 => Just(FailKind::Discard),
+        1 => Just(FailKind::Cancel),
+    ]
+}
+
+fn snooze_delay() -> impl Strategy<Value = i64> {
+    prop_oneof![Just(0i64), Just(40i64)]
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        Just(Write::Complete),
+        fail_kind().prop_map(Write::Fail),
+        snooze_delay().prop_map(|delay_s| Write::Snooze { delay_s }),
+        Just(Write::Release),
+        Just(Write::Heartbeat),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..=4, 1i32..=3, queue(), -1i16..=1, prop_oneof![3 => Just(0i64), 1 => Just(40i64)])
+            .prop_map(|(n, max_attempts, queue, priority, delay_s)| Op::Enqueue {
+                n,
+                max_attempts,
+                queue,
+                priority,
+                delay_s,
+            }),
+        5 => (0..NW, queue(), 1i32..=4).prop_map(|(w, queue, limit)| Op::Claim { w, queue, limit }),
+        3 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
+        3 => (0..NW, prop::collection::vec((0usize..8, fail_kind()), 1..=3))
+            .prop_map(|(w, items)| Op::Fail { w, items }),
+        2 => (0..NW, picks(), snooze_delay())
+            .prop_map(|(w, picks, delay_s)| Op::Snooze { w, picks, delay_s }),
+        1 => (0..NW, picks()).prop_map(|(w, picks)| Op::Release { w, picks }),
+        3 => (0..NW, any::<bool>()).prop_map(|(w, forget_lost)| Op::Heartbeat { w, forget_lost }),
+        1 => (0..NW).prop_map(|w| Op::Crash { w }),
+        1 => (0..NW, 1..NW, 0usize..8, write()).prop_map(|(w, off, pick, write)| {
+            Op::Impostor { w, victim: (w + off) % NW, pick, write }
+        }),
+        2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
+        4 => Just(Op::Advance { big: false }),
+        2 => Just(Op::Advance { big: true }),
+        3 => Just(Op::Reap),
+        1 => (0usize..16).prop_map(|job| Op::Cancel { job }),
+        2 => (0usize..16, 1i32..=2).prop_map(|(job, extra)| Op::Retry { job, extra }),
+    ]
+}
+
+/// Fewer than 100 steps: 99 small advances (2475 s) never reach a backoff window (2700 s).
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..MAX_STEPS)
+}
+
+// ---------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------
+
+/// When a pending job becomes claimable, in model seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunAt {
+    /// Exactly then.
+    At(i64),
+    /// Somewhere in `[lo, hi]` (backoff jitter).
+    Window(i64, i64),
+}
+
+impl RunAt {
+    fn lo(self) -> i64 {
+        match self {
+            RunAt::At(t) | RunAt::Window(t, _) => t,
+        }
+    }
+    fn hi(self) -> i64 {
+        match self {
+            RunAt::At(t) | RunAt::Window(_, t) => t,
+        }
+    }
+}
+
+/// The newest entry of a job's error history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LastError {
+    attempt: i32,
+    class: String,
+    owner: String,
+}
+
+#[derive(Debug, Clone)]
+struct MJob {
+    queue: usize,
+    priority: i16,
+    state: JobState,
+    attempt: i32,
+    max_attempts: i32,
+    /// Worker index holding the lease (running only).
+    owner: Option<usize>,
+    /// Lease expiry in model seconds (running only).
+    lease_exp: i64,
+    run_at: RunAt,
+    /// The step that last set `run_at`: orders equal model times as the database does
+    /// (earlier statement, earlier `now()`).
+    run_at_step: u64,
+    /// Errors recorded (the history keeps at most 32 of them).
+    errors: i32,
+    last_error: Option<LastError>,
+    cancel_requested: bool,
+}
+
+/// `push_error` keeps the first entry and the 31 most recent.
+const MAX_HISTORY: i32 = 32;
+
+impl MJob {
+    fn record_error(&mut self, class: &str, owner: usize) {
+        self.errors += 1;
+        self.last_error = Some(LastError {
+            attempt: self.attempt,
+            class: class.into(),
+            owner: WORKERS[owner].into(),
+        });
+    }
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    now: i64,
+    step: u64,
+    jobs: BTreeMap<i64, MJob>,
+    /// Leases each worker believes it holds (possibly stale).
+    held: [Vec<Lease>; NW],
+    /// Every lease ever handed out, in claim order.
+    history: Vec<Lease>,
+}
+
+/// What a fenced write will do, as the model predicts it.
+struct Split {
+    applied: Vec<Lease>,
+    lost: Vec<LeaseLost>,
+}
+
+impl Model {
+    fn job(&self, id: JobId) -> &MJob {
+        &self.jobs[&id.0]
+    }
+
+    fn job_mut(&mut self, id: JobId) -> &mut MJob {
+        self.jobs.get_mut(&id.0).expect("model knows the job")
+    }
+
+    fn ready(&self, j: &MJob) -> Result<bool, TestCaseError> {
+        if j.state != JobState::Pending {
+            return Ok(false);
+        }
+        match j.run_at {
+            RunAt::At(t) => Ok(t <= self.now),
+            RunAt::Window(_, hi) if self.now >= hi => Ok(true),
+            RunAt::Window(lo, _) if self.now < lo => Ok(false),
+            RunAt::Window(lo, hi) => Err(TestCaseError::fail(format!(
+                "test design: clock {} inside a backoff window [{lo}, {hi}]",
+                self.now
+            ))),
+        }
+    }
+
+    fn ready_ids(&self, queue: usize) -> Result<BTreeSet<i64>, TestCaseError> {
+        let mut out = BTreeSet::new();
+        for (id, j) in &self.jobs {
+            if j.queue == queue && self.ready(j)? {
+                out.insert(*id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a running job's lease is still valid by the model clock.
+    fn unexpired(&self, j: &MJob) -> Result<bool, TestCaseError> {
+        if j.lease_exp == self.now {
+            return Err(TestCaseError::fail(format!(
+                "test design: clock {} exactly on a lease expiry",
+                self.now
+            )));
+        }
+        Ok(j.lease_exp > self.now)
+    }
+
+    /// The fence: running, same token, same owner, lease not expired.
+    fn live(&self, w: usize, l: Lease) -> Result<bool, TestCaseError> {
+        let j = self.job(l.id);
+        Ok(j.state == JobState::Running
+            && j.attempt == l.attempt
+            && j.owner == Some(w)
+            && self.unexpired(j)?)
+    }
+
+    /// Why a lease no longer holds, as `PgStore` explains it.
+    fn lost_reason(&self, l: Lease) -> LostReason {
+        match self.jobs.get(&l.id.0) {
+            None => LostReason::Missing,
+            Some(j) if j.attempt > l.attempt => LostReason::Superseded(j.attempt),
+            Some(j) if j.state != JobState::Running => LostReason::NotRunning(j.state),
+            Some(_) => LostReason::Expired,
+        }
+    }
+
+    fn split(&self, w: usize, leases: &[Lease]) -> Result<Split, TestCaseError> {
+        let mut s = Split {
+            applied: Vec::new(),
+            lost: Vec::new(),
+        };
+        for &l in leases {
+            if self.live(w, l)? {
+                s.applied.push(l);
+            } else {
+                s.lost.push(LeaseLost {
+                    lease: l,
+                    reason: self.lost_reason(l),
+                });
+            }
+        }
+        Ok(s)
+    }
+
+    /// Distinct leases of worker `w` chosen by `picks` (modulo what it holds).
+    fn pick(&self, w: usize, picks: &[usize]) -> Vec<Lease> {
+        let held = &self.held[w];
+        let mut out: Vec<Lease> = Vec::new();
+        if held.is_empty() {
+            return out;
+        }
+        for p in picks {
+            let l = held[p % held.len()];
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    fn forget(&mut self, w: usize, leases: &[Lease]) {
+        self.held[w].retain(|l| !leases.contains(l));
+    }
+
+    fn pick_job(&self, k: usize) -> Option<JobId> {
+        if self.jobs.is_empty() {
+            return None;
+        }
+        self.jobs
+            .keys()
+            .nth(k % self.jobs.len())
+            .map(|&id| JobId(id))
+    }
+
+    fn backoff_window(&self) -> RunAt {
+        RunAt::Window(self.now + BACKOFF_LO_S, self.now + BACKOFF_HI_S)
+    }
+
+    /// Leaves `running`: the lease is gone.
+    fn end_lease(j: &mut MJob) {
+        j.owner = None;
+        j.lease_exp = 0;
+    }
+
+    /// `a` is claimed before `b` for sure: a lower priority value, or the same priority and
+    /// an earlier `run_at` by more than the lag, or the same exact model time and an earlier
+    /// statement, or the same statement and a smaller id.
+    fn definitely_before(&self, a: i64, b: i64) -> bool {
+        let (ja, jb) = (&self.jobs[&a], &self.jobs[&b]);
+        if ja.priority != jb.priority {
+            return ja.priority < jb.priority;
+        }
+        match (ja.run_at, jb.run_at) {
+            (RunAt::At(x), RunAt::At(y)) => (x, ja.run_at_step, a) < (y, jb.run_at_step, b),
+            (ra, rb) => (ra.hi() as f64) + LAG_S < rb.lo() as f64,
+        }
+    }
+
+    fn check_invariants(&self) -> Result<(), TestCaseError> {
+        for (id, j) in &self.jobs {
+            if j.state == JobState::Pending {
+                prop_assert!(
+                    j.attempt < j.max_attempts,
+                    "model: pending job {id} without budget: {j:?}"
+                );
+            }
+            prop_assert_eq!(j.state == JobState::Running, j.owner.is_some());
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running one case
+// ---------------------------------------------------------------------------------------
+
+fn fail(msg: impl Into<String>) -> TestCaseError {
+    TestCaseError::fail(msg.into())
+}
+
+fn ok<T>(r: Result<T, StoreError>, what: &str) -> Result<T, TestCaseError> {
+    r.map_err(|e| fail(format!("{what}: unexpected store error: {e}")))
+}
+
+fn sorted_leases(v: &[Lease]) -> Vec<Lease> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+fn sorted_lost(v: &[LeaseLost]) -> Vec<LeaseLost> {
+    let mut v = v.to_vec();
+    v.sort_by_key(|l| l.lease);
+    v
+}
+
+fn check_batch(what: &str, got: &BatchOutcome, want: &Split) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        sorted_leases(&got.applied),
+        sorted_leases(&want.applied),
+        "{}: applied differs",
+        what
+    );
+    prop_assert_eq!(
+        sorted_lost(&got.lost),
+        sorted_lost(&want.lost),
+        "{}: lost differs",
+        what
+    );
+    Ok(())
+}
+
+async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+    let store = &db.store;
+    m.step += 1;
+    match *op {
+        Op::Enqueue {
+            n,
+            max_attempts,
+            queue,
+            priority,
+            delay_s,
+        } => {
+            let jobs: Vec<NewJob> = (0..n)
+                .map(|i| {
+                    let job = NewJob::new(QUEUES[queue], "model", json!(i))
+                        .max_attempts(max_attempts)
+                        .priority(priority)
+                        .backoff(BACKOFF);
+                    if delay_s == 0 {
+                        job
+                    } else {
+                        job.delay(Duration::from_secs(delay_s as u64))
+                    }
+                })
+                .collect();
+            let got = ok(store.enqueue_many(&jobs).await, "enqueue_many")?;
+            prop_assert_eq!(got.len(), n);
+            for e in got {
+                prop_assert!(!e.duplicate, "enqueue: duplicate without unique key");
+                prop_assert!(!m.jobs.contains_key(&e.id.0), "enqueue: id {} reused", e.id);
+                m.jobs.insert(
+                    e.id.0,
+                    MJob {
+                        queue,
+                        priority,
+                        state: JobState::Pending,
+                        attempt: 0,
+                        max_attempts,
+                        owner: None,
+                        lease_exp: 0,
+                        run_at: RunAt::At(m.now + delay_s),
+                        run_at_step: m.step,
+                        errors: 0,
+                        last_error: None,
+                        cancel_requested: false,
+                    },
+                );
+            }
+        }
+
+        Op::Claim { w, queue, limit } => {
+            let ready = m.ready_ids(queue)?;
+            let got = ok(
+                store
+                    .claim(&ClaimRequest {
+                        queue: QUEUES[queue].into(),
+                        limit,
+                        owner: WORKERS[w].into(),
+                        lease: Duration::from_secs(LEASE_S as u64),
+                    })
+                    .await,
+                "claim",
+            )?;
+            let want = ready.len().min(limit as usize);
+            prop_assert_eq!(
+                got.len(),
+                want,
+                "claim: got {} jobs, model has {} ready (limit {})",
+                got.len(),
+                ready.len(),
+                limit
+            );
+            let claimed: BTreeSet<i64> = got.iter().map(|c| c.id.0).collect();
+            prop_assert_eq!(claimed.len(), got.len(), "claim: a job twice");
+            for c in &got {
+                prop_assert!(
+                    ready.contains(&c.id.0),
+                    "claim: job {} is not ready in the model (ready: {:?})",
+                    c.id,
+                    ready
+                );
+                let j = m.job(c.id);
+                prop_assert_eq!(c.attempt, j.attempt + 1, "claim: token of job {}", c.id);
+                prop_assert_eq!(&c.queue, QUEUES[queue], "claim: queue of job {}", c.id);
+                prop_assert_eq!(c.priority, j.priority, "claim: priority of job {}", c.id);
+                prop_assert_eq!(c.max_attempts, j.max_attempts, "claim: budget of {}", c.id);
+                prop_assert!(c.attempt <= c.max_attempts, "claim over budget: {:?}", c);
+            }
+            for &u in ready.difference(&claimed) {
+                for &c in &claimed {
+                    prop_assert!(
+                        !m.definitely_before(u, c),
+                        "claim order: job {} (left ready) runs before claimed job {}",
+                        u,
+                        c
+                    );
+                }
+            }
+            let now = m.now;
+            for c in &got {
+                let j = m.job_mut(c.id);
+                j.state = JobState::Running;
+                j.attempt = c.attempt;
+                j.owner = Some(w);
+                j.lease_exp = now + LEASE_S;
+                m.held[w].push(c.lease());
+                m.history.push(c.lease());
+            }
+        }
+
+        Op::Complete { w, ref picks } => {
+            let leases = m.pick(w, picks);
+            complete(db, m, w, &leases).await?;
+        }
+
+        Op::Fail { w, ref items } => {
+            let held = &m.held[w];
+            let mut failures: Vec<(Lease, FailKind)> = Vec::new();
+            if !held.is_empty() {
+                for &(p, kind) in items {
+                    let l = held[p % held.len()];
+                    if !failures.iter().any(|(f, _)| *f == l) {
+                        failures.push((l, kind));
+                    }
+                }
+            }
+            fail_many(db, m, w, &failures).await?;
+        }
+
+        Op::Snooze {
+            w,
+            ref picks,
+            delay_s,
+        } => {
+            let leases = m.pick(w, picks);
+            snooze(db, m, w, &leases, Some(delay_s)).await?;
+        }
+
+        Op::Release { w, ref picks } => {
+            let leases = m.pick(w, picks);
+            snooze(db, m, w, &leases, None).await?;
+        }
+
+        Op::Heartbeat { w, forget_lost } => {
+            let leases = m.held[w].clone();
+            heartbeat(db, m, w, &leases, forget_lost).await?;
+        }
+
+        Op::Crash { w } => m.held[w].clear(),
+
+        Op::Impostor {
+            w,
+            victim,
+            pick,
+            write,
+        } => {
+            let held = &m.held[victim];
+            if held.is_empty() {
+                return Ok(());
+            }
+            let lease = held[pick % held.len()];
+            prop_assert!(
+                !m.live(w, lease)?,
+                "model: {} holds {:?} of {}",
+                w,
+                lease,
+                victim
+            );
+            one_write(db, m, w, lease, write).await?;
+        }
+
+        Op::Replay { w, pick, write } => {
+            if m.history.is_empty() {
+                return Ok(());
+            }
+            let lease = m.history[pick % m.history.len()];
+            one_write(db, m, w, lease, write).await?;
+        }
+
+        Op::Advance { big } => {
+            let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
+            db.exec(&format!(
+                "UPDATE {{schema}}.jobs SET run_at = run_at - interval '{s} seconds', \
+                 lease_expires_at = lease_expires_at - interval '{s} seconds'"
+            ))
+            .await;
+            m.now += s;
+        }
+
+        Op::Reap => {
+            let mut want: Vec<Reaped> = Vec::new();
+            for (&id, j) in &m.jobs {
+                if j.state == JobState::Running && !m.unexpired(j)? {
+                    want.push(Reaped {
+                        id: JobId(id),
+                        attempt: j.attempt,
+                        owner: WORKERS[j.owner.expect("running has an owner")].into(),
+                        state: if j.cancel_requested {
+                            JobState::Cancelled
+                        } else if j.attempt >= j.max_attempts {
+                            JobState::Dead
+                        } else {
+                            JobState::Pending
+                        },
+                    });
+                }
+            }
+            let mut got = ok(store.reap(REAP_BATCH).await, "reap")?.jobs;
+            got.sort_by_key(|r| r.id);
+            prop_assert_eq!(&got, &want, "reap report differs");
+            let (step, window) = (m.step, m.backoff_window());
+            for r in &want {
+                let j = m.job_mut(r.id);
+                j.state = r.state;
+                j.record_error("lease_expired", j.owner.expect("running has an owner"));
+                Model::end_lease(j);
+                if r.state == JobState::Pending {
+                    j.run_at = window;
+                    j.run_at_step = step;
+                }
+            }
+        }
+
+        Op::Cancel { job } => {
+            let Some(id) = m.pick_job(job) else {
+                return Ok(());
+            };
+            let got = store.cancel(id).await;
+            let st = m.job(id).state;
+            match (st, got) {
+                (JobState::Pending, Ok(CancelOutcome::Cancelled)) => {
+                    let j = m.job_mut(id);
+                    j.state = JobState::Cancelled;
+                    j.cancel_requested = true;
+                }
+                (JobState::Running, Ok(CancelOutcome::Requested)) => {
+                    m.job_mut(id).cancel_requested = true;
+                }
+                (s, Err(StoreError::WrongState { id: eid, state, .. }))
+                    if s.is_terminal() && eid == id && state == s => {}
+                (s, other) => {
+                    return Err(fail(format!(
+                        "cancel of {s} job {id}: unexpected result {other:?}"
+                    )))
+                }
+            }
+        }
+
+        Op::Retry { job, extra } => {
+            let Some(id) = m.pick_job(job) else {
+                return Ok(());
+            };
+            let got = store.retry(id, extra).await;
+            let st = m.job(id).state;
+            let (now, step) = (m.now, m.step);
+            match (st, got) {
+                (JobState::Dead | JobState::Cancelled, Ok(rec)) => {
+                    let j = m.job_mut(id);
+                    j.state = JobState::Pending;
+                    j.max_attempts = j.attempt + extra;
+                    j.run_at = RunAt::At(now);
+                    j.run_at_step = step;
+                    j.cancel_requested = false;
+                    prop_assert_eq!(rec.id, id);
+                    prop_assert_eq!(rec.state, JobState::Pending, "retry: record state");
+                    prop_assert_eq!(rec.attempt, j.attempt, "retry: record attempt");
+                    prop_assert_eq!(rec.max_attempts, j.max_attempts, "retry: budget");
+                    prop_assert_eq!(
+                        rec.errors.len() as i32,
+                        j.errors.min(MAX_HISTORY),
+                        "retry: history"
+                    );
+                }
+                (s, Err(StoreError::WrongState { id: eid, state, .. }))
+                    if !matches!(s, JobState::Dead | JobState::Cancelled)
+                        && eid == id
+                        && state == s => {}
+                (s, other) => {
+                    return Err(fail(format!(
+                        "retry of {s} job {id}: unexpected result {other:?}"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Worker `w` writes `write` for `lease`.
+async fn one_write(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    lease: Lease,
+    write: Write,
+) -> Result<(), TestCaseError> {
+    match write {
+        Write::Complete => complete(db, m, w, &[lease]).await,
+        Write::Fail(kind) => fail_many(db, m, w, &[(lease, kind)]).await,
+        Write::Snooze { delay_s } => snooze(db, m, w, &[lease], Some(delay_s)).await,
+        Write::Release => snooze(db, m, w, &[lease], None).await,
+        Write::Heartbeat => heartbeat(db, m, w, &[lease], true).await,
+    }
+}
+
+/// Worker `w` completes `leases` (distinct) in one batch, then forgets them.
+async fn complete(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+) -> Result<(), TestCaseError> {
+    let want = m.split(w, leases)?;
+    let got = ok(db.store.complete_many(WORKERS[w], leases).await, "complete")?;
+    check_batch("complete", &got, &want)?;
+    for l in &want.applied {
+        let j = m.job_mut(l.id);
+        j.state = JobState::Succeeded;
+        Model::end_lease(j);
+    }
+    m.forget(w, leases);
+    Ok(())
+}
+
+/// Worker `w` reports `failures` (distinct leases) in one batch, then forgets them.
+async fn fail_many(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    failures: &[(Lease, FailKind)],
+) -> Result<(), TestCaseError> {
+    let leases: Vec<Lease> = failures.iter().map(|f| f.0).collect();
+    let want = m.split(w, &leases)?;
+    let batch: Vec<Failure> = failures
+        .iter()
+        .map(|&(lease, kind)| Failure {
+            lease,
+            class: match kind {
+                FailKind::Backoff | FailKind::RetryIn => FailureClass::Retry,
+                FailKind::Discard => FailureClass::Discard,
+                FailKind::Cancel => FailureClass::Cancel,
+            },
+            message: format!("{kind:?}"),
+            retry_in: (kind == FailKind::RetryIn).then(|| Duration::from_secs(RETRY_IN_S as u64)),
+        })
+        .collect();
+    let got = ok(db.store.fail_many(WORKERS[w], &batch).await, "fail")?;
+    check_batch("fail", &got, &want)?;
+    let (now, step, window) = (m.now, m.step, m.backoff_window());
+    for &(l, kind) in failures {
+        if !want.applied.contains(&l) {
+            continue;
+        }
+        let j = m.job_mut(l.id);
+        j.record_error(
+            match kind {
+                FailKind::Backoff | FailKind::RetryIn => "retry",
+                FailKind::Discard => "discard",
+                FailKind::Cancel => "cancel",
+            },
+            w,
+        );
+        Model::end_lease(j);
+        j.state = if kind == FailKind::Cancel || j.cancel_requested {
+            JobState::Cancelled
+        } else if kind == FailKind::Discard || j.attempt >= j.max_attempts {
+            JobState::Dead
+        } else {
+            j.run_at = if kind == FailKind::RetryIn {
+                RunAt::At(now + RETRY_IN_S)
+            } else {
+                window
+            };
+            j.run_at_step = step;
+            JobState::Pending
+        };
+    }
+    m.forget(w, &leases);
+    Ok(())
+}
+
+/// Worker `w` snoozes `leases` (distinct) by `delay_s`, or releases them (`None`:
+/// `release_many`, delay 0), in one batch, then forgets them.
+async fn snooze(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+    delay_s: Option<i64>,
+) -> Result<(), TestCaseError> {
+    let want = m.split(w, leases)?;
+    let got = match delay_s {
+        Some(d) => {
+            let batch: Vec<Snooze> = leases
+                .iter()
+                .map(|&lease| Snooze {
+                    lease,
+                    delay: Duration::from_secs(d as u64),
+                })
+                .collect();
+            ok(db.store.snooze_many(WORKERS[w], &batch).await, "snooze")?
+        }
+        None => ok(db.store.release_many(WORKERS[w], leases).await, "release")?,
+    };
+    check_batch(
+        if delay_s.is_some() {
+            "snooze"
+        } else {
+            "release"
+        },
+        &got,
+        &want,
+    )?;
+    let (now, step) = (m.now, m.step);
+    for l in &want.applied {
+        let j = m.job_mut(l.id);
+        Model::end_lease(j);
+        // The budget is given back by raising max_attempts (attempt never goes down), even
+        // when the job is cancelled instead of requeued.
+        j.max_attempts += 1;
+        if j.cancel_requested {
+            j.state = JobState::Cancelled;
+        } else {
+            j.state = JobState::Pending;
+            j.run_at = RunAt::At(now + delay_s.unwrap_or(0));
+            j.run_at_step = step;
+        }
+    }
+    m.forget(w, leases);
+    Ok(())
+}
+
+/// Worker `w` heartbeats `leases`; with `forget_lost` it then drops the lost ones.
+async fn heartbeat(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+    forget_lost: bool,
+) -> Result<(), TestCaseError> {
+    // The store de-duplicates; so does the model.
+    let mut leases = sorted_leases(leases);
+    leases.dedup();
+    let want = m.split(w, &leases)?;
+    let got = ok(
+        db.store
+            .heartbeat(WORKERS[w], &leases, Duration::from_secs(LEASE_S as u64))
+            .await,
+        "heartbeat",
+    )?;
+    let extended: Vec<Lease> = got.extended.iter().map(|e| e.0).collect();
+    prop_assert_eq!(
+        sorted_leases(&extended),
+        sorted_leases(&want.applied),
+        "heartbeat: extended differs"
+    );
+    let cancel: Vec<Lease> = want
+        .applied
+        .iter()
+        .copied()
+        .filter(|l| m.job(l.id).cancel_requested)
+        .collect();
+    prop_assert_eq!(
+        sorted_leases(&got.cancel_requested),
+        sorted_leases(&cancel),
+        "heartbeat: cancel_requested differs"
+    );
+    prop_assert_eq!(
+        sorted_lost(&got.lost),
+        sorted_lost(&want.lost),
+        "heartbeat: lost differs"
+    );
+    let now = m.now;
+    for l in &want.applied {
+        m.job_mut(l.id).lease_exp = now + LEASE_S;
+    }
+    if forget_lost {
+        let lost: Vec<Lease> = want.lost.iter().map(|l| l.lease).collect();
+        m.forget(w, &lost);
+    }
+    Ok(())
+}
+
+/// One row as the database has it.
+#[derive(Debug)]
+struct DbJob {
+    id: i64,
+    state: JobState,
+    attempt: i32,
+    max_attempts: i32,
+    owner: Option<String>,
+    cancel_requested: bool,
+    queue: String,
+    priority: i16,
+    errors: i32,
+    last_error: Option<LastError>,
+    finished: bool,
+    run_in: f64,
+    lease_in: Option<f64>,
+}
+
+async fn snapshot(db: &TestDb) -> Result<Vec<DbJob>, TestCaseError> {
+    let sql = "SELECT id, state, attempt, max_attempts, lease_owner, \
+                      cancel_requested_at IS NOT NULL AS cancel_requested, \
+                      queue, priority, jsonb_array_length(errors) AS errors, \
+                      (errors->-1->>'attempt')::int AS last_attempt, \
+                      errors->-1->>'class' AS last_class, \
+                      errors->-1->>'owner' AS last_owner, \
+                      finished_at IS NOT NULL AS finished, \
+                      extract(epoch FROM run_at - now())::float8 AS run_in, \
+                      extract(epoch FROM lease_expires_at - now())::float8 AS lease_in \
+               FROM {schema}.jobs ORDER BY id"
+        .replace("{schema}", &db.schema);
+    let rows = sqlx::query(&sql)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|e| fail(format!("snapshot: {e}")))?;
+    let get = |e: sqlx::Error| fail(format!("snapshot column: {e}"));
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let st: String = r.try_get("state").map_err(get)?;
+        out.push(DbJob {
+            id: r.try_get("id").map_err(get)?,
+            state: st.parse().map_err(|e| fail(format!("{e}")))?,
+            attempt: r.try_get("attempt").map_err(get)?,
+            max_attempts: r.try_get("max_attempts").map_err(get)?,
+            owner: r.try_get("lease_owner").map_err(get)?,
+            cancel_requested: r.try_get("cancel_requested").map_err(get)?,
+            queue: r.try_get("queue").map_err(get)?,
+            priority: r.try_get("priority").map_err(get)?,
+            errors: r.try_get("errors").map_err(get)?,
+            last_error: match r.try_get::<Option<i32>, _>("last_attempt").map_err(get)? {
+                None => None,
+                Some(attempt) => Some(LastError {
+                    attempt,
+                    class: r.try_get("last_class").map_err(get)?,
+                    owner: r.try_get("last_owner").map_err(get)?,
+                }),
+            },
+            finished: r.try_get("finished").map_err(get)?,
+            run_in: r.try_get("run_in").map_err(get)?,
+            lease_in: r.try_get("lease_in").map_err(get)?,
+        });
+    }
+    Ok(out)
+}
+
+/// `got` (seconds from the database's now) is within `[lo, hi]` (model seconds from the
+/// model's now), allowing the database to lag by the real time the test has taken.
+fn within(got: f64, lo: i64, hi: i64) -> bool {
+    got >= lo as f64 - LAG_S && got <= hi as f64 + 0.5
+}
+
+async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
+    m.check_invariants()?;
+    let rows = snapshot(db).await?;
+    let db_ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let model_ids: Vec<i64> = m.jobs.keys().copied().collect();
+    prop_assert_eq!(&db_ids, &model_ids, "job ids differ");
+    for r in &rows {
+        let j = &m.jobs[&r.id];
+        let id = r.id;
+        let want_owner = j.owner.map(|w| WORKERS[w].to_string());
+        prop_assert_eq!(
+            (r.state, r.attempt, r.max_attempts, &r.owner),
+            (j.state, j.attempt, j.max_attempts, &want_owner),
+            "job {} (state, attempt, max_attempts, owner) differs",
+            id
+        );
+        prop_assert_eq!(
+            r.cancel_requested,
+            j.cancel_requested,
+            "job {} cancel flag",
+            id
+        );
+        prop_assert_eq!(
+            (r.queue.as_str(), r.priority),
+            (QUEUES[j.queue], j.priority),
+            "job {} queue and priority",
+            id
+        );
+        prop_assert_eq!(
+            r.errors,
+            j.errors.min(MAX_HISTORY),
+            "job {} error count",
+            id
+        );
+        prop_assert_eq!(&r.last_error, &j.last_error, "job {} newest error", id);
+        prop_assert_eq!(r.finished, j.state.is_terminal(), "job {} finished_at", id);
+        match j.state {
+            JobState::Pending => {
+                let (lo, hi) = (j.run_at.lo() - m.now, j.run_at.hi() - m.now);
+                prop_assert!(
+                    within(r.run_in, lo, hi),
+                    "job {}: run_at is now{:+.1}s, model expects [{}, {}]",
+                    id,
+                    r.run_in,
+                    lo,
+                    hi
+                );
+            }
+            JobState::Running => {
+                let e = j.lease_exp - m.now;
+                let got = r.lease_in.unwrap_or(f64::NAN);
+                prop_assert!(
+                    within(got, e, e),
+                    "job {}: lease expires at now{:+.1}s, model expects {}",
+                    id,
+                    got,
+                    e
+                );
+            }
+            _ => {}
+        }
+    }
+    for (qi, q) in QUEUES.iter().enumerate() {
+        let mut active = 0;
+        for j in m.jobs.values() {
+            if j.queue == qi && (j.state == JobState::Running || m.ready(j)?) {
+                active += 1;
+            }
+        }
+        let got = ok(
+            db.store.active_count(&[q.to_string()]).await,
+            "active_count",
+        )?;
+        prop_assert_eq!(got, active, "active_count of {}", q);
+    }
+    Ok(())
+}
+
+fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
+    match e {
+        TestCaseError::Fail(why) => fail(format!("{ctx}: {why}")),
+        other => other,
+    }
+}
+
+async fn run_case(db: &TestDb, ops: &[Op]) -> Result<(), TestCaseError> {
+    db.exec("TRUNCATE {schema}.jobs RESTART IDENTITY").await;
+    let mut m = Model::default();
+    for (i, op) in ops.iter().enumerate() {
+        step(db, &mut m, op)
+            .await
+            .map_err(|e| with_context(e, format!("step {i} {op:?}")))?;
+        compare(db, &m)
+            .await
+            .map_err(|e| with_context(e, format!("after step {i} {op:?}")))?;
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("DOCKET_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(48)
+}
+
+#[test]
+fn store_matches_the_state_machine_model() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(TestDb::with_pool_size(2));
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        // No regression files next to the sources: a failure prints its minimal sequence.
+        failure_persistence: None,
+        max_shrink_time: 120_000,
+        ..Config::default()
+    });
+    let started = Instant::now();
+    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops)));
+    eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
