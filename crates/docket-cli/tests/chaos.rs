@@ -48,11 +48,7 @@ fn worker(db: &TestDb, log: &std::path::Path) -> Child {
     )
 }
 
-async fn finish(
-    db: &TestDb,
-    workers: &mut Vec<Child>,
-    log: &std::path::Path,
-) -> checker::CheckReport {
+async fn finish(db: &TestDb, workers: &mut [Child], log: &std::path::Path) -> checker::CheckReport {
     for w in workers.iter() {
         signal(w.id(), "TERM");
     }

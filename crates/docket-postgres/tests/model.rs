@@ -454,6 +454,10 @@ impl Model {
 // Running one case
 // ---------------------------------------------------------------------------------------
 
+static STATS: std::sync::Mutex<BTreeMap<String, usize>> = std::sync::Mutex::new(BTreeMap::new());
+fn stat(k: impl Into<String>) {
+    *STATS.lock().unwrap().entry(k.into()).or_default() += 1;
+}
 fn fail(msg: impl Into<String>) -> TestCaseError {
     TestCaseError::fail(msg.into())
 }
@@ -475,6 +479,12 @@ fn sorted_lost(v: &[LeaseLost]) -> Vec<LeaseLost> {
 }
 
 fn check_batch(what: &str, got: &BatchOutcome, want: &Split) -> Result<(), TestCaseError> {
+    for _ in &want.applied {
+        stat(format!("{what} applied"));
+    }
+    for l in &want.lost {
+        stat(format!("{what} lost {:?}", l.reason));
+    }
     prop_assert_eq!(
         sorted_leases(&got.applied),
         sorted_leases(&want.applied),
@@ -561,6 +571,11 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                 ready.len(),
                 limit
             );
+            stat(format!(
+                "claim limited={} empty={}",
+                got.len() < ready.len(),
+                got.is_empty()
+            ));
             let claimed: BTreeSet<i64> = got.iter().map(|c| c.id.0).collect();
             prop_assert_eq!(claimed.len(), got.len(), "claim: a job twice");
             for c in &got {
@@ -695,6 +710,9 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                         },
                     });
                 }
+            }
+            for r in &want {
+                stat(format!("reap -> {}", r.state));
             }
             let mut got = ok(store.reap(REAP_BATCH).await, "reap")?.jobs;
             got.sort_by_key(|r| r.id);
@@ -852,6 +870,11 @@ async fn fail_many(
             w,
         );
         Model::end_lease(j);
+        stat(format!(
+            "fail {kind:?} cancel_req={} exhausted={}",
+            j.cancel_requested,
+            j.attempt >= j.max_attempts
+        ));
         j.state = if kind == FailKind::Cancel || j.cancel_requested {
             JobState::Cancelled
         } else if kind == FailKind::Discard || j.attempt >= j.max_attempts {
@@ -909,6 +932,7 @@ async fn snooze(
         // The budget is given back by raising max_attempts (attempt never goes down), even
         // when the job is cancelled instead of requeued.
         j.max_attempts += 1;
+        stat(format!("snooze cancel_req={}", j.cancel_requested));
         if j.cancel_requested {
             j.state = JobState::Cancelled;
         } else {
@@ -939,6 +963,16 @@ async fn heartbeat(
             .await,
         "heartbeat",
     )?;
+    for _ in &want.applied {
+        stat("heartbeat applied");
+    }
+    for l in &want.lost {
+        stat(format!("heartbeat lost {:?}", l.reason));
+    }
+    for l in &got.cancel_requested {
+        let _ = l;
+        stat("heartbeat cancel_requested");
+    }
     let extended: Vec<Lease> = got.extended.iter().map(|e| e.0).collect();
     prop_assert_eq!(
         sorted_leases(&extended),
@@ -1128,6 +1162,7 @@ fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
 }
 
 async fn run_case(db: &TestDb, ops: &[Op]) -> Result<(), TestCaseError> {
+    stat(format!("len/10 {}", ops.len() / 10));
     db.exec("TRUNCATE {schema}.jobs RESTART IDENTITY").await;
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
@@ -1165,6 +1200,9 @@ fn store_matches_the_state_machine_model() {
     let started = Instant::now();
     let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops)));
     eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
+    for (k, v) in STATS.lock().unwrap().iter() {
+        eprintln!("{v:8} {k}");
+    }
     if let Err(e) = result {
         panic!("{e}");
     }
