@@ -73,6 +73,11 @@ pub enum Command {
     /// The embedded local PostgreSQL.
     #[command(subcommand)]
     Embedded(EmbeddedCommand),
+    /// Measure Docket against this machine's SQL floor (shared/bench/sql-floor.sh).
+    Bench(BenchArgs),
+    /// Hidden: a worker process of the benchmark.
+    #[command(hide = true, name = "__bench-worker")]
+    BenchWorker(BenchWorkerArgs),
     /// Hidden: a worker process of the demo.
     #[command(hide = true, name = "__demo-worker")]
     DemoWorker(DemoWorkerArgs),
@@ -262,4 +267,54 @@ pub enum EmbeddedCommand {
     Stop,
     /// Show where it is and whether it runs.
     Status(JsonFlag),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// drain, enqueue, latency, scale or all.
+    #[arg(long, default_value = "drain")]
+    pub scenario: String,
+    /// Jobs for drain and bulk enqueue.
+    #[arg(long, default_value_t = 100_000)]
+    pub jobs: u64,
+    /// Worker processes for drain.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// Concurrency per worker process.
+    #[arg(long, default_value_t = 100)]
+    pub concurrency: usize,
+    /// Claim batch of the workers.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Producers for single-job enqueue.
+    #[arg(long, default_value_t = 4)]
+    pub producers: u32,
+    /// Samples for the latency scenario.
+    #[arg(long, default_value_t = 500)]
+    pub samples: usize,
+    /// Backlog sizes for the scale scenario.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10000,100000,1000000,5000000"
+    )]
+    pub sizes: Vec<u64>,
+    /// Finished rows kept during the scale scenario.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub finished: u64,
+    /// Path of sql-floor.sh (default: ../shared/bench/sql-floor.sh from here or a parent).
+    #[arg(long)]
+    pub floor_script: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchWorkerArgs {
+    #[arg(long)]
+    pub concurrency: usize,
+    #[arg(long)]
+    pub batch: usize,
+    #[arg(long)]
+    pub connections: u32,
 }

@@ -32,9 +32,10 @@ fn cluster_err(e: ClusterError) -> CliError {
     }
 }
 
-/// Settings of the embedded server: a local development database, so commits need not wait
-/// for the disk (a crash of the machine may lose the last moments; a crash of Docket or of
-/// PostgreSQL loses nothing).
+/// Settings of the embedded server: a local development database, so commits do not wait
+/// for the disk. A crash of the machine or of PostgreSQL itself may lose the last few
+/// hundred milliseconds of commits (a completion or an enqueue); use a real server with the
+/// default `synchronous_commit = on` for anything that matters.
 const SETTINGS: &[(&str, &str)] = &[
     ("max_connections", "200"),
     ("shared_buffers", "'128MB'"),

@@ -7,6 +7,8 @@
 //! - [`enqueue`], [`jobs`], [`ops`], [`work`], [`demo`]: the commands.
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 
+mod bench;
+mod bench_scale;
 mod cli;
 mod demo;
 mod embedded;
@@ -111,6 +113,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Explain(a) => ops::explain(&ctx, a).await,
         Command::Lab(a) => ops::lab(&ctx, a).await,
         Command::Demo(a) => demo::run(&ctx, a).await,
+        Command::Bench(a) => bench::run(&ctx, a).await,
+        Command::BenchWorker(a) => bench::worker(&ctx, a).await,
         Command::DemoWorker(a) => demo::worker(&ctx, a).await,
         Command::Embedded(_) => unreachable!("handled above"),
     }

@@ -86,10 +86,15 @@ pub async fn reap(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     }
     if json {
         output::json(&serde_json::json!({
-            "requeued": all.requeued(), "dead": all.dead(), "jobs": all.jobs
+            "requeued": all.requeued(), "dead": all.dead(), "cancelled": all.cancelled(), "jobs": all.jobs
         }))
     } else {
-        println!("requeued {}, dead {}", all.requeued(), all.dead());
+        println!(
+            "requeued {}, dead {}, cancelled {}",
+            all.requeued(),
+            all.dead(),
+            all.cancelled()
+        );
         Ok(())
     }
 }

@@ -99,8 +99,8 @@ pub enum Schedule {
     Delay(Duration),
 }
 
-/// Retry backoff for one job: `min(cap, base * 2^(attempt-1))`, then ±25 % jitter (never above
-/// `cap`). Computed in the database so the reaper and the worker agree.
+/// Retry backoff for one job: `min(cap, base * 2^(failures-1))`, then ±25 % jitter (never
+/// above `cap`), where `failures` counts this job's recorded failures. Computed in the database so the reaper and the worker agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// Delay after the first failed attempt. Defaults to 10 s (the design's figure).
@@ -137,7 +137,7 @@ pub struct NewJob {
     pub unique_key: Option<String>,
     /// Free-form JSON object for tracing ids and the like (bounded like `args`).
     pub metadata: serde_json::Value,
-    /// Retry backoff; `None` uses the default (10 s · 2^(attempt-1), cap 1 h).
+    /// Retry backoff; `None` uses the default (10 s · 2^(failures-1), cap 1 h).
     pub backoff: Option<Backoff>,
 }
 
@@ -326,7 +326,8 @@ pub struct Reaped {
     pub attempt: i32,
     /// The owner whose lease expired.
     pub owner: String,
-    /// `pending` (retried later) or `dead` (attempts exhausted).
+    /// `pending` (retried later), `dead` (attempts exhausted) or `cancelled` (an operator
+    /// had asked to cancel it).
     pub state: JobState,
 }
 
@@ -350,6 +351,13 @@ impl ReapReport {
         self.jobs
             .iter()
             .filter(|j| j.state == JobState::Dead)
+            .count()
+    }
+    /// Jobs cancelled because an operator had asked to.
+    pub fn cancelled(&self) -> usize {
+        self.jobs
+            .iter()
+            .filter(|j| j.state == JobState::Cancelled)
             .count()
     }
 }

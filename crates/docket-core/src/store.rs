@@ -97,6 +97,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Counts jobs of `queues` that are ready now or running (drain mode stops at zero).
     fn active_count(&self, queues: &[String]) -> impl Future<Output = Result<i64>> + Send;
 
+    /// True when any job of `queues` is ready now or running (cheap at any backlog).
+    fn any_active(&self, queues: &[String]) -> impl Future<Output = Result<bool>> + Send;
+
     /// Operator counters.
     fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
 }

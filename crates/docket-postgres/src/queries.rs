@@ -46,6 +46,7 @@ queries!(
     get,
     list,
     active_count,
+    any_active,
     stats_queues,
     stats_table,
     enqueue_many,

@@ -681,6 +681,14 @@ impl Store for PgStore {
             .map_err(db_err)
     }
 
+    async fn any_active(&self, queues: &[String]) -> Result<bool> {
+        sqlx::query_scalar(&self.inner.q.any_active)
+            .bind(queues)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db_err)
+    }
+
     async fn stats(&self) -> Result<Stats> {
         let rows = sqlx::query(&self.inner.q.stats_queues)
             .fetch_all(&self.inner.pool)

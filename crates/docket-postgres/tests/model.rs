@@ -1,36 +1,54 @@
 //! Model-based test of the PostgreSQL store: random sequences of enqueue, claim, heartbeat,
-//! complete, fail, snooze, release, crash, operator cancel and retry, advance-the-clock and
-//! reap run against [`PgStore`](docket_postgres::PgStore) and against a small in-memory model
-//! of the state machine (`docs/state-machine.md`, `sql/*.sql`); the two are compared after
-//! every step.
+//! complete, fail, snooze, release, crash, writes by impostors and stale tokens, operator
+//! cancel and retry, advance-the-clock and reap run against
+//! [`PgStore`](docket_postgres::PgStore) and against a small in-memory model of the state
+//! machine (`docs/state-machine.md`, `sql/*.sql`); the two are compared after every step.
+//!
+//! # What is compared
+//!
+//! - Every fenced write (complete, fail, snooze, release, heartbeat): the applied and lost
+//!   sets, and each lost lease's reason; heartbeats also the cancel requests they report.
+//! - Every claim: see "Claim order" below. Every reap: the jobs taken (all expired ones, or
+//!   the earliest-expiring `batch` of them), their token, owner and new state.
+//! - Operator cancel and retry: the outcome, or the `WrongState` error and its state.
+//! - After every step, every row: state, `attempt`, `max_attempts`, lease owner, queue,
+//!   priority, cancel request, number of history entries and the newest one (attempt, class,
+//!   owner), `finished_at` set iff terminal, `run_at` of pending jobs and `lease_expires_at`
+//!   of running ones (within the model's bounds); and `active_count` and the `stats` counters
+//!   per queue.
 //!
 //! # Time
 //!
 //! The database clock cannot be moved, so "advance the clock by S seconds" moves every job's
 //! `run_at` and `lease_expires_at` S seconds into the past, and the model moves its own clock
-//! forward by S. Every model duration is a multiple of 5 s (lease 60 s, explicit retry 40 s,
-//! snooze 0 or 40 s, advances 25 s or 2 h), and the clock never lands exactly on a lease
-//! expiry (60 - 25k is never 0): a lease is at least 10 s away from expiring or having
-//! expired, so the few milliseconds the test itself takes never decide an outcome. A lease
-//! whose model expiry equals the model clock would be a design error of this test and is
-//! reported as such.
+//! forward by S. Every model duration is a multiple of 5 s (lease 60 s, explicit retry,
+//! snooze and enqueue delays 0 or 40 s, advances 25 s or 2 h), so the clock never lands
+//! exactly on a lease expiry (60 - 25k is never 0) and two deadlines that differ differ by at
+//! least 10 s: the real time the test takes (assumed below `LAG_S` between a write and the
+//! checks that depend on it) never decides an outcome. A lease whose model expiry equals the
+//! model clock would be a design error of this test and is reported as such. A `run_at`
+//! equal to the model clock is due: the database wrote it a little earlier than it reads it.
 //!
 //! Backoff is `base = cap = 1 h`, so a job retried by backoff (or reaped) runs again after a
 //! random 45-60 min: the model keeps that window. Sequences are short enough (< 100 steps of
-//! at most 25 s) that only a 2 h advance can reach it, so readiness is never ambiguous.
+//! at most 25 s) that only a 2 h advance can reach it, so readiness is never ambiguous. (The
+//! backoff exponent itself is therefore not tested here.)
 //!
 //! # Claim order
 //!
 //! Claim order is `priority, run_at, id`. The model knows `run_at` exactly except inside a
 //! backoff window, so a claim is checked for: the count (`min(limit, ready)`), the set (only
-//! ready jobs), the new token (`attempt + 1`), and that no ready job left unclaimed runs
-//! definitely before a claimed one. The database's choice is then applied to the model.
+//! ready jobs of the queue), the new token (`attempt + 1`), and that no ready job left
+//! unclaimed comes definitely before a claimed one. The database's choice is then applied to
+//! the model. Reaps with a small batch are checked the same way against expiry order.
 //!
-//! Set `DOCKET_MODEL_CASES` to run more (or fewer) cases than the default 48.
+//! A failure prints the minimal sequence proptest could shrink it to. Set
+//! `DOCKET_MODEL_CASES` to run more (or fewer) cases than the default 48.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use docket_core::*;
 use docket_testkit::TestDb;
 use proptest::prelude::*;
@@ -59,13 +77,13 @@ const BACKOFF: Backoff = Backoff {
 const BACKOFF_LO_S: i64 = 2700;
 const BACKOFF_HI_S: i64 = 3600;
 /// How far behind the model a database time may be (the real time elapsed since it was
-/// written), in seconds. Well below the 10 s margin between the clock and any deadline.
-const LAG_S: f64 = 5.0;
+/// written), in seconds. Below the 10 s margin between the clock and any deadline.
+const LAG_S: f64 = 8.0;
 /// Longest sequence: (MAX_STEPS - 1) * SMALL_STEP_S must stay below BACKOFF_LO_S.
 const MAX_STEPS: usize = 100;
 const _: () = assert!((MAX_STEPS as i64 - 1) * SMALL_STEP_S < BACKOFF_LO_S);
-/// Reaper batch: larger than any case's job count, so one pass takes every expired lease.
-const REAP_BATCH: i64 = 1000;
+/// Reaper batch when unbounded: larger than any case's job count.
+const REAP_ALL: i64 = 1000;
 
 // ---------------------------------------------------------------------------------------
 // Operations
@@ -138,12 +156,17 @@ enum Op {
     Replay { w: usize, pick: usize, write: Write },
     /// Moves the clock forward 25 s, or 2 h.
     Advance { big: bool },
-    /// One reaper pass.
-    Reap,
-    /// Operator cancel of a job.
-    Cancel { job: usize },
-    /// Operator replay of a job with `extra` more claims.
-    Retry { job: usize, extra: i32 },
+    /// One reaper pass of at most `batch` jobs (in expiry order).
+    Reap { batch: i64 },
+    /// Operator cancel of a job (with `running`: of a running job).
+    Cancel { job: usize, running: bool },
+    /// Operator replay of a job with `extra` more claims (with `finished`: of a dead or
+    /// cancelled job).
+    Retry {
+        job: usize,
+        finished: bool,
+        extra: i32,
+    },
 }
 
 /// Mostly the first queue, so claims find work.
@@ -164,6 +187,11 @@ fn fail_kind() -> impl Strategy<Value = FailKind> {
     ]
 }
 
+/// Mostly due at once.
+fn enqueue_delay() -> impl Strategy<Value = i64> {
+    prop_oneof![3 => Just(0i64), 1 => Just(40i64)]
+}
+
 fn snooze_delay() -> impl Strategy<Value = i64> {
     prop_oneof![Just(0i64), Just(40i64)]
 }
@@ -180,7 +208,7 @@ fn write() -> impl Strategy<Value = Write> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (1usize..=4, 1i32..=3, queue(), -1i16..=1, prop_oneof![3 => Just(0i64), 1 => Just(40i64)])
+        4 => (1usize..=4, 1i32..=3, queue(), -1i16..=1, enqueue_delay())
             .prop_map(|(n, max_attempts, queue, priority, delay_s)| Op::Enqueue {
                 n,
                 max_attempts,
@@ -189,23 +217,24 @@ fn op() -> impl Strategy<Value = Op> {
                 delay_s,
             }),
         5 => (0..NW, queue(), 1i32..=4).prop_map(|(w, queue, limit)| Op::Claim { w, queue, limit }),
-        3 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
+        4 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
         3 => (0..NW, prop::collection::vec((0usize..8, fail_kind()), 1..=3))
             .prop_map(|(w, items)| Op::Fail { w, items }),
         2 => (0..NW, picks(), snooze_delay())
             .prop_map(|(w, picks, delay_s)| Op::Snooze { w, picks, delay_s }),
         1 => (0..NW, picks()).prop_map(|(w, picks)| Op::Release { w, picks }),
-        3 => (0..NW, any::<bool>()).prop_map(|(w, forget_lost)| Op::Heartbeat { w, forget_lost }),
+        4 => (0..NW, any::<bool>()).prop_map(|(w, forget_lost)| Op::Heartbeat { w, forget_lost }),
         1 => (0..NW).prop_map(|w| Op::Crash { w }),
         1 => (0..NW, 1..NW, 0usize..8, write()).prop_map(|(w, off, pick, write)| {
             Op::Impostor { w, victim: (w + off) % NW, pick, write }
         }),
         2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
-        4 => Just(Op::Advance { big: false }),
-        2 => Just(Op::Advance { big: true }),
-        3 => Just(Op::Reap),
-        1 => (0usize..16).prop_map(|job| Op::Cancel { job }),
-        2 => (0usize..16, 1i32..=2).prop_map(|(job, extra)| Op::Retry { job, extra }),
+        3 => Just(Op::Advance { big: false }),
+        1 => Just(Op::Advance { big: true }),
+        3 => prop_oneof![3 => Just(REAP_ALL), 1 => 1i64..=2].prop_map(|batch| Op::Reap { batch }),
+        2 => (0usize..16, any::<bool>()).prop_map(|(job, running)| Op::Cancel { job, running }),
+        2 => (0usize..16, any::<bool>(), 1i32..=2)
+            .prop_map(|(job, finished, extra)| Op::Retry { job, finished, extra }),
     ]
 }
 
@@ -259,6 +288,8 @@ struct MJob {
     owner: Option<usize>,
     /// Lease expiry in model seconds (running only).
     lease_exp: i64,
+    /// The step that last set `lease_exp` (orders equal model times, like `run_at_step`).
+    lease_step: u64,
     run_at: RunAt,
     /// The step that last set `run_at`: orders equal model times as the database does
     /// (earlier statement, earlier `now()`).
@@ -402,14 +433,15 @@ impl Model {
         self.held[w].retain(|l| !leases.contains(l));
     }
 
-    fn pick_job(&self, k: usize) -> Option<JobId> {
-        if self.jobs.is_empty() {
-            return None;
-        }
-        self.jobs
-            .keys()
-            .nth(k % self.jobs.len())
-            .map(|&id| JobId(id))
+    /// The `k`-th (modulo) job whose state passes `filter`.
+    fn pick_job(&self, k: usize, filter: impl Fn(JobState) -> bool) -> Option<JobId> {
+        let ids: Vec<i64> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| filter(j.state))
+            .map(|(&id, _)| id)
+            .collect();
+        (!ids.is_empty()).then(|| JobId(ids[k % ids.len()]))
     }
 
     fn backoff_window(&self) -> RunAt {
@@ -454,10 +486,6 @@ impl Model {
 // Running one case
 // ---------------------------------------------------------------------------------------
 
-static STATS: std::sync::Mutex<BTreeMap<String, usize>> = std::sync::Mutex::new(BTreeMap::new());
-fn stat(k: impl Into<String>) {
-    *STATS.lock().unwrap().entry(k.into()).or_default() += 1;
-}
 fn fail(msg: impl Into<String>) -> TestCaseError {
     TestCaseError::fail(msg.into())
 }
@@ -479,12 +507,6 @@ fn sorted_lost(v: &[LeaseLost]) -> Vec<LeaseLost> {
 }
 
 fn check_batch(what: &str, got: &BatchOutcome, want: &Split) -> Result<(), TestCaseError> {
-    for _ in &want.applied {
-        stat(format!("{what} applied"));
-    }
-    for l in &want.lost {
-        stat(format!("{what} lost {:?}", l.reason));
-    }
     prop_assert_eq!(
         sorted_leases(&got.applied),
         sorted_leases(&want.applied),
@@ -539,6 +561,7 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                         max_attempts,
                         owner: None,
                         lease_exp: 0,
+                        lease_step: 0,
                         run_at: RunAt::At(m.now + delay_s),
                         run_at_step: m.step,
                         errors: 0,
@@ -571,11 +594,6 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                 ready.len(),
                 limit
             );
-            stat(format!(
-                "claim limited={} empty={}",
-                got.len() < ready.len(),
-                got.is_empty()
-            ));
             let claimed: BTreeSet<i64> = got.iter().map(|c| c.id.0).collect();
             prop_assert_eq!(claimed.len(), got.len(), "claim: a job twice");
             for c in &got {
@@ -592,6 +610,15 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                 prop_assert_eq!(c.max_attempts, j.max_attempts, "claim: budget of {}", c.id);
                 prop_assert!(c.attempt <= c.max_attempts, "claim over budget: {:?}", c);
             }
+            let stored = lease_expiries(db).await?;
+            for c in &got {
+                prop_assert_eq!(
+                    Some(&c.lease_expires_at),
+                    stored.get(&c.id.0),
+                    "claim: returned expiry of job {} is not the stored one",
+                    c.id
+                );
+            }
             for &u in ready.difference(&claimed) {
                 for &c in &claimed {
                     prop_assert!(
@@ -602,13 +629,14 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                     );
                 }
             }
-            let now = m.now;
+            let (now, step) = (m.now, m.step);
             for c in &got {
                 let j = m.job_mut(c.id);
                 j.state = JobState::Running;
                 j.attempt = c.attempt;
                 j.owner = Some(w);
                 j.lease_exp = now + LEASE_S;
+                j.lease_step = step;
                 m.held[w].push(c.lease());
                 m.history.push(c.lease());
             }
@@ -693,32 +721,56 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             m.now += s;
         }
 
-        Op::Reap => {
-            let mut want: Vec<Reaped> = Vec::new();
+        Op::Reap { batch } => {
+            // Every expired lease, with what the reaper must make of it.
+            let mut expired: BTreeMap<i64, Reaped> = BTreeMap::new();
             for (&id, j) in &m.jobs {
                 if j.state == JobState::Running && !m.unexpired(j)? {
-                    want.push(Reaped {
-                        id: JobId(id),
-                        attempt: j.attempt,
-                        owner: WORKERS[j.owner.expect("running has an owner")].into(),
-                        state: if j.cancel_requested {
-                            JobState::Cancelled
-                        } else if j.attempt >= j.max_attempts {
-                            JobState::Dead
-                        } else {
-                            JobState::Pending
+                    expired.insert(
+                        id,
+                        Reaped {
+                            id: JobId(id),
+                            attempt: j.attempt,
+                            owner: WORKERS[j.owner.expect("running has an owner")].into(),
+                            state: if j.cancel_requested {
+                                JobState::Cancelled
+                            } else if j.attempt >= j.max_attempts {
+                                JobState::Dead
+                            } else {
+                                JobState::Pending
+                            },
                         },
-                    });
+                    );
                 }
             }
-            for r in &want {
-                stat(format!("reap -> {}", r.state));
-            }
-            let mut got = ok(store.reap(REAP_BATCH).await, "reap")?.jobs;
+            let mut got = ok(store.reap(batch).await, "reap")?.jobs;
             got.sort_by_key(|r| r.id);
-            prop_assert_eq!(&got, &want, "reap report differs");
+            prop_assert_eq!(
+                got.len(),
+                expired.len().min(batch as usize),
+                "reap: {:?} of {} expired (batch {})",
+                got,
+                expired.len(),
+                batch
+            );
+            for r in &got {
+                prop_assert_eq!(Some(r), expired.get(&r.id.0), "reap: job {}", r.id);
+            }
+            // Expiry order: no expired lease left behind expires definitely before a taken one.
+            let taken: BTreeSet<i64> = got.iter().map(|r| r.id.0).collect();
+            for &u in expired.keys().filter(|id| !taken.contains(id)) {
+                for &t in &taken {
+                    let (ju, jt) = (&m.jobs[&u], &m.jobs[&t]);
+                    prop_assert!(
+                        (ju.lease_exp, ju.lease_step) >= (jt.lease_exp, jt.lease_step),
+                        "reap order: job {} (left) expired before job {} (taken)",
+                        u,
+                        t
+                    );
+                }
+            }
             let (step, window) = (m.step, m.backoff_window());
-            for r in &want {
+            for r in &got {
                 let j = m.job_mut(r.id);
                 j.state = r.state;
                 j.record_error("lease_expired", j.owner.expect("running has an owner"));
@@ -730,8 +782,8 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             }
         }
 
-        Op::Cancel { job } => {
-            let Some(id) = m.pick_job(job) else {
+        Op::Cancel { job, running } => {
+            let Some(id) = m.pick_job(job, |s| !running || s == JobState::Running) else {
                 return Ok(());
             };
             let got = store.cancel(id).await;
@@ -755,8 +807,14 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             }
         }
 
-        Op::Retry { job, extra } => {
-            let Some(id) = m.pick_job(job) else {
+        Op::Retry {
+            job,
+            finished,
+            extra,
+        } => {
+            let Some(id) = m.pick_job(job, |s| {
+                !finished || matches!(s, JobState::Dead | JobState::Cancelled)
+            }) else {
                 return Ok(());
             };
             let got = store.retry(id, extra).await;
@@ -870,11 +928,6 @@ async fn fail_many(
             w,
         );
         Model::end_lease(j);
-        stat(format!(
-            "fail {kind:?} cancel_req={} exhausted={}",
-            j.cancel_requested,
-            j.attempt >= j.max_attempts
-        ));
         j.state = if kind == FailKind::Cancel || j.cancel_requested {
             JobState::Cancelled
         } else if kind == FailKind::Discard || j.attempt >= j.max_attempts {
@@ -932,7 +985,6 @@ async fn snooze(
         // The budget is given back by raising max_attempts (attempt never goes down), even
         // when the job is cancelled instead of requeued.
         j.max_attempts += 1;
-        stat(format!("snooze cancel_req={}", j.cancel_requested));
         if j.cancel_requested {
             j.state = JobState::Cancelled;
         } else {
@@ -963,15 +1015,14 @@ async fn heartbeat(
             .await,
         "heartbeat",
     )?;
-    for _ in &want.applied {
-        stat("heartbeat applied");
-    }
-    for l in &want.lost {
-        stat(format!("heartbeat lost {:?}", l.reason));
-    }
-    for l in &got.cancel_requested {
-        let _ = l;
-        stat("heartbeat cancel_requested");
+    let stored = lease_expiries(db).await?;
+    for (l, at) in &got.extended {
+        prop_assert_eq!(
+            Some(at),
+            stored.get(&l.id.0),
+            "heartbeat: returned expiry of job {} is not the stored one",
+            l.id
+        );
     }
     let extended: Vec<Lease> = got.extended.iter().map(|e| e.0).collect();
     prop_assert_eq!(
@@ -995,15 +1046,28 @@ async fn heartbeat(
         sorted_lost(&want.lost),
         "heartbeat: lost differs"
     );
-    let now = m.now;
+    let (now, step) = (m.now, m.step);
     for l in &want.applied {
-        m.job_mut(l.id).lease_exp = now + LEASE_S;
+        let j = m.job_mut(l.id);
+        j.lease_exp = now + LEASE_S;
+        j.lease_step = step;
     }
     if forget_lost {
         let lost: Vec<Lease> = want.lost.iter().map(|l| l.lease).collect();
         m.forget(w, &lost);
     }
     Ok(())
+}
+
+/// `lease_expires_at` of every running job.
+async fn lease_expiries(db: &TestDb) -> Result<BTreeMap<i64, DateTime<Utc>>, TestCaseError> {
+    let sql = "SELECT id, lease_expires_at FROM {schema}.jobs WHERE state = 'running'"
+        .replace("{schema}", &db.schema);
+    let rows: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(&sql)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|e| fail(format!("lease expiries: {e}")))?;
+    Ok(rows.into_iter().collect())
 }
 
 /// One row as the database has it.
@@ -1089,7 +1153,7 @@ async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
         prop_assert_eq!(
             (r.state, r.attempt, r.max_attempts, &r.owner),
             (j.state, j.attempt, j.max_attempts, &want_owner),
-            "job {} (state, attempt, max_attempts, owner) differs",
+            "job {} (state, attempt, max_attempts, owner): database (left) vs model (right)",
             id
         );
         prop_assert_eq!(
@@ -1151,6 +1215,60 @@ async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
         )?;
         prop_assert_eq!(got, active, "active_count of {}", q);
     }
+    compare_stats(db, m).await
+}
+
+/// The operator counters of `Store::stats`, per queue.
+async fn compare_stats(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
+    // (pending, ready, running, succeeded, dead, cancelled, near expiry, expired)
+    type Counts = [i64; 8];
+    let mut want: BTreeMap<String, Counts> = BTreeMap::new();
+    for j in m.jobs.values() {
+        let c = want.entry(QUEUES[j.queue].to_string()).or_default();
+        match j.state {
+            JobState::Pending => c[0] += 1,
+            JobState::Running => c[2] += 1,
+            JobState::Succeeded => c[3] += 1,
+            JobState::Dead => c[4] += 1,
+            JobState::Cancelled => c[5] += 1,
+        }
+        if m.ready(j)? {
+            c[1] += 1;
+        }
+        if j.state == JobState::Running {
+            // "Expires within 10 s": a lease exactly 10 s away in the model is a few
+            // milliseconds closer in the database.
+            if j.lease_exp - m.now <= 10 {
+                c[6] += 1;
+            }
+            if !m.unexpired(j)? {
+                c[7] += 1;
+            }
+        }
+    }
+    let stats = ok(db.store.stats().await, "stats")?;
+    let got: BTreeMap<String, Counts> = stats
+        .queues
+        .iter()
+        .map(|q| {
+            let c = [
+                q.pending,
+                q.ready,
+                q.running,
+                q.succeeded,
+                q.dead,
+                q.cancelled,
+                q.running_near_expiry,
+                q.running_expired,
+            ];
+            (q.queue.clone(), c)
+        })
+        .collect();
+    prop_assert_eq!(
+        got,
+        want,
+        "stats: [pending, ready, running, succeeded, dead, cancelled, near expiry, expired]"
+    );
     Ok(())
 }
 
@@ -1162,7 +1280,6 @@ fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
 }
 
 async fn run_case(db: &TestDb, ops: &[Op]) -> Result<(), TestCaseError> {
-    stat(format!("len/10 {}", ops.len() / 10));
     db.exec("TRUNCATE {schema}.jobs RESTART IDENTITY").await;
     let mut m = Model::default();
     for (i, op) in ops.iter().enumerate() {
@@ -1200,9 +1317,6 @@ fn store_matches_the_state_machine_model() {
     let started = Instant::now();
     let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops)));
     eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
-    for (k, v) in STATS.lock().unwrap().iter() {
-        eprintln!("{v:8} {k}");
-    }
     if let Err(e) = result {
         panic!("{e}");
     }

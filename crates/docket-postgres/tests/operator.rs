@@ -288,23 +288,53 @@ async fn stats_tell_what_is_old_and_what_is_stuck() {
     assert!(s.table.total_bytes > 0);
 }
 
-/// The claim plan on 1,000,000 ready and 1,000,000 finished jobs: an index scan on the
-/// partial index under LockRows and Limit; no sequential scan, no sort of the backlog.
+/// Mean latency of a claim of 10 (released again so the backlog keeps its size).
+async fn claim_latency_ms(db: &TestDb) -> f64 {
+    let req = ClaimRequest {
+        queue: "q".into(),
+        limit: 10,
+        owner: "bench".into(),
+        lease: Duration::from_secs(60),
+    };
+    let t = std::time::Instant::now();
+    for _ in 0..100 {
+        let got = db.store.claim(&req).await.unwrap();
+        assert_eq!(got.len(), 10);
+        let leases: Vec<Lease> = got.iter().map(ClaimedJob::lease).collect();
+        db.store.release_many("bench", &leases).await.unwrap();
+    }
+    t.elapsed().as_secs_f64() * 1000.0 / 100.0
+}
+
+/// Boundary test 10. The claim plan on 1,000,000 ready and 1,000,000 finished jobs: an index
+/// scan on the partial index under LockRows and Limit; no sequential scan, no sort of the
+/// backlog; and claim latency stays flat from 10k to 1M ready jobs.
 #[tokio::test]
 async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
     let db = TestDb::new().await;
-    db.exec(
-        "INSERT INTO {schema}.jobs (queue, kind, args, priority, run_at)
-         SELECT 'q', 'k', '{}', (g % 3)::smallint, now() - (g % 1000) * interval '1 second'
-         FROM generate_series(1, 1000000) g",
-    )
-    .await;
+    let fill = |n: i64| {
+        format!(
+            "INSERT INTO {{schema}}.jobs (queue, kind, args, priority, run_at)
+             SELECT 'q', 'k', '{{}}', (g % 3)::smallint, now() - (g % 1000) * interval '1 second'
+             FROM generate_series(1, {n}) g"
+        )
+    };
+    db.exec(&fill(10_000)).await;
+    db.exec("VACUUM ANALYZE {schema}.jobs").await;
+    let at_10k = claim_latency_ms(&db).await;
+    db.exec(&fill(990_000)).await;
     db.exec(
         "INSERT INTO {schema}.jobs (queue, kind, args, state, attempt, finished_at)
          SELECT 'q', 'k', '{}', 'succeeded', 1, now() FROM generate_series(1, 1000000) g",
     )
     .await;
     db.exec("VACUUM ANALYZE {schema}.jobs").await;
+    let at_1m = claim_latency_ms(&db).await;
+    println!("claim of 10: {at_10k:.3} ms at 10k ready, {at_1m:.3} ms at 1M ready + 1M finished");
+    assert!(
+        at_1m < at_10k * 3.0 + 1.0,
+        "claim latency grew with the backlog: {at_10k:.3} ms -> {at_1m:.3} ms"
+    );
     let plan = db.store.explain_claim("q", true).await.unwrap();
     println!("claim plan on 1M ready + 1M finished:\n{plan}");
     let lines: Vec<&str> = plan.lines().collect();
@@ -322,6 +352,39 @@ async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
         db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running'")
             .await,
         0
+    );
+}
+
+/// Boundary test 10, second half: the reaper's throughput on 100,000 expired leases.
+#[tokio::test]
+async fn reaper_throughput_on_a_hundred_thousand_expired_leases() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO {schema}.jobs (queue, kind, args, state, attempt, lease_owner, lease_expires_at)
+         SELECT 'q', 'k', '{}', 'running', 1, 'crashed', now() - interval '1 minute'
+         FROM generate_series(1, 100000) g",
+    )
+    .await;
+    db.exec("VACUUM ANALYZE {schema}.jobs").await;
+    let t = std::time::Instant::now();
+    let mut reaped = 0;
+    loop {
+        let n = db.store.reap(1000).await.unwrap().jobs.len();
+        reaped += n;
+        if n < 1000 {
+            break;
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "reaped {reaped} expired leases in {secs:.2} s ({:.0} rows/s, batches of 1000)",
+        reaped as f64 / secs
+    );
+    assert_eq!(reaped, 100_000);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'pending'")
+            .await,
+        100_000
     );
 }
 

@@ -30,6 +30,9 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// Largest claim batch. Defaults to 100.
     pub claim_batch: usize,
+    /// While there is a backlog (the last claim came back full), how long the fetcher waits
+    /// for more free slots so one claim takes many jobs. Defaults to 2 ms.
+    pub claim_coalesce: Duration,
     /// Largest completion batch. Defaults to 500.
     pub completion_batch: usize,
     /// How long the completer waits to fill a batch. Defaults to 2 ms.
@@ -75,6 +78,7 @@ impl Default for WorkerConfig {
             heartbeat_interval: lease / 3,
             poll_interval: Duration::from_secs(2),
             claim_batch: 100,
+            claim_coalesce: Duration::from_millis(2),
             completion_batch: 500,
             completion_flush: Duration::from_millis(2),
             max_runtime: Duration::from_secs(300),

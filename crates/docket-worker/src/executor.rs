@@ -70,44 +70,15 @@ pub(crate) async fn execute(
         return;
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
-    // The maximum runtime is enforced by a timer that stops the job like any other stop.
-    let timer = {
-        let entry = entry.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(max_runtime).await;
-            entry.stop(StopReason::TimedOut);
-        })
-    };
-    // The lease watchdog: a lease whose local deadline passes without a successful
-    // heartbeat may belong to someone else by now (the database clock decides, and ours
-    // cannot ask it while cut off), so stop working on it a tenth of a lease early.
-    let watchdog = {
-        let entry = entry.clone();
-        let shared = shared.clone();
-        let margin = shared.config.lease / 10;
-        tokio::spawn(async move {
-            loop {
-                let d = entry.deadline();
-                tokio::time::sleep_until(d.checked_sub(margin).unwrap_or(d).into()).await;
-                if entry.deadline() == d {
-                    if entry.reason() != Some(StopReason::LeaseLost) {
-                        warn!(job = %entry.lease.id, "lease about to run out without a successful heartbeat; stopping the handler");
-                        Metrics::add(&shared.metrics.leases_lost, 1);
-                        entry.stop(StopReason::LeaseLost);
-                    }
-                    return;
-                }
-            }
-        })
-    };
     let ended = match handler {
-        Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx)).await,
+        Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
         Handler::InTransaction(f) => {
-            let done = run_in_transaction(&shared, &entry, lease, |tx| f(job.args, ctx, tx)).await;
+            let done = run_in_transaction(&shared, &entry, lease, max_runtime, |tx| {
+                f(job.args, ctx, tx)
+            })
+            .await;
             match done {
                 TxEnd::Committed => {
-                    timer.abort();
-                    watchdog.abort();
                     Metrics::add(&shared.metrics.completed, 1);
                     shared.tracker.remove(lease);
                     return;
@@ -116,8 +87,6 @@ pub(crate) async fn execute(
             }
         }
     };
-    timer.abort();
-    watchdog.abort();
     let completion = outcome(&shared, &entry, lease, ended, max_runtime);
     match completion {
         Some(c) => finish(&shared, &entry, c).await,
@@ -125,33 +94,55 @@ pub(crate) async fn execute(
     }
 }
 
+/// Completes when the job must stop: its token fired (lease lost by heartbeat, operator
+/// cancel, shutdown), it ran past `max_runtime`, or its lease is about to run out without a
+/// successful heartbeat — a lease the worker cannot renew may belong to someone else by now
+/// (the database clock decides, and a cut-off worker cannot ask it), so it stops a tenth of a
+/// lease early.
+async fn must_stop(shared: &Shared, entry: &Arc<InFlight>, max_runtime: Duration) {
+    let watchdog = async {
+        let margin = shared.config.lease / 10;
+        loop {
+            let d = entry.deadline();
+            tokio::time::sleep_until(d.checked_sub(margin).unwrap_or(d).into()).await;
+            if entry.deadline() == d {
+                warn!(job = %entry.lease.id, "lease about to run out without a successful heartbeat; stopping the handler");
+                Metrics::add(&shared.metrics.leases_lost, 1);
+                entry.stop(StopReason::LeaseLost);
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = entry.cancel.cancelled() => {}
+        _ = tokio::time::sleep(max_runtime) => entry.stop(StopReason::TimedOut),
+        _ = watchdog => {}
+    }
+}
+
 async fn run_plain(
     shared: &Shared,
     entry: &Arc<InFlight>,
     fut: futures::future::BoxFuture<'static, JobResult>,
+    max_runtime: Duration,
 ) -> Ended {
-    // A task of its own: a panic becomes a JoinError instead of unwinding through us, and a
-    // handler that ignores its token can be dropped.
-    let mut task = tokio::spawn(fut);
-    entry.set_abort(task.abort_handle());
-    let joined = tokio::select! {
-        r = &mut task => Some(r),
-        _ = entry.cancel.cancelled() => None,
+    // Polled in place (no task per job): a panic is caught as a value, and a handler that
+    // ignores its token is dropped after the grace period.
+    let mut fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    let done = tokio::select! {
+        r = &mut fut => Some(r),
+        _ = must_stop(shared, entry, max_runtime) => None,
     };
-    let joined = match joined {
+    let r = match done {
         Some(r) => r,
-        None => match tokio::time::timeout(shared.config.cancel_grace, &mut task).await {
+        None => match tokio::time::timeout(shared.config.cancel_grace, &mut fut).await {
             Ok(r) => r,
-            Err(_) => {
-                task.abort();
-                return Ended::Dropped;
-            }
+            Err(_) => return Ended::Dropped,
         },
     };
-    match joined {
+    match r {
         Ok(r) => Ended::Returned(r),
-        Err(e) if e.is_panic() => Ended::Panicked(panic_message(&*e.into_panic())),
-        Err(_) => Ended::Dropped,
+        Err(p) => Ended::Panicked(panic_message(&*p)),
     }
 }
 
@@ -160,7 +151,13 @@ enum TxEnd {
     Other(Ended),
 }
 
-async fn run_in_transaction<F>(shared: &Shared, entry: &Arc<InFlight>, lease: Lease, f: F) -> TxEnd
+async fn run_in_transaction<F>(
+    shared: &Shared,
+    entry: &Arc<InFlight>,
+    lease: Lease,
+    max_runtime: Duration,
+    f: F,
+) -> TxEnd
 where
     F: for<'a> FnOnce(&'a mut sqlx::PgConnection) -> futures::future::BoxFuture<'a, JobResult>,
 {
@@ -176,7 +173,7 @@ where
         let fut = std::panic::AssertUnwindSafe(f(&mut tx)).catch_unwind();
         tokio::select! {
             r = fut => Some(r),
-            _ = entry.cancel.cancelled() => None,
+            _ = must_stop(shared, entry, max_runtime) => None,
         }
     };
     let ended = match ran {
@@ -288,6 +285,7 @@ fn humantime_secs(d: Duration) -> String {
 }
 
 async fn finish(shared: &Shared, entry: &InFlight, c: Completion) {
+    entry.mark_finished();
     // Sending may wait when the completer is behind; the slot stays taken meanwhile, which is
     // the back-pressure on fetching.
     if shared.completions.send(c).await.is_err() {

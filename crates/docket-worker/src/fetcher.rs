@@ -91,10 +91,22 @@ impl Fetcher {
                 }
             }
             let mut permits = vec![first];
+            // While claims come back full there is a backlog: wait a moment for more slots so
+            // one statement claims many jobs instead of one each.
+            let coalesce_until = tokio::time::Instant::now() + self.shared.config.claim_coalesce;
             while permits.len() < self.shared.config.claim_batch {
                 match self.slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
-                    Err(_) => break,
+                    Err(_) if !immediate => break,
+                    Err(_) => match tokio::time::timeout_at(
+                        coalesce_until,
+                        self.slots.clone().acquire_owned(),
+                    )
+                    .await
+                    {
+                        Ok(p) => permits.push(p.expect("semaphore never closed")),
+                        Err(_) => break,
+                    },
                 }
             }
             match self.claim_with(permits).await {

@@ -75,7 +75,9 @@ impl Heartbeater {
                     }
                 }
                 for lost in &out.lost {
-                    if let Some(e) = tracked(&lost.lease) {
+                    // A job whose outcome the completer is writing right now shows up as
+                    // "not running" here: that is our own completion, not a lost lease.
+                    if let Some(e) = tracked(&lost.lease).filter(|e| !e.is_finished()) {
                         warn!(job = %lost.lease.id, reason = %lost.reason, "lease lost; stopping the handler");
                         e.stop(StopReason::LeaseLost);
                         report.lost += 1;

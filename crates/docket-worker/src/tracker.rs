@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use docket_core::{JobId, Lease};
 use tokio::sync::{Notify, OwnedSemaphorePermit};
-use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Why a running job was told to stop. The first reason wins.
@@ -37,7 +36,8 @@ pub struct InFlight {
     deadline: Mutex<Instant>,
     /// The concurrency slot; dropped when the handler returns or the lease is lost.
     permit: Mutex<Option<OwnedSemaphorePermit>>,
-    abort: Mutex<Option<AbortHandle>>,
+    /// The handler is done and its outcome is with the completer.
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl InFlight {
@@ -56,6 +56,17 @@ impl InFlight {
         }
     }
 
+    /// Marks the handler done (its outcome handed to the completer).
+    pub fn mark_finished(&self) {
+        self.finished
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True once the handler is done.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Why it was stopped, if it was.
     pub fn reason(&self) -> Option<StopReason> {
         *self.reason.lock().expect("poisoned")
@@ -64,18 +75,6 @@ impl InFlight {
     /// Frees the concurrency slot.
     pub fn release_slot(&self) {
         self.permit.lock().expect("poisoned").take();
-    }
-
-    /// Records the handler task so a handler that ignores its token can be dropped.
-    pub fn set_abort(&self, h: AbortHandle) {
-        *self.abort.lock().expect("poisoned") = Some(h);
-    }
-
-    /// Drops the handler task.
-    pub fn abort(&self) {
-        if let Some(h) = self.abort.lock().expect("poisoned").as_ref() {
-            h.abort();
-        }
     }
 
     /// Moves the local lease deadline forward.
@@ -113,7 +112,7 @@ impl Tracker {
             reason: Mutex::new(None),
             deadline: Mutex::new(deadline),
             permit: Mutex::new(permit),
-            abort: Mutex::new(None),
+            finished: Default::default(),
         });
         self.jobs
             .lock()

@@ -93,10 +93,14 @@ impl Worker {
     pub fn new(
         store: PgStore,
         registry: Registry,
-        config: WorkerConfig,
+        mut config: WorkerConfig,
     ) -> Result<Self, WorkerError> {
-        if config.queues.is_empty() {
-            return Err(WorkerError::Config("no queues".into()));
+        config.queues = config.effective_queues();
+        if config.maintenance && config.leader_ttl <= config.reap_interval {
+            return Err(WorkerError::Config(
+                "leader_ttl must be longer than reap_interval (leadership is renewed every reap)"
+                    .into(),
+            ));
         }
         for q in &config.queues {
             docket_core::validate::queue(&q.name)
@@ -310,8 +314,8 @@ impl Worker {
             .all()
             .iter()
             .map(|e| {
+                // The executor drops a handler that ignores this after its grace period.
                 e.stop(StopReason::Shutdown);
-                e.abort();
                 e.lease
             })
             .collect();
@@ -363,8 +367,8 @@ impl Worker {
             if !self.shared.tracker.is_empty() {
                 continue;
             }
-            match self.shared.store.active_count(&queues).await {
-                Ok(0) if self.shared.tracker.is_empty() => return,
+            match self.shared.store.any_active(&queues).await {
+                Ok(false) if self.shared.tracker.is_empty() => return,
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "drain check failed"),
             }

@@ -1,0 +1,425 @@
+//! `docket bench`: Docket measured against the SQL floor of this machine, in the same run.
+//!
+//! Every throughput is printed next to `shared/bench/sql-floor.sh` (the pgbench floor for a
+//! lease-based SKIP LOCKED queue) run in the same invocation on the same server, as a ratio.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use docket_core::{NewJob, Store};
+use docket_worker::{Registry, Shutdown, Worker, WorkerConfig};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::cli::{BenchArgs, BenchWorkerArgs};
+use crate::fail::CliError;
+use crate::Ctx;
+
+/// One scenario's result.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchResult {
+    pub scenario: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_jobs_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_batch: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p95_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<serde_json::Value>,
+}
+
+fn bench_ctx(ctx: &Ctx) -> Ctx {
+    Ctx {
+        url: ctx.url.clone(),
+        schema: format!("{}_bench", ctx.schema),
+    }
+}
+
+async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
+    let admin = ctx.connect(1).await?;
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
+        .execute(admin.pool())
+        .await?;
+    admin.pool().close().await;
+    ctx.store(conns).await
+}
+
+/// Finds `shared/bench/sql-floor.sh` beside the project (or `--floor-script`).
+fn floor_script(explicit: &Option<PathBuf>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.clone());
+    }
+    let mut dir = std::env::current_dir().ok()?;
+    for _ in 0..4 {
+        let p = dir.join("../shared/bench/sql-floor.sh");
+        if p.is_file() {
+            return std::fs::canonicalize(p).ok();
+        }
+        dir = dir.parent()?.to_path_buf();
+    }
+    None
+}
+
+/// Runs the SQL floor: (jobs/s, the JSON it printed).
+fn run_floor(
+    script: &Option<PathBuf>,
+    url: &str,
+    n: u64,
+    clients: u32,
+    batch: usize,
+) -> Option<(f64, serde_json::Value)> {
+    let script = floor_script(script)?;
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .args([n.to_string(), clients.to_string(), batch.to_string()])
+        .env("DATABASE_URL", url)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.lines().last()?).ok()?;
+    Some((v["jobs_per_s"].as_f64()?, v))
+}
+
+/// The hidden bench worker process: no-op jobs, nothing else.
+pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
+    let store = ctx.connect(a.connections).await?;
+    let mut reg = Registry::default();
+    reg.register_fn("noop", |_a, _c| async { Ok(()) });
+    let mut cfg = WorkerConfig::default().queue("bench", a.concurrency);
+    cfg.claim_batch = a.batch;
+    cfg.maintenance = false;
+    let w = Worker::new(store, reg, cfg)?;
+    w.run(Shutdown::on_signals()).await?;
+    Ok(())
+}
+
+async fn busy(store: &docket_postgres::PgStore) -> anyhow::Result<bool> {
+    Ok(store.any_active(&["bench".to_string()]).await?)
+}
+
+/// Drain: N no-op jobs, W worker processes × C concurrency.
+pub async fn drain(
+    ctx: &Ctx,
+    n: u64,
+    workers: u32,
+    concurrency: usize,
+    batch: usize,
+) -> anyhow::Result<BenchResult> {
+    let store = fresh_store(ctx, 4).await?;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("bench", "noop", json!({ "n": i })))
+        .collect();
+    for chunk in jobs.chunks(10_000) {
+        store.enqueue_many(chunk).await?;
+    }
+    sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
+        .execute(store.pool())
+        .await?;
+    let exe = std::env::current_exe()?;
+    let conns = ((concurrency / 10).clamp(2, 8) + 3).to_string();
+    let started = Instant::now();
+    let mut children = Vec::new();
+    for _ in 0..workers {
+        children.push(
+            std::process::Command::new(&exe)
+                .args([
+                    "--database-url",
+                    &ctx.url,
+                    "--schema",
+                    &ctx.schema,
+                    "__bench-worker",
+                ])
+                .args([
+                    "--concurrency",
+                    &concurrency.to_string(),
+                    "--batch",
+                    &batch.to_string(),
+                    "--connections",
+                    &conns,
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()?,
+        );
+    }
+    while busy(&store).await? {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    for c in &children {
+        let _ = std::process::Command::new("kill")
+            .arg(c.id().to_string())
+            .status();
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
+    let (done, max_attempt): (i64, i32) = sqlx::query_as(&format!(
+        "SELECT count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0) FROM {}.jobs",
+        ctx.schema
+    ))
+    .fetch_one(store.pool())
+    .await?;
+    if done as u64 != n || max_attempt != 1 {
+        return Err(CliError::new(
+            1,
+            format!(
+                "drain verification failed: {done} of {n} succeeded, max attempt {max_attempt}"
+            ),
+        )
+        .into());
+    }
+    Ok(BenchResult {
+        scenario: "drain".into(),
+        jobs: Some(n),
+        workers: Some(workers),
+        concurrency: Some(concurrency),
+        batch: Some(batch),
+        seconds: Some(secs),
+        jobs_per_s: Some(n as f64 / secs),
+        note: Some("each job verified succeeded exactly once (attempt 1)".into()),
+        ..Default::default()
+    })
+}
+
+/// Enqueue: single-job round trips with P producers, and bulk.
+pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<BenchResult>> {
+    let store = fresh_store(ctx, producers + 2).await?;
+    let per = (n / 10).max(1000) / u64::from(producers);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..producers {
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per {
+                s.enqueue(&NewJob::new("bench", "noop", json!({ "i": i })))
+                    .await?;
+            }
+            Ok::<_, docket_core::StoreError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let single_secs = started.elapsed().as_secs_f64();
+    let single_n = per * u64::from(producers);
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("bench", "noop", json!({ "n": i })))
+        .collect();
+    let started = Instant::now();
+    for chunk in jobs.chunks(10_000) {
+        store.enqueue_many(chunk).await?;
+    }
+    let bulk_secs = started.elapsed().as_secs_f64();
+    Ok(vec![
+        BenchResult {
+            scenario: "enqueue_single".into(),
+            jobs: Some(single_n),
+            workers: Some(producers),
+            seconds: Some(single_secs),
+            jobs_per_s: Some(single_n as f64 / single_secs),
+            note: Some(format!("{producers} producers, one job per transaction")),
+            ..Default::default()
+        },
+        BenchResult {
+            scenario: "enqueue_bulk".into(),
+            jobs: Some(n),
+            batch: Some(10_000),
+            seconds: Some(bulk_secs),
+            jobs_per_s: Some(n as f64 / bulk_secs),
+            note: Some("enqueue_many, 10,000 jobs per round trip".into()),
+            ..Default::default()
+        },
+    ])
+}
+
+fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    (p(0.5), p(0.95), p(0.99))
+}
+
+/// Pickup latency: idle workers, jobs enqueued one at a time; from the enqueue's commit
+/// (returned to the producer) to the handler's start, both on this process's clock.
+pub async fn latency(ctx: &Ctx, samples: usize, listen: bool) -> anyhow::Result<BenchResult> {
+    let store = fresh_store(ctx, 8).await?;
+    let starts: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
+    let mut reg = Registry::default();
+    let s = starts.clone();
+    reg.register_fn("ping", move |_a, c| {
+        let s = s.clone();
+        async move {
+            s.lock().expect("poisoned").insert(c.id.0, Instant::now());
+            Ok(())
+        }
+    });
+    let mut cfg = WorkerConfig::default().queue("latency", 8);
+    cfg.listen = listen;
+    cfg.maintenance = false;
+    let poll = cfg.poll_interval;
+    let w = Arc::new(Worker::new(ctx.connect(6).await?, reg, cfg)?);
+    let shutdown = Shutdown::default();
+    let (w2, s2) = (w.clone(), shutdown.clone());
+    let task = tokio::spawn(async move { w2.run(s2).await });
+    if listen {
+        while w.metrics().snapshot().listen_connects == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let mut committed = HashMap::new();
+    for _ in 0..samples {
+        let e = store
+            .enqueue(&NewJob::new("latency", "ping", json!({})))
+            .await?;
+        committed.insert(e.id.0, Instant::now());
+        // Idle between jobs (jittered so polling is not in phase with the producer).
+        let pause = if listen {
+            5
+        } else {
+            rand::random::<u64>() % 300 + 50
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    while starts.lock().expect("poisoned").len() < samples {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.graceful.cancel();
+    let _ = task.await;
+    let starts = starts.lock().expect("poisoned");
+    let ms: Vec<f64> = committed
+        .iter()
+        .map(|(id, t0)| starts[id].saturating_duration_since(*t0).as_secs_f64() * 1000.0)
+        .collect();
+    let (p50, p95, p99) = percentiles(ms);
+    Ok(BenchResult {
+        scenario: if listen { "latency" } else { "latency_polling" }.into(),
+        jobs: Some(samples as u64),
+        p50_ms: Some(p50),
+        p95_ms: Some(p95),
+        p99_ms: Some(p99),
+        note: Some(if listen {
+            "LISTEN/NOTIFY wake-ups".to_string()
+        } else {
+            format!(
+                "polling only, every {} ±20 %",
+                humantime::format_duration(poll)
+            )
+        }),
+        ..Default::default()
+    })
+}
+
+pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
+    let ctx = bench_ctx(ctx);
+    let all = a.scenario == "all";
+    let mut results = Vec::new();
+    let want = |s: &str| all || a.scenario == s;
+    if !["all", "drain", "enqueue", "latency", "scale"].contains(&a.scenario.as_str()) {
+        return Err(CliError::invalid(format!(
+            "unknown scenario {:?} (drain, enqueue, latency, scale, all)",
+            a.scenario
+        ))
+        .into());
+    }
+    if want("drain") {
+        let mut r = drain(&ctx, a.jobs, a.workers, a.concurrency, a.batch).await?;
+        if let Some((floor, _)) = run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, 100) {
+            r.floor_jobs_per_s = Some(floor);
+            r.floor_batch = Some(100);
+            r.ratio = r.jobs_per_s.map(|j| j / floor);
+        }
+        results.push(r.clone());
+        if a.batch != 100 {
+            if let Some((floor, _)) =
+                run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, a.batch)
+            {
+                let mut r2 = r.clone();
+                r2.scenario = "drain_vs_floor_at_docket_batch".into();
+                r2.floor_jobs_per_s = Some(floor);
+                r2.floor_batch = Some(a.batch);
+                r2.ratio = r2.jobs_per_s.map(|j| j / floor);
+                results.push(r2);
+            }
+        }
+    }
+    if want("enqueue") {
+        for mut r in enqueue(&ctx, a.jobs, a.producers).await? {
+            if let Some((floor, _)) = run_floor(&a.floor_script, &ctx.url, 100_000, 4, 100) {
+                r.floor_jobs_per_s = Some(floor);
+                r.floor_batch = Some(100);
+                r.ratio = r.jobs_per_s.map(|j| j / floor);
+            }
+            results.push(r);
+        }
+    }
+    if want("latency") {
+        results.push(latency(&ctx, a.samples, true).await?);
+        results.push(latency(&ctx, a.samples.min(100), false).await?);
+    }
+    if want("scale") {
+        results.extend(crate::bench_scale::scale(&ctx, &a.sizes, a.finished).await?);
+    }
+    print(&results, a.json)?;
+    Ok(())
+}
+
+fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
+    if json {
+        for r in results {
+            crate::output::json(r)?;
+        }
+        return Ok(());
+    }
+    let mut t = crate::output::table(&[
+        "scenario",
+        "jobs",
+        "jobs/s",
+        "floor jobs/s",
+        "ratio",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "note",
+    ]);
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_default();
+    for r in results {
+        t.add_row(vec![
+            r.scenario.clone(),
+            r.jobs.map(|j| j.to_string()).unwrap_or_default(),
+            f(r.jobs_per_s, 0),
+            f(r.floor_jobs_per_s, 0),
+            f(r.ratio, 2),
+            f(r.p50_ms, 2),
+            f(r.p95_ms, 2),
+            f(r.p99_ms, 2),
+            r.note.clone().unwrap_or_default(),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}

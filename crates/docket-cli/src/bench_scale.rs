@@ -1,0 +1,80 @@
+//! `docket bench --scenario scale`: claim latency as the backlog grows, with finished rows
+//! kept beside it.
+
+use std::time::{Duration, Instant};
+
+use docket_core::{ClaimRequest, Store};
+use serde_json::json;
+
+use crate::bench::BenchResult;
+use crate::Ctx;
+
+/// Claim latency (batch of 10, mean of 200 claims) at each backlog size.
+pub async fn scale(ctx: &Ctx, sizes: &[u64], finished: u64) -> anyhow::Result<Vec<BenchResult>> {
+    let admin = ctx.connect(1).await?;
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
+        .execute(admin.pool())
+        .await?;
+    let store = ctx.store(2).await?;
+    let s = &ctx.schema;
+    if finished > 0 {
+        sqlx::query(&format!(
+            "INSERT INTO {s}.jobs (queue, kind, args, state, attempt, finished_at)
+             SELECT 'bench', 'noop', '{{}}', 'succeeded', 1, now() FROM generate_series(1, $1) g"
+        ))
+        .bind(finished as i64)
+        .execute(store.pool())
+        .await?;
+    }
+    let mut have = 0u64;
+    let mut out = Vec::new();
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    for &size in &sorted {
+        if size > have {
+            sqlx::query(&format!(
+                "INSERT INTO {s}.jobs (queue, kind, args, run_at)
+                 SELECT 'bench', 'noop', '{{}}', now() - (g % 10000) * interval '1 millisecond'
+                 FROM generate_series(1, $1) g"
+            ))
+            .bind((size - have) as i64)
+            .execute(store.pool())
+            .await?;
+            have = size;
+        }
+        sqlx::query(&format!("VACUUM ANALYZE {s}.jobs"))
+            .execute(store.pool())
+            .await?;
+        let req = ClaimRequest {
+            queue: "bench".into(),
+            limit: 10,
+            owner: "bench".into(),
+            lease: Duration::from_secs(3600),
+        };
+        let mut ms = Vec::with_capacity(200);
+        for _ in 0..200 {
+            let t = Instant::now();
+            let got = store.claim(&req).await?;
+            ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            // Keep the backlog at its size: give the jobs back.
+            let leases: Vec<_> = got.iter().map(|j| j.lease()).collect();
+            store.release_many("bench", &leases).await?;
+        }
+        ms.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+        let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+        out.push(BenchResult {
+            scenario: "scale".into(),
+            jobs: Some(size),
+            batch: Some(10),
+            p50_ms: Some(ms[ms.len() / 2]),
+            p95_ms: Some(ms[ms.len() * 95 / 100]),
+            p99_ms: Some(ms[ms.len() * 99 / 100]),
+            note: Some(format!(
+                "claim of 10 at {size} ready, {finished} finished kept; mean {mean:.3} ms"
+            )),
+            extra: Some(json!({"ready": size, "finished": finished, "mean_ms": mean})),
+            ..Default::default()
+        });
+    }
+    Ok(out)
+}
