@@ -114,7 +114,8 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     cfg.claim_batch = a.batch;
     cfg.maintenance = false;
     let w = Worker::new(store, reg, cfg)?;
-    w.run(Shutdown::on_signals()).await?;
+    let r = w.run(crate::shutdown_with_parent()).await?;
+    eprintln!("bench worker: {}", serde_json::to_string(&r.metrics)?);
     Ok(())
 }
 
@@ -267,6 +268,32 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
 /// Pickup latency: idle workers, jobs enqueued one at a time; from the enqueue's commit
 /// (returned to the producer) to the handler's start, both on this process's clock.
 pub async fn latency(ctx: &Ctx, samples: usize, listen: bool) -> anyhow::Result<BenchResult> {
+    let (ms, poll) = latency_samples(ctx, samples, listen).await?;
+    let (p50, p95, p99) = percentiles(ms);
+    Ok(BenchResult {
+        scenario: if listen { "latency" } else { "latency_polling" }.into(),
+        jobs: Some(samples as u64),
+        p50_ms: Some(p50),
+        p95_ms: Some(p95),
+        p99_ms: Some(p99),
+        note: Some(if listen {
+            "LISTEN/NOTIFY wake-ups".to_string()
+        } else {
+            format!(
+                "polling only, every {} ±20 %",
+                humantime::format_duration(poll)
+            )
+        }),
+        ..Default::default()
+    })
+}
+
+/// Raw pickup latencies in ms, and the poll interval in force.
+async fn latency_samples(
+    ctx: &Ctx,
+    samples: usize,
+    listen: bool,
+) -> anyhow::Result<(Vec<f64>, Duration)> {
     let store = fresh_store(ctx, 8).await?;
     let starts: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
     let mut reg = Registry::default();
@@ -315,23 +342,7 @@ pub async fn latency(ctx: &Ctx, samples: usize, listen: bool) -> anyhow::Result<
         .iter()
         .map(|(id, t0)| starts[id].saturating_duration_since(*t0).as_secs_f64() * 1000.0)
         .collect();
-    let (p50, p95, p99) = percentiles(ms);
-    Ok(BenchResult {
-        scenario: if listen { "latency" } else { "latency_polling" }.into(),
-        jobs: Some(samples as u64),
-        p50_ms: Some(p50),
-        p95_ms: Some(p95),
-        p99_ms: Some(p99),
-        note: Some(if listen {
-            "LISTEN/NOTIFY wake-ups".to_string()
-        } else {
-            format!(
-                "polling only, every {} ±20 %",
-                humantime::format_duration(poll)
-            )
-        }),
-        ..Default::default()
-    })
+    Ok((ms, poll))
 }
 
 pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
@@ -339,12 +350,15 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     let all = a.scenario == "all";
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
-    if !["all", "drain", "enqueue", "latency", "scale"].contains(&a.scenario.as_str()) {
+    if !["all", "drain", "enqueue", "latency", "scale", "charts"].contains(&a.scenario.as_str()) {
         return Err(CliError::invalid(format!(
-            "unknown scenario {:?} (drain, enqueue, latency, scale, all)",
+            "unknown scenario {:?} (drain, enqueue, latency, scale, charts, all)",
             a.scenario
         ))
         .into());
+    }
+    if a.scenario == "charts" {
+        return charts(&ctx, &a).await;
     }
     if want("drain") {
         let mut r = drain(&ctx, a.jobs, a.workers, a.concurrency, a.batch).await?;
@@ -421,5 +435,45 @@ fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
         ]);
     }
     println!("{t}");
+    Ok(())
+}
+
+/// Throughput against concurrency and the latency distribution, as PNGs in `--chart-dir`.
+async fn charts(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<()> {
+    let dir = a.chart_dir.clone().unwrap_or_else(|| PathBuf::from("docs"));
+    std::fs::create_dir_all(&dir)?;
+    let floor = run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, 100)
+        .map(|f| f.0)
+        .ok_or_else(|| CliError::new(1, "sql-floor.sh not found or failed (see --floor-script)"))?;
+    let mut points = Vec::new();
+    let mut results = Vec::new();
+    for c in [10usize, 25, 50, 100, 200] {
+        let mut r = drain(ctx, a.jobs, a.workers, c, a.batch.min(c.max(10))).await?;
+        r.floor_jobs_per_s = Some(floor);
+        r.floor_batch = Some(100);
+        r.ratio = r.jobs_per_s.map(|j| j / floor);
+        points.push((c, r.jobs_per_s.unwrap_or_default()));
+        results.push(r);
+    }
+    let t = dir.join("bench-throughput.png");
+    crate::bench_chart::throughput(&t, &points, floor)?;
+    let (ms, _) = latency_samples(ctx, a.samples, true).await?;
+    let mut lat = latency(ctx, a.samples.min(100), false).await?;
+    let l = dir.join("bench-latency.png");
+    crate::bench_chart::latency(&l, ms.clone())?;
+    let (p50, p95, p99) = percentiles(ms);
+    results.push(BenchResult {
+        scenario: "latency".into(),
+        jobs: Some(a.samples as u64),
+        p50_ms: Some(p50),
+        p95_ms: Some(p95),
+        p99_ms: Some(p99),
+        note: Some("LISTEN/NOTIFY wake-ups".into()),
+        ..Default::default()
+    });
+    lat.note = lat.note.map(|n| format!("{n} (for comparison)"));
+    results.push(lat);
+    print(&results, a.json)?;
+    eprintln!("charts written: {} {}", t.display(), l.display());
     Ok(())
 }

@@ -271,7 +271,7 @@ pub enum EmbeddedCommand {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// drain, enqueue, latency, scale or all.
+    /// drain, enqueue, latency, scale, charts or all.
     #[arg(long, default_value = "drain")]
     pub scenario: String,
     /// Jobs for drain and bulk enqueue.
@@ -302,6 +302,9 @@ pub struct BenchArgs {
     /// Finished rows kept during the scale scenario.
     #[arg(long, default_value_t = 10_000_000)]
     pub finished: u64,
+    /// Where `--scenario charts` writes its PNGs.
+    #[arg(long)]
+    pub chart_dir: Option<std::path::PathBuf>,
     /// Path of sql-floor.sh (default: ../shared/bench/sql-floor.sh from here or a parent).
     #[arg(long)]
     pub floor_script: Option<std::path::PathBuf>,

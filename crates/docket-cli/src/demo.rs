@@ -83,7 +83,7 @@ pub async fn worker(ctx: &Ctx, a: DemoWorkerArgs) -> anyhow::Result<()> {
     let mut reg = Registry::default();
     reg.register_fn("send_email", send_email);
     let w = Worker::new(store, reg, worker_config(a.concurrency, a.owner))?;
-    w.run(Shutdown::on_signals()).await?;
+    w.run(crate::shutdown_with_parent()).await?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 
 mod bench;
+mod bench_chart;
 mod bench_scale;
 mod cli;
 mod demo;
@@ -69,6 +70,21 @@ impl Ctx {
         Ok(PgStore::with_schema(pool, &self.schema)
             .map_err(|e| CliError::invalid(e.to_string()))?)
     }
+}
+
+/// Shutdown on signals, and also when the process that started this one is gone: worker
+/// processes of the demo and the benchmark must not outlive a killed parent.
+pub fn shutdown_with_parent() -> docket_worker::Shutdown {
+    let s = docket_worker::Shutdown::on_signals();
+    let graceful = s.graceful.clone();
+    let parent = std::os::unix::process::parent_id();
+    tokio::spawn(async move {
+        while std::os::unix::process::parent_id() == parent {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        graceful.cancel();
+    });
+    s
 }
 
 fn init_tracing(verbose: u8) {

@@ -31,7 +31,9 @@ SET state = CASE
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[])
      AS f(id, attempt, class, message, delay_ms)
 WHERE j.id = f.id
-  AND j.state = 'running'
+  -- state = 'running': implied by lease_owner = owner (CHECK jobs_running_has_lease);
+  -- spelled this way so the planner probes the primary key instead of scanning the
+  -- partial jobs_lease_idx (predicate state = 'running') with all its dead entries.
   AND j.attempt = f.attempt
   AND j.lease_owner = $6
   AND j.lease_expires_at > statement_timestamp()

@@ -7,7 +7,9 @@ UPDATE {{schema}}.jobs AS j
 SET lease_expires_at = now() + $4 * interval '1 millisecond'
 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
 WHERE j.id = c.id
-  AND j.state = 'running'
+  -- state = 'running': implied by lease_owner = owner (CHECK jobs_running_has_lease);
+  -- spelled this way so the planner probes the primary key instead of scanning the
+  -- partial jobs_lease_idx (predicate state = 'running') with all its dead entries.
   AND j.attempt = c.attempt
   AND j.lease_owner = $3
   AND j.lease_expires_at > statement_timestamp()

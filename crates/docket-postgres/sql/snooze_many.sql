@@ -14,7 +14,9 @@ SET state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancell
     lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS s(id, attempt, delay_ms)
 WHERE j.id = s.id
-  AND j.state = 'running'
+  -- state = 'running': implied by lease_owner = owner (CHECK jobs_running_has_lease);
+  -- spelled this way so the planner probes the primary key instead of scanning the
+  -- partial jobs_lease_idx (predicate state = 'running') with all its dead entries.
   AND j.attempt = s.attempt
   AND j.lease_owner = $4
   AND j.lease_expires_at > statement_timestamp()

@@ -187,6 +187,7 @@ impl<S: Store> Completer<S> {
         let what = Self::what(items);
         let mut delay = Duration::from_millis(50);
         for attempt in 1..=FLUSH_TRIES {
+            Metrics::add(&self.metrics.flushes, 1);
             match self.apply(items).await {
                 Ok(out) => {
                     self.metrics.record_written(what, out.applied.len());

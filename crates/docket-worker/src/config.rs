@@ -17,7 +17,7 @@ pub struct QueueConfig {
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Queues and their per-process concurrency. Defaults to none listed, which serves
-    /// `default` × 10.
+    /// `default` × 100.
     pub queues: Vec<QueueConfig>,
     /// Lease length of a claim; heartbeats extend it. Shorter leases recover crashed work
     /// sooner, longer ones survive longer database hiccups. Defaults to 30 s.
@@ -114,12 +114,12 @@ pub fn default_owner() -> String {
 }
 
 impl WorkerConfig {
-    /// The queues to serve: the configured ones, or `default` × 10 when none is.
+    /// The queues to serve: the configured ones, or `default` × 100 when none is.
     pub fn effective_queues(&self) -> Vec<QueueConfig> {
         if self.queues.is_empty() {
             vec![QueueConfig {
                 name: "default".into(),
-                concurrency: 10,
+                concurrency: 100,
             }]
         } else {
             self.queues.clone()

@@ -65,6 +65,7 @@ impl Fetcher {
             })
             .await?;
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
+        Metrics::add(&self.shared.metrics.claims, 1);
         let n = jobs.len();
         for job in jobs {
             let permit = permits.pop().expect("one permit per claimed job");

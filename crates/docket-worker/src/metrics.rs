@@ -7,6 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Metrics {
     /// Jobs claimed.
     pub claimed: AtomicU64,
+    /// Claim statements run (claimed / claims = the mean claim batch).
+    pub claims: AtomicU64,
+    /// Completer statements run.
+    pub flushes: AtomicU64,
     /// Outcomes written: succeeded.
     pub completed: AtomicU64,
     /// Outcomes written: failed (any class).
@@ -33,6 +37,8 @@ pub struct Metrics {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MetricsSnapshot {
     pub claimed: u64,
+    pub claims: u64,
+    pub flushes: u64,
     pub completed: u64,
     pub failed: u64,
     pub snoozed: u64,
@@ -69,6 +75,8 @@ impl Metrics {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
         MetricsSnapshot {
             claimed: r(&self.claimed),
+            claims: r(&self.claims),
+            flushes: r(&self.flushes),
             completed: r(&self.completed),
             failed: r(&self.failed),
             snoozed: r(&self.snoozed),
