@@ -100,7 +100,7 @@ pub type JobResult = Result<(), JobError>;
 
 /// A typed job: serde arguments, a kind name, and an async handler.
 ///
-/// ```ignore
+/// ```text
 /// #[derive(Serialize, Deserialize)]
 /// struct SendEmail { to: String }
 /// impl Job for SendEmail {
