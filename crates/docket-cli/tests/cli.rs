@@ -547,3 +547,48 @@ async fn embedded_postgres_is_created_reused_and_stopped() {
     let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(s["running"], false);
 }
+
+/// Without DATABASE_URL and without PostgreSQL's binaries: one clear line saying how to
+/// install them, exit 3.
+#[tokio::test]
+async fn missing_postgres_binaries_are_reported_with_how_to_install_them() {
+    let home = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_docket"))
+        .args(["stats"])
+        .env_remove("DATABASE_URL")
+        .env("DOCKET_HOME", home.path())
+        .env("DOCKET_PG_BIN", home.path().join("no-such-dir"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 3, "{}", err(&o));
+    let e = err(&o);
+    assert!(e.starts_with("error: PostgreSQL server binaries"), "{e}");
+    assert!(e.contains("apt-get install postgresql"), "{e}");
+    assert_eq!(e.lines().count(), 1, "one clear line: {e}");
+}
+
+/// The main job, small: every job ends succeeded or dead, a worker is killed and its jobs
+/// recovered, and no duplicate send happens.
+#[tokio::test]
+async fn the_demo_runs_end_to_end() {
+    let db = TestDb::new().await;
+    let schema = format!("{}_demo", db.schema);
+    let o = Command::new(env!("CARGO_BIN_EXE_docket"))
+        .args(["demo", "--jobs", "600", "--workers", "2"])
+        .env("DATABASE_URL", &db.url)
+        .env("DOCKET_SCHEMA", &db.schema)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}\n{}", out(&o), err(&o));
+    let text = out(&o);
+    assert!(text.contains("killed worker 1 (SIGKILL)"), "{text}");
+    assert!(text.contains("duplicate sends          0"), "{text}");
+    let (left, dupes): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT (SELECT count(*) FROM {schema}.jobs WHERE queue = 'email' AND state NOT IN ('succeeded', 'dead')),
+                (SELECT count(*) FROM (SELECT job_id FROM {schema}.demo_attempts WHERE NOT deduped GROUP BY job_id HAVING count(*) > 1) d)"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((left, dupes), (0, 0));
+}

@@ -62,7 +62,12 @@ pub struct LocalCluster {
 /// Locates the directory holding `initdb` and `pg_ctl`.
 pub fn find_bin_dir() -> Result<PathBuf, ClusterError> {
     if let Ok(dir) = std::env::var("DOCKET_PG_BIN") {
-        return Ok(PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        return if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
+            Ok(dir)
+        } else {
+            Err(ClusterError::BinariesMissing)
+        };
     }
     let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())

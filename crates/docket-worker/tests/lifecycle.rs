@@ -357,3 +357,40 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
     .await;
     other.stop().await;
 }
+
+/// A leader that loses its database connection gives up leadership on its own (its renewal
+/// fails), and another candidate takes over once the row expires.
+#[tokio::test]
+async fn a_leader_cut_off_from_the_database_gives_up_leadership() {
+    let db = TestDb::new().await;
+    let port: u16 = db
+        .url
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let proxy = docket_testkit::proxy::Proxy::start(([127, 0, 0, 1], port).into()).await;
+    let cut_store = docket_postgres::PgStore::with_schema(
+        docket_testkit::pool(&proxy.url(&db.url), &db.schema, 2).await,
+        &db.schema,
+    )
+    .unwrap();
+    let ttl = Duration::from_secs(1);
+    let a = Leader::new(cut_store, "A", ttl);
+    let b = Leader::new(db.second_store(1).await, "B", ttl);
+    assert!(a.run_once().await);
+    assert!(!b.run_once().await);
+    proxy.cut();
+    assert!(
+        !a.run_once().await,
+        "a renewal that cannot reach the database fails"
+    );
+    assert!(!a.is_leader(), "and A stops leading at once");
+    eventually(
+        Duration::from_secs(10),
+        "B takes over after the row expires",
+        || async { b.run_once().await },
+    )
+    .await;
+    proxy.heal();
+}
