@@ -50,6 +50,7 @@ pub async fn scale(ctx: &Ctx, sizes: &[u64], finished: u64) -> anyhow::Result<Ve
             limit: 10,
             owner: "bench".into(),
             lease: Duration::from_secs(3600),
+            starvation: None,
         };
         let mut ms = Vec::with_capacity(200);
         for _ in 0..200 {

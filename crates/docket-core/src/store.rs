@@ -22,6 +22,10 @@ pub struct ClaimRequest {
     pub owner: String,
     /// Lease length, added to the database's `now()`.
     pub lease: Duration,
+    /// Fairness: jobs ready for longer than this are claimed first, oldest first, whatever
+    /// their priority. `None` claims in strict priority order (a steady stream of urgent
+    /// work can then starve the rest).
+    pub starvation: Option<Duration>,
 }
 
 /// Engine-independent queue operations.

@@ -255,6 +255,7 @@ impl PgStore {
             .bind(10_i32)
             .bind("explain")
             .bind(60_000_i64)
+            .bind(Some(60_000_i64))
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -394,6 +395,7 @@ impl Store for PgStore {
             .bind(req.limit)
             .bind(&req.owner)
             .bind(ms(req.lease))
+            .bind(req.starvation.map(ms))
             .fetch_all(&self.inner.pool)
             .await
             .map_err(db_err)?;

@@ -33,6 +33,7 @@ async fn sixteen_claimers_complete_ten_thousand_jobs_exactly_once() {
                         limit: 25,
                         owner: owner.clone(),
                         lease: Duration::from_secs(300),
+                        starvation: None,
                     })
                     .await
                     .unwrap();

@@ -15,6 +15,7 @@ fn req(queue: &str, limit: i32, owner: &str) -> ClaimRequest {
         limit,
         owner: owner.into(),
         lease: LEASE,
+        starvation: None,
     }
 }
 

@@ -581,6 +581,7 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
                         limit,
                         owner: WORKERS[w].into(),
                         lease: Duration::from_secs(LEASE_S as u64),
+                        starvation: None,
                     })
                     .await,
                 "claim",

@@ -13,6 +13,7 @@ async fn claim(db: &TestDb, n: i32) -> Vec<ClaimedJob> {
             limit: n,
             owner: "w".into(),
             lease: Duration::from_secs(60),
+            starvation: None,
         })
         .await
         .unwrap()
@@ -295,6 +296,7 @@ async fn claim_latency_ms(db: &TestDb) -> f64 {
         limit: 10,
         owner: "bench".into(),
         lease: Duration::from_secs(60),
+        starvation: None,
     };
     let t = std::time::Instant::now();
     for _ in 0..100 {
@@ -345,6 +347,9 @@ async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
         pos("Index Scan using jobs_claim_idx").expect("index scan on jobs_claim_idx"),
     );
     assert!(limit < lock && lock < scan, "{plan}");
+    // The fairness branch (jobs ready longer than the starvation bound, oldest first) reads
+    // the age index the same way.
+    assert!(plan.contains("Index Scan using jobs_age_idx"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
     assert!(!plan.contains("Sort"), "{plan}");
     // EXPLAIN ANALYZE ran in a rolled-back transaction: nothing was claimed.

@@ -14,6 +14,7 @@ async fn claim_all(db: &TestDb, owner: &str, n: i32) -> Vec<ClaimedJob> {
             limit: n,
             owner: owner.into(),
             lease: Duration::from_secs(60),
+            starvation: None,
         })
         .await
         .unwrap()

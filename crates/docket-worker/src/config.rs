@@ -28,6 +28,10 @@ pub struct WorkerConfig {
     /// Fallback poll when no notification arrives (jittered ±20 %). Notifications are only
     /// hints; this bounds pickup latency when one is lost. Defaults to 2 s.
     pub poll_interval: Duration,
+    /// Fairness: a job ready for longer than this is claimed before any job that is not,
+    /// oldest first, whatever its priority; `None` is strict priority order. Defaults to
+    /// 60 s.
+    pub starvation_bound: Option<Duration>,
     /// Largest claim batch. Defaults to 100.
     pub claim_batch: usize,
     /// While there is a backlog (the last claim came back full), how long the fetcher waits
@@ -77,6 +81,7 @@ impl Default for WorkerConfig {
             lease,
             heartbeat_interval: lease / 3,
             poll_interval: Duration::from_secs(2),
+            starvation_bound: Some(Duration::from_secs(60)),
             claim_batch: 100,
             claim_coalesce: Duration::from_millis(2),
             completion_batch: 500,

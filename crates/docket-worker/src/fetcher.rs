@@ -62,6 +62,7 @@ impl Fetcher {
                 limit: offered as i32,
                 owner: self.shared.config.owner.clone(),
                 lease,
+                starvation: self.shared.config.starvation_bound,
             })
             .await?;
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);

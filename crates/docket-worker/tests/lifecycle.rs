@@ -346,6 +346,7 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
             limit: 1,
             owner: "crashed".into(),
             lease: Duration::from_secs(60),
+            starvation: None,
         })
         .await
         .unwrap();

@@ -280,6 +280,7 @@ async fn a_lost_lease_cancels_the_handler_and_fences_its_completion() {
             limit: 1,
             owner: "B".into(),
             lease: Duration::from_secs(60),
+            starvation: None,
         })
         .await
         .unwrap()
