@@ -24,11 +24,11 @@ WITH starving AS (
     SELECT id
     FROM {{schema}}.jobs
     WHERE state = 'pending' AND queue = $1 AND run_at <= now()
+      AND id NOT IN (SELECT id FROM starving)
     ORDER BY priority, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), next AS (
-    -- A row can come from both branches; the UPDATE below changes it once.
     (SELECT id FROM starving UNION ALL SELECT id FROM by_priority)
     LIMIT $2
 )
