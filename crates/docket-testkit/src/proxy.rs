@@ -86,6 +86,16 @@ impl Proxy {
         }
     }
 
+    /// Starts a proxy in front of the server of `url` (on 127.0.0.1).
+    pub async fn in_front_of(url: &str) -> Proxy {
+        let port: u16 = url
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the database URL");
+        Proxy::start(([127, 0, 0, 1], port).into()).await
+    }
+
     /// Partitions: every connection goes silent, new ones hang.
     pub fn cut(&self) {
         self.state.send_modify(|s| s.1 = true);

@@ -21,13 +21,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn heartbeats_cut_by_a_partition_never_overlap_the_successor() {
     let db = TestDb::new().await;
-    let port: u16 = db
-        .url
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .expect("port in DATABASE_URL");
-    let proxy = Proxy::start(([127, 0, 0, 1], port).into()).await;
+    let proxy = Proxy::in_front_of(&db.url).await;
     type Runs = Arc<Mutex<Vec<(i32, Instant, Option<Instant>)>>>;
     let runs: Runs = Arc::default();
     let registry = |runs: Runs| {

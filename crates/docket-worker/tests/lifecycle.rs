@@ -364,13 +364,7 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
 #[tokio::test]
 async fn a_leader_cut_off_from_the_database_gives_up_leadership() {
     let db = TestDb::new().await;
-    let port: u16 = db
-        .url
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .expect("port");
-    let proxy = docket_testkit::proxy::Proxy::start(([127, 0, 0, 1], port).into()).await;
+    let proxy = docket_testkit::proxy::Proxy::in_front_of(&db.url).await;
     let cut_store = docket_postgres::PgStore::with_schema(
         docket_testkit::pool(&proxy.url(&db.url), &db.schema, 2).await,
         &db.schema,
