@@ -141,20 +141,12 @@ pub async fn drain(
     sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
         .execute(store.pool())
         .await?;
-    let exe = std::env::current_exe()?;
     let conns = ((concurrency / 10).clamp(2, 8) + 3).to_string();
     let started = Instant::now();
     let mut children = Vec::new();
     for _ in 0..workers {
         children.push(
-            std::process::Command::new(&exe)
-                .args([
-                    "--database-url",
-                    &ctx.url,
-                    "--schema",
-                    &ctx.schema,
-                    "__bench-worker",
-                ])
+            ctx.child("__bench-worker")?
                 .args([
                     "--concurrency",
                     &concurrency.to_string(),
@@ -163,8 +155,6 @@ pub async fn drain(
                     "--connections",
                     &conns,
                 ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
                 .spawn()?,
         );
     }
@@ -172,14 +162,7 @@ pub async fn drain(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let secs = started.elapsed().as_secs_f64();
-    for c in &children {
-        let _ = std::process::Command::new("kill")
-            .arg(c.id().to_string())
-            .status();
-    }
-    for c in children.iter_mut() {
-        let _ = c.wait();
-    }
+    crate::stop_children(&mut children);
     let (done, max_attempt): (i64, i32) = sqlx::query_as(&format!(
         "SELECT count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0) FROM {}.jobs",
         ctx.schema
@@ -259,7 +242,7 @@ pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<Be
     ])
 }
 
-fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+pub(crate) fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
     (p(0.5), p(0.95), p(0.99))
@@ -289,7 +272,7 @@ pub async fn latency(ctx: &Ctx, samples: usize, listen: bool) -> anyhow::Result<
 }
 
 /// Raw pickup latencies in ms, and the poll interval in force.
-async fn latency_samples(
+pub(crate) async fn latency_samples(
     ctx: &Ctx,
     samples: usize,
     listen: bool,

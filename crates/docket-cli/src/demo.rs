@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use docket_core::{JobState, NewJob, Store};
-use docket_worker::{JobContext, JobError, Registry, Shutdown, Worker, WorkerConfig};
+use docket_worker::{JobContext, JobError, Registry, Worker, WorkerConfig};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rand::Rng;
 use serde_json::json;
@@ -151,27 +151,18 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     );
 
     // Worker processes: real processes, so one can really be killed.
-    let exe = std::env::current_exe()?;
     let run_id: u32 = rng.gen();
-    let spawn = |i: u32| {
-        std::process::Command::new(&exe)
-            .args([
-                "--database-url",
-                &ctx.url,
-                "--schema",
-                &ctx.schema,
-                "__demo-worker",
-            ])
+    let spawn = |i: u32| -> anyhow::Result<std::process::Child> {
+        Ok(ctx
+            .child("__demo-worker")?
             .args([
                 "--concurrency",
                 "20",
                 "--owner",
                 &format!("demo-worker-{i}-{run_id:08x}"),
             ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .spawn()
+            .spawn()?)
     };
     let mut children = Vec::new();
     for i in 1..=a.workers {
@@ -238,17 +229,15 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     for b in &bars {
         b.finish();
     }
-    for c in children.iter_mut().skip(1) {
-        // SIGTERM: graceful shutdown.
-        let _ = std::process::Command::new("kill")
-            .arg(c.id().to_string())
-            .status();
-    }
-    for c in children.iter_mut().skip(1) {
-        let _ = c.wait();
-    }
+    crate::stop_children(&mut children[1..]);
 
-    let (p50, p95, p99) = pickup_latency(&ctx).await?;
+    // Pickup latency, measured like `docket bench --scenario latency`, in a schema of its own.
+    let latency_ctx = Ctx {
+        url: ctx.url.clone(),
+        schema: format!("{}_latency", ctx.schema),
+    };
+    let (ms, _) = crate::bench::latency_samples(&latency_ctx, 60, true).await?;
+    let (p50, p95, p99) = crate::bench::percentiles(ms);
     let row = sqlx::query(&format!(
         "SELECT
            count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
@@ -307,42 +296,4 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
         return Err(CliError::new(1, format!("{duplicates} duplicate sends")).into());
     }
     Ok(())
-}
-
-/// Pickup latency: an idle in-process worker, jobs enqueued one at a time; from the enqueue's
-/// commit to the claim, both by the database clock.
-async fn pickup_latency(ctx: &Ctx) -> anyhow::Result<(f64, f64, f64)> {
-    let store = ctx.connect(6).await?;
-    let mut reg = Registry::default();
-    reg.register_fn("ping", |_a, _c| async { Ok(()) });
-    let mut cfg = WorkerConfig::default().queue("latency", 4);
-    cfg.maintenance = false;
-    let w = std::sync::Arc::new(Worker::new(store.clone(), reg, cfg)?);
-    let shutdown = Shutdown::default();
-    let (w2, s2) = (w.clone(), shutdown.clone());
-    let task = tokio::spawn(async move { w2.run(s2).await });
-    // Let the listener connect before measuring.
-    while w.metrics().snapshot().listen_connects == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    for _ in 0..60 {
-        store
-            .enqueue(&NewJob::new("latency", "ping", json!({})))
-            .await?;
-        tokio::time::sleep(Duration::from_millis(15)).await;
-    }
-    while w.metrics().snapshot().completed < 60 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    shutdown.graceful.cancel();
-    let _ = task.await;
-    let ms: Vec<f64> = sqlx::query_scalar(&format!(
-        "SELECT extract(epoch FROM attempted_at - created_at)::float8 * 1000 FROM {}.jobs
-         WHERE queue = 'latency' ORDER BY 1",
-        ctx.schema
-    ))
-    .fetch_all(store.pool())
-    .await?;
-    let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
-    Ok((pct(0.5), pct(0.95), pct(0.99)))
 }

@@ -35,6 +35,22 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// This binary again, as a hidden worker subcommand on the same database and schema
+    /// (the demo and the benchmark run real worker processes so they can be killed).
+    pub fn child(&self, subcommand: &str) -> anyhow::Result<std::process::Command> {
+        let mut c = std::process::Command::new(std::env::current_exe()?);
+        c.args([
+            "--database-url",
+            &self.url,
+            "--schema",
+            &self.schema,
+            subcommand,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+        Ok(c)
+    }
+
     /// A migrated store with a pool of `max` connections.
     pub async fn store(&self, max: u32) -> anyhow::Result<PgStore> {
         let store = self.connect(max).await?;
@@ -85,6 +101,18 @@ pub fn shutdown_with_parent() -> docket_worker::Shutdown {
         graceful.cancel();
     });
     s
+}
+
+/// SIGTERM (a graceful stop) to every child, then waits for all of them.
+pub fn stop_children(children: &mut [std::process::Child]) {
+    for c in children.iter() {
+        let _ = std::process::Command::new("kill")
+            .arg(c.id().to_string())
+            .status();
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
 }
 
 fn init_tracing(verbose: u8) {

@@ -177,6 +177,20 @@ impl TestDb {
     }
 }
 
+/// Polls `cond` every 20 ms until it holds; panics after `within` naming `what`. Tests wait
+/// on conditions this way instead of sleeping for a guessed time.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A cluster of the test's own, for tests that stop, kill or restart the server. Stopped
 /// (immediate) and deleted on drop.
 pub struct PrivateCluster {

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use docket_testkit::TestDb;
 
@@ -49,18 +48,7 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
-/// Polls an async condition every 50 ms; panics after `within`.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use docket_testkit::eventually;
 
 /// A scratch directory for logs and effect files, readable by any user.
 pub fn scratch() -> (tempfile::TempDir, PathBuf) {

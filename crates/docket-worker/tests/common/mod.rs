@@ -1,9 +1,8 @@
 //! Helpers shared by the runtime tests.
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use docket_testkit::TestDb;
 use docket_worker::{Registry, RunReport, Shutdown, Worker, WorkerConfig};
@@ -54,21 +53,7 @@ pub async fn start(db: &TestDb, registry: Registry, config: WorkerConfig) -> Run
     }
 }
 
-/// Polls `cond` until true; panics after `within`.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if cond().await {
-            return;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use docket_testkit::eventually;
 
 /// Count of jobs in `state`.
 pub async fn count_state(db: &TestDb, state: &str) -> i64 {
