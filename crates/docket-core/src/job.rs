@@ -139,6 +139,13 @@ pub struct NewJob {
     pub metadata: serde_json::Value,
     /// Retry backoff; `None` uses the default (10 s · 2^(failures-1), cap 1 h).
     pub backoff: Option<Backoff>,
+    /// Jobs sharing an ordering key run one at a time, in enqueue (id) order: only the
+    /// oldest unfinished job of the key is claimable. A dead job blocks its key until an
+    /// operator retries or skips it.
+    pub ordering_key: Option<String>,
+    /// Jobs sharing a concurrency key (e.g. a tenant) count against that key's limits
+    /// (`key_limits`, or the queue's per-key default), across all workers.
+    pub concurrency_key: Option<String>,
 }
 
 /// Default claim budget of a job.
@@ -157,6 +164,8 @@ impl NewJob {
             unique_key: None,
             metadata: serde_json::Value::Object(Default::default()),
             backoff: None,
+            ordering_key: None,
+            concurrency_key: None,
         }
     }
     /// Sets the priority (lower runs first).
@@ -192,6 +201,16 @@ impl NewJob {
     /// Sets the retry backoff.
     pub fn backoff(mut self, b: Backoff) -> Self {
         self.backoff = Some(b);
+        self
+    }
+    /// Runs this job after every earlier unfinished job of `key`, one at a time.
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
+        self.ordering_key = Some(key.into());
+        self
+    }
+    /// Counts this job against the limits of `key` (e.g. a tenant id).
+    pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
+        self.concurrency_key = Some(key.into());
         self
     }
 }
@@ -426,6 +445,11 @@ pub struct JobRecord {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub cancel_requested_at: Option<DateTime<Utc>>,
     pub unique_key: Option<String>,
+    pub ordering_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    /// Pending but known to wait for its key (see `NewJob::ordering_key`); claims skip it
+    /// until the key frees up.
+    pub blocked: bool,
     pub args: serde_json::Value,
     pub metadata: serde_json::Value,
     pub errors: Vec<ErrorEntry>,
@@ -472,6 +496,10 @@ pub struct QueueStats {
     pub running_expired: i64,
     /// Age of the oldest dead job, in seconds.
     pub oldest_dead_age_s: Option<f64>,
+    /// Pending jobs waiting for their ordering or concurrency key.
+    pub blocked: i64,
+    /// Paused queues are not claimed from (see `docket queues pause`).
+    pub paused: bool,
 }
 
 /// Table health for operators.

@@ -7,19 +7,25 @@
 //!   nothing because another worker (or the reaper) owns the job now.
 //! - [`store`]: the storage seam, one method per queue operation, so engines other than
 //!   PostgreSQL can be added without touching the runtime.
+//! - [`control`]: queue pause, concurrency and rate limits, key limits.
+//! - [`periodic`]: cron schedules with a time zone and the missed-tick policy.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
 //! a lost lease). Handlers get the stable [`JobId`] to use as an idempotency key.
 
+pub mod control;
 pub mod duration;
 pub mod error;
 pub mod job;
+pub mod periodic;
 pub mod store;
 pub mod validate;
 
+pub use control::*;
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
 pub use job::*;
+pub use periodic::*;
 pub use store::*;
 pub use validate::Limits;
 

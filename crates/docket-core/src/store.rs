@@ -8,7 +8,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::control::*;
 use crate::job::*;
+use crate::periodic::*;
 use crate::Result;
 
 /// A claim request: up to `limit` ready jobs of one queue for `owner`, leased for `lease`.
@@ -106,4 +108,60 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Operator counters.
     fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
+
+    // ---- Scheduling controls (enforced inside `claim`, across all workers) ----
+
+    /// Pauses a queue: once this returns, no claim takes a job of it (claims in flight
+    /// have committed) until [`Store::resume_queue`].
+    fn pause_queue(&self, queue: &str) -> impl Future<Output = Result<QueueControl>> + Send;
+
+    /// Resumes a paused queue and wakes idle workers.
+    fn resume_queue(&self, queue: &str) -> impl Future<Output = Result<QueueControl>> + Send;
+
+    /// Replaces a queue's limits (all `None` removes them); binds every claim after it returns.
+    fn set_queue_limits(
+        &self,
+        queue: &str,
+        limits: &QueueLimits,
+    ) -> impl Future<Output = Result<QueueControl>> + Send;
+
+    /// Every queue with a control row.
+    fn queue_controls(&self) -> impl Future<Output = Result<Vec<QueueControl>>> + Send;
+
+    /// Sets (or, with both limits `None`, removes) the limits of a concurrency key.
+    fn set_key_limit(&self, limit: &KeyLimit) -> impl Future<Output = Result<()>> + Send;
+
+    /// Every key with limits.
+    fn key_limits(&self) -> impl Future<Output = Result<Vec<KeyLimit>>> + Send;
+
+    /// Ordering keys held up by a dead job at their head.
+    fn blocked_keys(&self, limit: i64) -> impl Future<Output = Result<Vec<BlockedKey>>> + Send;
+
+    /// Skips a dead job (it becomes cancelled, history kept), releasing its ordering key.
+    fn skip(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
+
+    /// Safety net: unflags blocked jobs whose key could run now (at most `batch` keys of
+    /// each kind); returns how many jobs it unflagged.
+    fn unblock_keys(&self, batch: i32) -> impl Future<Output = Result<u64>> + Send;
+
+    // ---- Periodic jobs ----
+
+    /// Creates or updates a definition. The schedule restarts from now only when the
+    /// expression or time zone changed, so redeploys keep the missed-tick policy working.
+    fn upsert_periodic(&self, def: &Periodic)
+        -> impl Future<Output = Result<PeriodicState>> + Send;
+
+    /// Removes a definition; false when there was none.
+    fn remove_periodic(&self, name: &str) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Every definition with its next tick.
+    fn list_periodic(&self) -> impl Future<Output = Result<Vec<PeriodicState>>> + Send;
+
+    /// Enqueues the due ticks of up to `limit` definitions, each exactly once however many
+    /// callers race (a compare-and-set on the next tick in the enqueuing transaction, plus
+    /// a unique key per tick). Run by the leader.
+    fn enqueue_due_periodic(
+        &self,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<TickEnqueued>>> + Send;
 }

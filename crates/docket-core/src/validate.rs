@@ -127,6 +127,8 @@ pub fn new_job(job: &NewJob, limits: &Limits) -> Result<(), ValidationError> {
             return Err(ValidationError::Nul { what: "unique key" });
         }
     }
+    key("ordering key", job.ordering_key.as_deref())?;
+    key("concurrency key", job.concurrency_key.as_deref())?;
     if let Schedule::Delay(d) = job.schedule {
         check_bounds("delay", d, Duration::ZERO, MAX_DELAY)?;
     }
@@ -208,4 +210,22 @@ mod tests {
         assert!(t.ends_with("..."));
         assert_eq!(truncate_message("short", 10), "short");
     }
+}
+
+/// Longest ordering or concurrency key.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// An ordering or concurrency key: 1–512 bytes, no NUL.
+pub fn key(what: &'static str, k: Option<&str>) -> Result<(), ValidationError> {
+    let Some(k) = k else { return Ok(()) };
+    if k.is_empty() || k.len() > MAX_KEY_BYTES {
+        return Err(ValidationError::Other {
+            what,
+            reason: format!("length must be 1..={MAX_KEY_BYTES} bytes"),
+        });
+    }
+    if k.contains('\0') {
+        return Err(ValidationError::Nul { what });
+    }
+    Ok(())
 }

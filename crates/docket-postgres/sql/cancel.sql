@@ -9,7 +9,8 @@ WITH cur AS (
 UPDATE {{schema}}.jobs AS j
 SET state = CASE WHEN cur.state = 'pending' THEN 'cancelled' ELSE j.state END,
     finished_at = CASE WHEN cur.state = 'pending' THEN now() ELSE j.finished_at END,
-    cancel_requested_at = coalesce(j.cancel_requested_at, now())
+    cancel_requested_at = coalesce(j.cancel_requested_at, now()),
+    blocked = false
 FROM cur
 WHERE j.id = cur.id AND cur.state IN ('pending', 'running')
 RETURNING cur.state AS previous_state

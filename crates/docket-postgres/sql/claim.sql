@@ -1,44 +1,10 @@
 -- claim: hand up to $2 ready jobs of queue $1 to owner $3 with a lease of $4 ms.
 -- Parameters: $1 text queue, $2 int limit, $3 text owner, $4 bigint lease_ms,
 --   $5 bigint starvation bound in ms (NULL: strict priority order).
--- Fairness: jobs ready for longer than the bound are taken first, oldest first (via
---   jobs_age_idx); the rest of the batch is filled in priority order (jobs_claim_idx). So a
---   job starts at most `bound` after it became ready, plus the time to run the starving jobs
---   that are older than it — however much higher-priority work keeps arriving.
--- Invariants:
---   * One statement, committed at once: no transaction is held while the job runs.
---   * "Ready" is judged by the database clock (run_at <= now()), never the worker's.
---   * FOR UPDATE SKIP LOCKED over the partial indexes (Limit -> LockRows -> Index Scan):
---     concurrent claimers never wait on, nor take, each other's rows. The priority branch
---     only runs when the starving branch did not fill the batch.
---   * attempt + 1 is the new fencing token; every later write must present it.
---   * Pending rows always have attempt < max_attempts (CHECK), so exhausted jobs never match.
-WITH starving AS (
-    SELECT id
-    FROM {{schema}}.jobs
-    WHERE state = 'pending' AND queue = $1 AND run_at <= now() - $5 * interval '1 millisecond'
-    ORDER BY run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), by_priority AS (
-    SELECT id
-    FROM {{schema}}.jobs
-    WHERE state = 'pending' AND queue = $1 AND run_at <= now()
-      AND id NOT IN (SELECT id FROM starving)
-    ORDER BY priority, run_at, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), next AS (
-    (SELECT id FROM starving UNION ALL SELECT id FROM by_priority)
-    LIMIT $2
-)
-UPDATE {{schema}}.jobs AS j
-SET state = 'running',
-    attempt = j.attempt + 1,
-    lease_owner = $3,
-    lease_expires_at = now() + $4 * interval '1 millisecond',
-    attempted_at = now()
-FROM next
-WHERE j.id = next.id
-RETURNING j.id, j.attempt, j.max_attempts, j.queue, j.kind, j.args, j.metadata, j.priority,
-          j.run_at, j.created_at, j.lease_expires_at
+-- The claim() function (migration 0005) takes a shared lock on the queue (so pause and limit
+-- changes wait for claims in flight and bind every later one), returns nothing for a paused
+-- queue, runs the single-statement fast path (claim_fast.sql) when the queue has no limits
+-- and no keyed job is ready, and otherwise claim_controlled: queue and key concurrency
+-- limits, token buckets and per-key ordering, each decided after the lock that serialises
+-- it. Either way one implicit transaction, committed at once.
+SELECT * FROM {{schema}}.claim($1, $2, $3, $4, $5)

@@ -1,5 +1,7 @@
 -- stats_queues: per-queue counters for operators: what is old and what is stuck.
 -- No parameters. Scans the table once; meant for dashboards and the CLI, not hot paths.
+SELECT s.*, coalesce(q.paused_at IS NOT NULL, false) AS paused
+FROM (
 SELECT queue,
        count(*) FILTER (WHERE state = 'pending') AS pending,
        count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS ready,
@@ -13,7 +15,10 @@ SELECT queue,
            AS running_near_expiry,
        count(*) FILTER (WHERE state = 'running' AND lease_expires_at < now()) AS running_expired,
        extract(epoch FROM now() - min(finished_at) FILTER (WHERE state = 'dead'))::float8
-           AS oldest_dead_age_s
+           AS oldest_dead_age_s,
+       count(*) FILTER (WHERE state = 'pending' AND blocked) AS blocked
 FROM {{schema}}.jobs
 GROUP BY queue
-ORDER BY queue
+) s
+LEFT JOIN {{schema}}.queues q ON q.name = s.queue
+ORDER BY s.queue

@@ -11,6 +11,7 @@
 //! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
 //!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
 
+pub mod controls;
 pub mod errors;
 pub mod lab;
 pub mod local_cluster;

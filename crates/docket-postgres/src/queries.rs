@@ -58,6 +58,25 @@ queries!(
     lab_result,
     leader_try,
     leader_resign,
+    claim_fast,
+    queue_lock,
+    queue_pause,
+    queue_resume,
+    queue_limits,
+    queues_list,
+    key_limit_set,
+    key_limit_delete,
+    key_limits_list,
+    blocked_keys,
+    skip,
+    unblock_keys,
+    db_now,
+    periodic_upsert,
+    periodic_list,
+    periodic_remove,
+    periodic_due,
+    periodic_advance,
+    periodic_job,
 );
 
 #[cfg(test)]
@@ -89,7 +108,26 @@ mod tests {
             let text = std::fs::read_to_string(path).unwrap();
             assert!(text.starts_with("-- "), "{name} lacks a header comment");
         }
-        assert!(q.claim.contains("docket_x.jobs"));
+        assert!(q.claim.contains("docket_x.claim("));
+        assert!(q.claim_fast.contains("docket_x.jobs"));
         assert!(!q.claim.contains("{{schema}}"));
+    }
+
+    /// `docket explain` shows the plan of sql/claim_fast.sql; the claim itself runs the copy
+    /// inside claim() (migration 0005). They must be the same statement.
+    #[test]
+    fn the_explained_fast_path_is_the_one_claim_runs() {
+        let dir = env!("CARGO_MANIFEST_DIR");
+        let mig = std::fs::read_to_string(format!("{dir}/migrations/0005_controls.sql")).unwrap();
+        let begin = mig.find("-- fast path begin\n").unwrap() + "-- fast path begin\n".len();
+        let end = mig.find("-- fast path end").unwrap();
+        let in_function = &mig[begin..end];
+        let file = std::fs::read_to_string(format!("{dir}/sql/claim_fast.sql")).unwrap();
+        let body: String = file
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(body.replace("{{schema}}.", ""), in_function);
     }
 }

@@ -15,18 +15,18 @@ use crate::rows;
 /// The PostgreSQL store. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
 pub struct PgStore {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    pool: PgPool,
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
     schema: String,
-    q: Queries,
+    pub(crate) q: Queries,
     limits: Limits,
 }
 
-fn ms(d: Duration) -> i64 {
+pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -44,6 +44,8 @@ struct EnqueueArrays {
     metadata: Vec<serde_json::Value>,
     backoff_base: Vec<Option<i64>>,
     backoff_cap: Vec<Option<i64>>,
+    ordering_keys: Vec<Option<String>>,
+    concurrency_keys: Vec<Option<String>>,
 }
 
 impl PgStore {
@@ -185,8 +187,13 @@ impl PgStore {
             a.metadata.push(job.metadata.clone());
             a.backoff_base.push(job.backoff.map(|b| ms(b.base)));
             a.backoff_cap.push(job.backoff.map(|b| ms(b.cap)));
+            a.ordering_keys.push(job.ordering_key.clone());
+            a.concurrency_keys.push(job.concurrency_key.clone());
         }
-        let any_unique = a.unique_keys.iter().any(Option::is_some);
+        // NULL instead of an array of NULLs lets the SQL side skip work nobody asked for.
+        fn some_or_null(v: Vec<Option<String>>) -> Option<Vec<Option<String>>> {
+            v.iter().any(Option::is_some).then_some(v)
+        }
         let rows = sqlx::query(&self.inner.q.enqueue_many)
             .bind(a.queues)
             .bind(a.kinds)
@@ -195,14 +202,12 @@ impl PgStore {
             .bind(a.run_ats)
             .bind(a.delays)
             .bind(a.max_attempts)
-            .bind(if any_unique {
-                Some(a.unique_keys)
-            } else {
-                None
-            })
+            .bind(some_or_null(a.unique_keys))
             .bind(a.metadata)
             .bind(a.backoff_base)
             .bind(a.backoff_cap)
+            .bind(some_or_null(a.ordering_keys))
+            .bind(some_or_null(a.concurrency_keys))
             .fetch_all(exec)
             .await
             .map_err(db_err)?;
@@ -240,7 +245,7 @@ impl PgStore {
         Ok(())
     }
 
-    /// The `EXPLAIN` of the claim statement for `queue` on the current data. Runs inside a
+    /// The `EXPLAIN` of the claim's fast path for `queue` on the current data. Runs inside a
     /// transaction that is rolled back, so `ANALYZE` claims nothing.
     pub async fn explain_claim(&self, queue: &str, analyze: bool) -> Result<String> {
         validate::queue(queue)?;
@@ -250,7 +255,7 @@ impl PgStore {
         } else {
             "EXPLAIN (COSTS OFF) "
         };
-        let rows = sqlx::query(&format!("{prefix}{}", self.inner.q.claim))
+        let rows = sqlx::query(&format!("{prefix}{}", self.inner.q.claim_fast))
             .bind(queue)
             .bind(10_i32)
             .bind("explain")
@@ -290,7 +295,7 @@ impl PgStore {
 
     /// Sends a notification (delivered at commit of the surrounding transaction, or at once
     /// on the pool).
-    async fn notify<'e, E: PgExecutor<'e>>(
+    pub(crate) async fn notify<'e, E: PgExecutor<'e>>(
         &self,
         exec: E,
         channel: &str,
@@ -710,6 +715,8 @@ impl Store for PgStore {
                 running_near_expiry: r.try_get("running_near_expiry").map_err(db_err)?,
                 running_expired: r.try_get("running_expired").map_err(db_err)?,
                 oldest_dead_age_s: r.try_get("oldest_dead_age_s").map_err(db_err)?,
+                blocked: r.try_get("blocked").map_err(db_err)?,
+                paused: r.try_get("paused").map_err(db_err)?,
             });
         }
         let t = sqlx::query(&self.inner.q.stats_table)
@@ -727,5 +734,45 @@ impl Store for PgStore {
             None => TableStats::default(),
         };
         Ok(Stats { queues, table })
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {
+        self.pause_queue_impl(queue).await
+    }
+    async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
+        self.resume_queue_impl(queue).await
+    }
+    async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
+        self.set_queue_limits_impl(queue, limits).await
+    }
+    async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
+        self.queue_controls_impl().await
+    }
+    async fn set_key_limit(&self, limit: &KeyLimit) -> Result<()> {
+        self.set_key_limit_impl(limit).await
+    }
+    async fn key_limits(&self) -> Result<Vec<KeyLimit>> {
+        self.key_limits_impl().await
+    }
+    async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
+        self.blocked_keys_impl(limit).await
+    }
+    async fn skip(&self, id: JobId) -> Result<JobRecord> {
+        self.skip_impl(id).await
+    }
+    async fn unblock_keys(&self, batch: i32) -> Result<u64> {
+        self.unblock_keys_impl(batch).await
+    }
+    async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
+        self.upsert_periodic_impl(def).await
+    }
+    async fn remove_periodic(&self, name: &str) -> Result<bool> {
+        self.remove_periodic_impl(name).await
+    }
+    async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
+        self.list_periodic_impl().await
+    }
+    async fn enqueue_due_periodic(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
+        self.enqueue_due_periodic_impl(limit).await
     }
 }

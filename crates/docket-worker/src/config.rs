@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use docket_core::Retention;
+use docket_core::{Periodic, Retention};
 
 /// One queue a worker serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,8 @@ pub struct WorkerConfig {
     /// true.
     pub maintenance: bool,
     /// How long one renewal of leadership lasts; a crashed or paused leader blocks
-    /// maintenance at most this long. Renewed every `reap_interval`, so it must be longer.
+    /// maintenance at most this long. Renewed every `schedule_interval` (and at least every
+    /// `reap_interval`), so it must be longer than both.
     /// Defaults to 15 s.
     pub leader_ttl: Duration,
     /// How often the leader reaps expired leases. Defaults to 5 s.
@@ -68,6 +69,12 @@ pub struct WorkerConfig {
     pub prune_interval: Duration,
     /// Retention of finished and dead jobs. Defaults to 1 day / 30 days.
     pub retention: Retention,
+    /// Periodic (cron) jobs this worker declares. Stored at start (creating or updating the
+    /// definitions); whichever worker leads enqueues their ticks. Defaults to none.
+    pub periodic: Vec<Periodic>,
+    /// How often the leader looks for due periodic ticks (and renews leadership). Defaults
+    /// to 1 s, the resolution of cron expressions with seconds.
+    pub schedule_interval: Duration,
     /// Worker identity; must be unique per process start. Defaults to
     /// `<hostname>-<pid>-<random>`.
     pub owner: String,
@@ -97,6 +104,8 @@ impl Default for WorkerConfig {
             reap_batch: 1000,
             prune_interval: Duration::from_secs(60),
             retention: Retention::default(),
+            periodic: Vec::new(),
+            schedule_interval: Duration::from_secs(1),
             owner: default_owner(),
         }
     }
@@ -132,6 +141,12 @@ impl WorkerConfig {
     }
 
     /// Serves `queue` with `concurrency` (in addition to queues added before; the same name
+    /// Declares a periodic job (stored at start; see [`WorkerConfig::periodic`]).
+    pub fn periodic(mut self, p: Periodic) -> Self {
+        self.periodic.push(p);
+        self
+    }
+
     /// again replaces its concurrency).
     pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
         self.queues.retain(|q| q.name != queue);

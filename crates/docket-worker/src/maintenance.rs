@@ -1,10 +1,11 @@
-//! Maintenance services run by the elected leader: the leader election itself, the reaper
-//! and the pruner. Each has a `run_once` that tests drive directly and a periodic loop.
+//! Maintenance services run by the elected leader: the leader election itself, the reaper,
+//! the pruner, the periodic-job scheduler and the key sweeper. Each has a `run_once` that
+//! tests drive directly; [`run_maintenance`] is their periodic loop.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docket_core::{PruneReport, ReapReport, Retention, Store, StoreError};
+use docket_core::{PruneReport, ReapReport, Retention, Store, StoreError, TickEnqueued};
 use docket_postgres::PgStore;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -131,36 +132,109 @@ impl<S: Store> Pruner<S> {
     }
 }
 
-/// The leader loop: keeps trying to lead; while leading, reaps every `reap_interval` and
-/// prunes every `prune_interval`.
-pub(crate) async fn run_maintenance(
-    leader: Arc<Leader>,
-    reaper: Reaper<PgStore>,
-    pruner: Pruner<PgStore>,
-    reap_interval: Duration,
-    prune_interval: Duration,
-    stop: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(reap_interval);
+/// Enqueues due periodic ticks. Exactly-once per tick is the store's compare-and-set, so
+/// two leaders overlapping for a moment (a paused one waking up) still enqueue each tick once.
+pub struct Scheduler<S: Store> {
+    store: S,
+}
+
+impl<S: Store> Scheduler<S> {
+    /// A scheduler over `store`.
+    pub fn new(store: S) -> Self {
+        Scheduler { store }
+    }
+
+    /// One pass over every due definition.
+    pub async fn run_once(&self) -> Result<Vec<TickEnqueued>, StoreError> {
+        const BATCH: i64 = 100;
+        let mut all = Vec::new();
+        loop {
+            let done = self.store.enqueue_due_periodic(BATCH).await?;
+            let names: std::collections::HashSet<&str> =
+                done.iter().map(|t| t.name.as_str()).collect();
+            let more = names.len() as i64 >= BATCH;
+            all.extend(done);
+            if !more {
+                break;
+            }
+        }
+        for t in &all {
+            info!(periodic = %t.name, tick = %t.tick, job = %t.job, duplicate = t.duplicate, "periodic tick enqueued");
+        }
+        Ok(all)
+    }
+}
+
+/// The safety net for jobs flagged blocked by their key: unflags those whose key could run
+/// now (see migration 0005). Normally the key's own release does this at once.
+pub struct KeySweeper<S: Store> {
+    store: S,
+    batch: i32,
+}
+
+impl<S: Store> KeySweeper<S> {
+    /// A sweeper looking at up to `batch` keys of each kind per pass.
+    pub fn new(store: S, batch: i32) -> Self {
+        KeySweeper { store, batch }
+    }
+
+    /// One pass; returns how many jobs were unflagged.
+    pub async fn run_once(&self) -> Result<u64, StoreError> {
+        let n = self.store.unblock_keys(self.batch).await?;
+        if n > 0 {
+            info!(unblocked = n, "key sweep released blocked jobs");
+        }
+        Ok(n)
+    }
+}
+
+/// Everything the leader runs, and how often.
+pub(crate) struct Maintenance {
+    pub leader: Arc<Leader>,
+    pub reaper: Reaper<PgStore>,
+    pub pruner: Pruner<PgStore>,
+    pub scheduler: Scheduler<PgStore>,
+    pub sweeper: KeySweeper<PgStore>,
+    pub schedule_interval: Duration,
+    pub reap_interval: Duration,
+    pub prune_interval: Duration,
+}
+
+/// The leader loop: every `schedule_interval` keeps trying to lead; while leading, enqueues
+/// due periodic ticks, reaps every `reap_interval`, and prunes and sweeps blocked keys every
+/// `prune_interval`.
+pub(crate) async fn run_maintenance(m: Maintenance, stop: CancellationToken) {
+    let tick_every = m.schedule_interval.min(m.reap_interval);
+    let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_reap: Option<tokio::time::Instant> = None;
     let mut last_prune: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.cancelled() => break,
         }
-        if !leader.run_once().await {
+        if !m.leader.run_once().await {
             continue;
         }
-        if let Err(e) = reaper.run_once().await {
-            warn!(error = %e, "reaper pass failed");
+        if let Err(e) = m.scheduler.run_once().await {
+            warn!(error = %e, "periodic pass failed");
         }
-        if last_prune.is_none_or(|t| t.elapsed() >= prune_interval) {
+        if last_reap.is_none_or(|t| t.elapsed() >= m.reap_interval) {
+            last_reap = Some(tokio::time::Instant::now());
+            if let Err(e) = m.reaper.run_once().await {
+                warn!(error = %e, "reaper pass failed");
+            }
+        }
+        if last_prune.is_none_or(|t| t.elapsed() >= m.prune_interval) {
             last_prune = Some(tokio::time::Instant::now());
-            if let Err(e) = pruner.run_once().await {
+            if let Err(e) = m.pruner.run_once().await {
                 warn!(error = %e, "prune pass failed");
+            }
+            if let Err(e) = m.sweeper.run_once().await {
+                warn!(error = %e, "key sweep failed");
             }
         }
     }
-    leader.resign().await;
+    m.leader.resign().await;
 }

@@ -14,7 +14,9 @@ use crate::completer::Completer;
 use crate::config::WorkerConfig;
 use crate::fetcher::Fetcher;
 use crate::heartbeat::{BeatReport, Heartbeater};
-use crate::maintenance::{run_maintenance, Leader, Pruner, Reaper};
+use crate::maintenance::{
+    run_maintenance, KeySweeper, Leader, Maintenance, Pruner, Reaper, Scheduler,
+};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::notifier::Notifier;
 use crate::registry::Registry;
@@ -105,6 +107,15 @@ impl Worker {
         for q in &config.queues {
             docket_core::validate::queue(&q.name)
                 .map_err(|e| WorkerError::Config(e.to_string()))?;
+        }
+        for p in &config.periodic {
+            p.schedule()
+                .map_err(|e| WorkerError::Config(format!("periodic {:?}: {e}", p.name)))?;
+        }
+        if config.maintenance && config.leader_ttl <= config.schedule_interval {
+            return Err(WorkerError::Config(
+                "leader_ttl must be longer than schedule_interval".into(),
+            ));
         }
         if config.heartbeat_interval >= config.lease {
             return Err(WorkerError::Config(
@@ -216,6 +227,12 @@ impl Worker {
         let services_stop = CancellationToken::new();
         let completer_close = CancellationToken::new();
 
+        // Declared periodic jobs are stored before anything runs, so a definition error
+        // surfaces at start rather than in a leader's log.
+        for p in &cfg.periodic {
+            self.shared.store.upsert_periodic(p).await?;
+        }
+
         let completer = Completer::new(
             self.shared.store.clone(),
             cfg.owner.clone(),
@@ -241,18 +258,18 @@ impl Worker {
             ));
         }
         if cfg.maintenance {
-            services.push(tokio::spawn(run_maintenance(
-                self.leader.clone(),
-                Reaper::new(
-                    self.shared.store.clone(),
-                    cfg.reap_batch,
-                    self.shared.metrics.clone(),
-                ),
-                Pruner::new(self.shared.store.clone(), cfg.retention),
-                cfg.reap_interval,
-                cfg.prune_interval,
-                services_stop.clone(),
-            )));
+            let store = &self.shared.store;
+            let m = Maintenance {
+                leader: self.leader.clone(),
+                reaper: Reaper::new(store.clone(), cfg.reap_batch, self.shared.metrics.clone()),
+                pruner: Pruner::new(store.clone(), cfg.retention),
+                scheduler: Scheduler::new(store.clone()),
+                sweeper: KeySweeper::new(store.clone(), 1000),
+                schedule_interval: cfg.schedule_interval,
+                reap_interval: cfg.reap_interval,
+                prune_interval: cfg.prune_interval,
+            };
+            services.push(tokio::spawn(run_maintenance(m, services_stop.clone())));
         }
         let fetchers: Vec<_> = cfg
             .queues
