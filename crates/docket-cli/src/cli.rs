@@ -60,6 +60,15 @@ pub enum Command {
     /// Inspect and repair jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Pause, resume and limit queues.
+    #[command(subcommand)]
+    Queues(QueuesCommand),
+    /// Concurrency-key limits and blocked ordering keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Periodic (cron) jobs.
+    #[command(subcommand)]
+    Cron(CronCommand),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
     /// One reaper pass: return expired leases to the queue (or to dead).
@@ -137,8 +146,14 @@ pub struct EnqueueArgs {
     /// Metadata as a JSON object.
     #[arg(long)]
     pub metadata: Option<String>,
+    /// Run after every earlier unfinished job with this key, one at a time.
+    #[arg(long)]
+    pub ordering_key: Option<String>,
+    /// Count against this key's concurrency and rate limits (e.g. a tenant id).
+    #[arg(long)]
+    pub concurrency_key: Option<String>,
     /// NDJSON file (or - for stdin), one job per line; all or nothing.
-    #[arg(long, conflicts_with_all = ["kind", "delay", "run_at", "unique_key"])]
+    #[arg(long, conflicts_with_all = ["kind", "delay", "run_at", "unique_key", "ordering_key", "concurrency_key"])]
     pub bulk: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -187,6 +202,119 @@ pub enum JobsCommand {
     Retry(RetryArgs),
     /// Cancel a pending job, or ask the worker running it to stop.
     Cancel(IdArgs),
+    /// Give up on a dead job (it becomes cancelled), releasing its ordering key.
+    Skip(IdArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueuesCommand {
+    /// Queues with controls: paused, limits, tokens left.
+    List(JsonFlag),
+    /// Stop every worker claiming from a queue (returns once no claim can take a job).
+    Pause(QueueArg),
+    /// Let workers claim from a paused queue again.
+    Resume(QueueArg),
+    /// Set a queue's limits; flags not given keep their value, `none` removes one.
+    Limit(QueueLimitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueueArg {
+    pub queue: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueLimitArgs {
+    pub queue: String,
+    /// Running jobs of the queue across all workers: N or none.
+    #[arg(long)]
+    pub max_running: Option<String>,
+    /// Default cap per concurrency key: N or none.
+    #[arg(long)]
+    pub key_max_running: Option<String>,
+    /// Token bucket, N/DURATION (e.g. 10/1s, 600/1m), or none.
+    #[arg(long)]
+    pub rate: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Concurrency keys with their own limits.
+    List(JsonFlag),
+    /// Set a concurrency key's limits; flags not given keep their value, `none` removes one.
+    Limit(KeyLimitArgs),
+    /// Ordering keys held up by a dead job: retry it (`docket jobs retry`) or skip it.
+    Blocked(BlockedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeyLimitArgs {
+    pub key: String,
+    /// Running jobs with this key across all workers and queues: N or none.
+    #[arg(long)]
+    pub max_running: Option<String>,
+    /// Token bucket, N/DURATION, or none.
+    #[arg(long)]
+    pub rate: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BlockedArgs {
+    #[arg(long, default_value_t = 100)]
+    pub limit: i64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CronCommand {
+    /// Periodic jobs with their next tick.
+    List(JsonFlag),
+    /// Create or update a periodic job (workers' leader enqueues its ticks).
+    Add(CronAddArgs),
+    /// Remove a periodic job (jobs already enqueued stay).
+    Remove(CronNameArg),
+}
+
+#[derive(Debug, Args)]
+pub struct CronAddArgs {
+    /// Name: the schedule's identity.
+    pub name: String,
+    /// Cron expression, 5 fields or 6 with seconds first (e.g. "0 9 * * MON-FRI").
+    #[arg(long)]
+    pub cron: String,
+    /// IANA time zone the expression is read in.
+    #[arg(long, default_value = "UTC")]
+    pub tz: String,
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+    #[arg(long)]
+    pub kind: String,
+    /// Arguments as JSON.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i16,
+    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: i32,
+    /// Ticks missed while no worker ran: skip, latest (one job for the newest) or all.
+    #[arg(long, default_value = "latest")]
+    pub missed: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CronNameArg {
+    pub name: String,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

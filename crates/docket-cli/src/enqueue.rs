@@ -45,6 +45,8 @@ struct Line {
     max_attempts: Option<i32>,
     unique_key: Option<String>,
     metadata: Option<serde_json::Value>,
+    ordering_key: Option<String>,
+    concurrency_key: Option<String>,
 }
 
 fn default_queue() -> String {
@@ -63,6 +65,8 @@ impl Line {
         if let Some(k) = self.unique_key {
             job = job.unique_key(k);
         }
+        job.ordering_key = self.ordering_key;
+        job.concurrency_key = self.concurrency_key;
         if let Some(m) = self.metadata {
             job = job.metadata(m);
         }
@@ -107,6 +111,8 @@ pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
     if let Some(k) = &a.unique_key {
         job = job.unique_key(k.clone());
     }
+    job.ordering_key = a.ordering_key.clone();
+    job.concurrency_key = a.concurrency_key.clone();
     if let Some(m) = &a.metadata {
         job = job.metadata(parse_json("metadata", m)?);
     }

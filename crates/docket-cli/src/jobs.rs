@@ -116,6 +116,19 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
                 );
             }
         }
+        JobsCommand::Skip(a) => {
+            let store = ctx.store(1).await?;
+            let j = store.skip(JobId(a.id)).await?;
+            if a.json {
+                output::json(&j)?;
+            } else {
+                let key = j.ordering_key.as_deref().unwrap_or("-");
+                println!(
+                    "job {} skipped (now cancelled); ordering key {key} moves on",
+                    a.id
+                );
+            }
+        }
         JobsCommand::Cancel(a) => {
             let store = ctx.store(1).await?;
             let out = store.cancel(JobId(a.id)).await?;

@@ -4,13 +4,14 @@
 //! - [`cli`]: the command-line contract (clap) and exit codes.
 //! - [`fail`]: errors as one line + hint + exit code.
 //! - [`embedded`]: the embedded local PostgreSQL under `.docket/`.
-//! - [`enqueue`], [`jobs`], [`ops`], [`work`], [`demo`]: the commands.
+//! - [`enqueue`], [`jobs`], [`controls`], [`ops`], [`work`], [`demo`]: the commands.
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 
 mod bench;
 mod bench_chart;
 mod bench_scale;
 mod cli;
+mod controls;
 mod demo;
 mod embedded;
 mod enqueue;
@@ -151,6 +152,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(a) => enqueue::run(&ctx, a).await,
         Command::Work(a) => work::run(&ctx, a).await,
         Command::Jobs(c) => jobs::run(&ctx, c).await,
+        Command::Queues(c) => controls::queues(&ctx, c).await,
+        Command::Keys(c) => controls::keys(&ctx, c).await,
+        Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,
         Command::Prune(a) => ops::prune(&ctx, a).await,

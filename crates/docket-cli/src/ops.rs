@@ -28,8 +28,10 @@ pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     }
     let mut t = output::table(&[
         "queue",
+        "paused",
         "ready",
         "pending",
+        "blocked",
         "running",
         "expiring",
         "expired",
@@ -42,8 +44,10 @@ pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     for q in &s.queues {
         t.add_row(vec![
             Cell::new(&q.queue),
+            Cell::new(if q.paused { "paused" } else { "" }),
             Cell::new(q.ready),
             Cell::new(q.pending),
+            Cell::new(q.blocked),
             Cell::new(q.running),
             Cell::new(q.running_near_expiry),
             Cell::new(q.running_expired),

@@ -1,55 +1,13 @@
 //! The `docket` binary, run as a user would: every command, bad input with its exit code and
 //! message, and no partial writes.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use docket_testkit::TestDb;
 
-struct Cli<'a> {
-    db: &'a TestDb,
-}
-
-impl Cli<'_> {
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
-        c.env("DATABASE_URL", &self.db.url)
-            .env("DOCKET_SCHEMA", &self.db.schema)
-            .env_remove("DOCKET_HOME");
-        c
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().expect("run docket")
-    }
-    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .cmd()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    }
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
+mod common;
+use common::*;
 
 async fn jobs(db: &TestDb) -> i64 {
     db.scalar("SELECT count(*) FROM {schema}.jobs").await

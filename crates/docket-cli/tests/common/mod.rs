@@ -1,8 +1,9 @@
 //! Helpers for tests that run real `docket` processes.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use docket_testkit::TestDb;
 
@@ -48,6 +49,7 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
+#[allow(unused_imports)]
 pub use docket_testkit::eventually;
 
 /// A scratch directory for logs and effect files, readable by any user.
@@ -72,4 +74,45 @@ pub fn owner_of(stderr: &str) -> Option<String> {
         .find_map(|l| l.strip_prefix("docket: worker "))
         .and_then(|l| l.split_whitespace().next())
         .map(str::to_string)
+}
+
+/// The binary, pointed at one test database and schema.
+pub struct Cli<'a> {
+    pub db: &'a TestDb,
+}
+
+impl Cli<'_> {
+    pub fn cmd(&self) -> Command {
+        docket(self.db)
+    }
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run docket")
+    }
+    pub fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+pub fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
 }

@@ -1,0 +1,267 @@
+//! `docket queues|keys|cron` and `docket jobs skip`, run as a user would, with the state
+//! they leave in the database and the exit codes of bad input.
+
+mod common;
+
+use common::*;
+use docket_testkit::TestDb;
+
+fn ok(o: &std::process::Output) -> String {
+    assert_eq!(code(o), 0, "stderr: {}", err(o));
+    out(o)
+}
+
+#[tokio::test]
+async fn queue_controls_from_the_command_line() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    ok(&cli.run(&["queues", "pause", "mail"]));
+    let s = ok(&cli.run(&["stats"]));
+    assert!(s.contains("paused"), "stats shows the pause:\n{s}");
+    let o = ok(&cli.run(&[
+        "queues",
+        "limit",
+        "mail",
+        "--max-running",
+        "5",
+        "--rate",
+        "10/1s",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(v["limits"]["max_running"], 5);
+    assert_eq!(v["limits"]["rate"]["limit"], 10);
+    assert!(v["paused_at"].is_string(), "limits keep the pause: {v}");
+    // Flags not given keep their value; `none` removes one.
+    ok(&cli.run(&[
+        "queues",
+        "limit",
+        "mail",
+        "--key-max-running",
+        "2",
+        "--rate",
+        "none",
+    ]));
+    let row = db
+        .scalar("SELECT (max_running * 100 + key_max_running)::bigint FROM {schema}.queues WHERE name = 'mail' AND rate_limit IS NULL")
+        .await;
+    assert_eq!(row, 502);
+    let list = ok(&cli.run(&["queues", "list", "--json"]));
+    assert!(list.contains("\"key_max_running\":2"), "{list}");
+    ok(&cli.run(&["queues", "resume", "mail"]));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.queues WHERE paused_at IS NOT NULL")
+            .await,
+        0
+    );
+    for (args, what) in [
+        (
+            vec!["queues", "limit", "mail", "--rate", "10/xyz"],
+            "duration",
+        ),
+        (
+            vec!["queues", "limit", "mail", "--max-running", "0"],
+            "outside",
+        ),
+        (
+            vec!["queues", "limit", "mail", "--max-running", "many"],
+            "whole number",
+        ),
+        (vec!["queues", "limit", "mail"], "at least one"),
+        (vec!["queues", "pause", "bad queue!"], "queue name"),
+        (vec!["keys", "limit", "t1", "--rate", "0/1s"], "outside"),
+    ] {
+        let o = cli.run(&args);
+        assert_eq!(code(&o), 5, "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(what), "{args:?}: {}", err(&o));
+    }
+    assert_eq!(
+        db.scalar("SELECT max_running::bigint FROM {schema}.queues")
+            .await,
+        5,
+        "nothing changed"
+    );
+    ok(&cli.run(&[
+        "keys",
+        "limit",
+        "tenant-1",
+        "--max-running",
+        "1",
+        "--rate",
+        "5/1m",
+    ]));
+    let keys = ok(&cli.run(&["keys", "list", "--json"]));
+    assert!(
+        keys.contains("tenant-1") && keys.contains("\"max_running\":1"),
+        "{keys}"
+    );
+    ok(&cli.run(&[
+        "keys",
+        "limit",
+        "tenant-1",
+        "--max-running",
+        "none",
+        "--rate",
+        "none",
+    ]));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.key_limits").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_dead_head_is_listed_and_skipped_from_the_command_line() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    for _ in 0..3 {
+        ok(&cli.run(&[
+            "enqueue",
+            "--queue",
+            "o",
+            "--kind",
+            "step",
+            "--ordering-key",
+            "order-9",
+            "--concurrency-key",
+            "t1",
+        ]));
+    }
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE ordering_key = 'order-9' AND concurrency_key = 't1'")
+            .await,
+        3
+    );
+    assert_eq!(
+        code(&cli.run(&["enqueue", "--kind", "step", "--ordering-key", ""])),
+        5,
+        "an empty key is refused"
+    );
+    // The head dies (as a worker would record it after its last attempt).
+    db.exec(
+        "UPDATE {schema}.jobs SET state = 'dead', finished_at = now(), attempt = 1
+         WHERE id = (SELECT min(id) FROM {schema}.jobs)",
+    )
+    .await;
+    let head = db
+        .scalar("SELECT min(id) FROM {schema}.jobs")
+        .await
+        .to_string();
+    let blocked = ok(&cli.run(&["keys", "blocked"]));
+    assert!(
+        blocked.contains("order-9") && blocked.contains("jobs skip"),
+        "{blocked}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&cli.run(&["keys", "blocked", "--json"]))).unwrap();
+    assert_eq!(v[0]["head"].to_string(), head);
+    assert_eq!(v[0]["waiting"], 2);
+    ok(&cli.run(&["jobs", "skip", &head]));
+    assert_eq!(ok(&cli.run(&["keys", "blocked", "--json"])).trim(), "[]");
+    let o = cli.run(&["jobs", "skip", &head]);
+    assert_eq!(code(&o), 6, "skipping twice is a conflict: {}", err(&o));
+    assert_eq!(code(&cli.run(&["jobs", "skip", "999999"])), 4);
+}
+
+#[tokio::test]
+async fn periodic_jobs_from_the_command_line() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    ok(&cli.run(&[
+        "cron",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--kind",
+        "report",
+        "--args",
+        "{\"full\":true}",
+        "--missed",
+        "all",
+    ]));
+    let list = ok(&cli.run(&["cron", "list"]));
+    assert!(
+        list.contains("nightly") && list.contains("Europe/Berlin"),
+        "{list}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&cli.run(&["cron", "list", "--json"]))).unwrap();
+    let next =
+        chrono::DateTime::parse_from_rfc3339(v[0]["next_tick_at"].as_str().unwrap()).unwrap();
+    let local = next.with_timezone(&chrono_tz::Europe::Berlin);
+    assert_eq!(
+        local.format("%H:%M").to_string(),
+        "03:00",
+        "03:00 in Berlin"
+    );
+    for (args, what) in [
+        (
+            vec!["cron", "add", "x", "--cron", "61 * * * *", "--kind", "k"],
+            "cron expression",
+        ),
+        (
+            vec![
+                "cron",
+                "add",
+                "x",
+                "--cron",
+                "* * * * *",
+                "--tz",
+                "Mars/Base",
+                "--kind",
+                "k",
+            ],
+            "time zone",
+        ),
+        (
+            vec![
+                "cron",
+                "add",
+                "x",
+                "--cron",
+                "* * * * *",
+                "--kind",
+                "k",
+                "--missed",
+                "some",
+            ],
+            "missed",
+        ),
+        (
+            vec![
+                "cron",
+                "add",
+                "x",
+                "--cron",
+                "* * * * *",
+                "--kind",
+                "k",
+                "--args",
+                "{",
+            ],
+            "JSON",
+        ),
+        (
+            vec![
+                "cron",
+                "add",
+                "bad name",
+                "--cron",
+                "* * * * *",
+                "--kind",
+                "k",
+            ],
+            "periodic name",
+        ),
+    ] {
+        let o = cli.run(&args);
+        assert_eq!(code(&o), 5, "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(what), "{args:?}: {}", err(&o));
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}.periodic").await, 1);
+    ok(&cli.run(&["cron", "remove", "nightly"]));
+    assert_eq!(code(&cli.run(&["cron", "remove", "nightly"])), 4);
+}
