@@ -162,6 +162,24 @@ pub fn truncate_message(msg: &str, max: usize) -> String {
     format!("{}...", &clean[..end])
 }
 
+/// Longest ordering or concurrency key.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// An ordering or concurrency key: 1–512 bytes, no NUL.
+pub fn key(what: &'static str, k: Option<&str>) -> Result<(), ValidationError> {
+    let Some(k) = k else { return Ok(()) };
+    if k.is_empty() || k.len() > MAX_KEY_BYTES {
+        return Err(ValidationError::Other {
+            what,
+            reason: format!("length must be 1..={MAX_KEY_BYTES} bytes"),
+        });
+    }
+    if k.contains('\0') {
+        return Err(ValidationError::Nul { what });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,22 +228,4 @@ mod tests {
         assert!(t.ends_with("..."));
         assert_eq!(truncate_message("short", 10), "short");
     }
-}
-
-/// Longest ordering or concurrency key.
-pub const MAX_KEY_BYTES: usize = 512;
-
-/// An ordering or concurrency key: 1–512 bytes, no NUL.
-pub fn key(what: &'static str, k: Option<&str>) -> Result<(), ValidationError> {
-    let Some(k) = k else { return Ok(()) };
-    if k.is_empty() || k.len() > MAX_KEY_BYTES {
-        return Err(ValidationError::Other {
-            what,
-            reason: format!("length must be 1..={MAX_KEY_BYTES} bytes"),
-        });
-    }
-    if k.contains('\0') {
-        return Err(ValidationError::Nul { what });
-    }
-    Ok(())
 }

@@ -184,16 +184,17 @@ async fn per_key_limits_hold_across_four_workers() {
     })
     .await;
     stop_all(ws).await;
-    let r = rec.lock().unwrap();
-    let (a, b, c, all) = (r.max("a"), r.max("b"), r.max("c"), r.max("*"));
-    println!("max concurrent: a {a}, b {b}, c {c}, all {all}");
-    assert!(
-        a <= 2 && c <= 2,
-        "default per-key limit exceeded: a {a}, c {c}"
-    );
-    assert!(b <= 1, "tenant b's own limit exceeded: {b}");
-    assert!(all >= 3, "different tenants should run side by side: {all}");
-    drop(r);
+    {
+        let r = rec.lock().unwrap();
+        let (a, b, c, all) = (r.max("a"), r.max("b"), r.max("c"), r.max("*"));
+        println!("max concurrent: a {a}, b {b}, c {c}, all {all}");
+        assert!(
+            a <= 2 && c <= 2,
+            "default per-key limit exceeded: a {a}, c {c}"
+        );
+        assert!(b <= 1, "tenant b's own limit exceeded: {b}");
+        assert!(all >= 3, "different tenants should run side by side: {all}");
+    }
     assert_eq!(count_state(&db, "succeeded").await, 120);
     assert_eq!(
         db.scalar("SELECT count(*) FROM {schema}.jobs WHERE blocked")
@@ -355,34 +356,35 @@ async fn per_key_order_is_never_violated_by_four_workers_with_retries() {
     })
     .await;
     stop_all(ws).await;
-    let r = rec.lock().unwrap();
-    let mut by_key: BTreeMap<&str, Vec<&Exec>> = BTreeMap::new();
-    for e in r.log.iter().filter(|e| e.key != "free") {
-        by_key.entry(&e.key).or_default().push(e);
-    }
-    for (key, mut runs) in by_key {
-        runs.sort_by_key(|e| e.start);
-        for w in runs.windows(2) {
-            assert!(
-                w[0].end.unwrap() <= w[1].start,
-                "key {key}: seq {} overlapped seq {}",
-                w[0].seq,
-                w[1].seq
-            );
-            let retry_of_same = w[1].seq == w[0].seq && w[1].attempt == w[0].attempt + 1;
-            assert!(
-                w[1].seq == w[0].seq + 1 || retry_of_same,
-                "key {key}: seq {} (attempt {}) ran after seq {} (attempt {})",
-                w[1].seq,
-                w[1].attempt,
-                w[0].seq,
-                w[0].attempt
-            );
+    {
+        let r = rec.lock().unwrap();
+        let mut by_key: BTreeMap<&str, Vec<&Exec>> = BTreeMap::new();
+        for e in r.log.iter().filter(|e| e.key != "free") {
+            by_key.entry(&e.key).or_default().push(e);
         }
-        assert_eq!(runs.len(), 15 + 3, "key {key}: 15 jobs, 3 of them twice");
+        for (key, mut runs) in by_key {
+            runs.sort_by_key(|e| e.start);
+            for w in runs.windows(2) {
+                assert!(
+                    w[0].end.unwrap() <= w[1].start,
+                    "key {key}: seq {} overlapped seq {}",
+                    w[0].seq,
+                    w[1].seq
+                );
+                let retry_of_same = w[1].seq == w[0].seq && w[1].attempt == w[0].attempt + 1;
+                assert!(
+                    w[1].seq == w[0].seq + 1 || retry_of_same,
+                    "key {key}: seq {} (attempt {}) ran after seq {} (attempt {})",
+                    w[1].seq,
+                    w[1].attempt,
+                    w[0].seq,
+                    w[0].attempt
+                );
+            }
+            assert_eq!(runs.len(), 15 + 3, "key {key}: 15 jobs, 3 of them twice");
+        }
+        assert!(r.max("*") >= 3, "different keys run side by side");
     }
-    assert!(r.max("*") >= 3, "different keys run side by side");
-    drop(r);
     assert_eq!(count_state(&db, "succeeded").await, 15 * 7);
 }
 
