@@ -212,6 +212,7 @@ async fn every_listener_disconnected_polling_still_works_and_listen_returns() {
 async fn low_priority_wait_under_flood(
     starvation: Option<Duration>,
     window: Duration,
+    workers: usize,
 ) -> Option<Duration> {
     let db = TestDb::new().await;
     let started: Arc<Mutex<Option<Instant>>> = Arc::default();
@@ -241,15 +242,21 @@ async fn low_priority_wait_under_flood(
     let mut cfg = config("q", 1);
     cfg.starvation_bound = starvation;
     cfg.poll_interval = Duration::from_millis(50);
-    let w = start(&db, reg, cfg).await;
-    // The flood: 100 urgent jobs a second against a capacity of ~50.
+    let mut ws = Vec::new();
+    for _ in 0..workers {
+        ws.push(start(&db, reg.clone(), cfg.clone()).await);
+    }
+    // The flood: 100 urgent jobs a second per worker against a capacity of ~50 each.
     let mut i = 100;
     while t0.elapsed() < window && started.lock().unwrap().is_none() {
-        db.store.enqueue(&urgent(i)).await.unwrap();
-        i += 1;
+        let batch: Vec<NewJob> = (i..i + workers as i32).map(urgent).collect();
+        db.store.enqueue_many(&batch).await.unwrap();
+        i += workers as i32;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    w.stop().await;
+    for w in ws {
+        w.stop().await;
+    }
     let at = *started.lock().unwrap();
     at.map(|t| t.duration_since(t0))
 }
@@ -260,7 +267,7 @@ async fn low_priority_wait_under_flood(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fairness_serves_low_priority_work_under_a_flood() {
     let bound = Duration::from_secs(1);
-    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15))
+    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), 1)
         .await
         .expect("the low-priority job started during the flood");
     println!("low-priority job started after {waited:?} (starvation bound {bound:?})");
@@ -273,6 +280,28 @@ async fn fairness_serves_low_priority_work_under_a_flood() {
         "it really waited for the bound: {waited:?}"
     );
     // Control: strict priority order starves it for as long as the flood lasts.
-    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5)).await;
+    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), 1).await;
+    assert_eq!(starved, None, "without the bound the flood starves the job");
+}
+
+/// The same flood against four workers racing for the queue (one slot each, four times the
+/// urgent arrivals): the starving branch still hands the low-priority job to one of them
+/// within the bound plus the older starving work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fairness_bound_holds_with_four_workers_racing() {
+    let bound = Duration::from_secs(1);
+    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), 4)
+        .await
+        .expect("the low-priority job started during the flood");
+    println!("four workers: low-priority job started after {waited:?} (bound {bound:?})");
+    assert!(
+        waited <= bound + Duration::from_millis(2500),
+        "waited {waited:?}, bound {bound:?} + older starving work"
+    );
+    assert!(
+        waited >= bound - Duration::from_millis(100),
+        "it really waited for the bound: {waited:?}"
+    );
+    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), 4).await;
     assert_eq!(starved, None, "without the bound the flood starves the job");
 }
