@@ -220,6 +220,23 @@ pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<Be
         store.enqueue_many(chunk).await?;
     }
     let bulk_secs = started.elapsed().as_secs_f64();
+    // Two producers streaming chunks side by side: the server's insert work on both cores.
+    let jobs = std::sync::Arc::new(jobs);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for half in 0..2 {
+        let (s, jobs) = (store.clone(), jobs.clone());
+        tasks.push(tokio::spawn(async move {
+            for chunk in jobs.chunks(10_000).skip(half).step_by(2) {
+                s.enqueue_many(chunk).await?;
+            }
+            Ok::<_, docket_core::StoreError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let parallel_secs = started.elapsed().as_secs_f64();
     Ok(vec![
         BenchResult {
             scenario: "enqueue_single".into(),
@@ -236,7 +253,17 @@ pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<Be
             batch: Some(10_000),
             seconds: Some(bulk_secs),
             jobs_per_s: Some(n as f64 / bulk_secs),
-            note: Some("enqueue_many, 10,000 jobs per round trip".into()),
+            note: Some("enqueue_many, 10,000 jobs per call (the COPY path), one producer".into()),
+            ..Default::default()
+        },
+        BenchResult {
+            scenario: "enqueue_bulk_2".into(),
+            jobs: Some(n),
+            batch: Some(10_000),
+            workers: Some(2),
+            seconds: Some(parallel_secs),
+            jobs_per_s: Some(n as f64 / parallel_secs),
+            note: Some("enqueue_many, 10,000 jobs per call, two producers".into()),
             ..Default::default()
         },
     ])
@@ -365,8 +392,10 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         }
     }
     if want("enqueue") {
-        for mut r in enqueue(&ctx, a.jobs, a.producers).await? {
-            if let Some((floor, _)) = run_floor(&a.floor_script, &ctx.url, 100_000, 4, 100) {
+        let results_enq = enqueue(&ctx, a.jobs, a.producers).await?;
+        let floor = run_floor(&a.floor_script, &ctx.url, 100_000, 4, 100);
+        for mut r in results_enq {
+            if let Some((floor, _)) = floor {
                 r.floor_jobs_per_s = Some(floor);
                 r.floor_batch = Some(100);
                 r.ratio = r.jobs_per_s.map(|j| j / floor);

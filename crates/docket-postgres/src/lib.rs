@@ -12,6 +12,7 @@
 //!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
 
 pub mod controls;
+mod enqueue;
 pub mod errors;
 pub mod lab;
 pub mod local_cluster;

@@ -77,6 +77,8 @@ queries!(
     periodic_due,
     periodic_advance,
     periodic_job,
+    enqueue_copy_ids,
+    enqueue_copy,
 );
 
 #[cfg(test)]

@@ -30,24 +30,6 @@ pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Parallel arrays for `enqueue_many`, built once per batch.
-#[derive(Default)]
-struct EnqueueArrays {
-    queues: Vec<String>,
-    kinds: Vec<String>,
-    args: Vec<serde_json::Value>,
-    priorities: Vec<i16>,
-    run_ats: Vec<Option<chrono::DateTime<chrono::Utc>>>,
-    delays: Vec<Option<i64>>,
-    max_attempts: Vec<i32>,
-    unique_keys: Vec<Option<String>>,
-    metadata: Vec<serde_json::Value>,
-    backoff_base: Vec<Option<i64>>,
-    backoff_cap: Vec<Option<i64>>,
-    ordering_keys: Vec<Option<String>>,
-    concurrency_keys: Vec<Option<String>>,
-}
-
 impl PgStore {
     /// A store on `pool` using the default schema (`docket`).
     pub fn new(pool: PgPool) -> Self {
@@ -148,77 +130,7 @@ impl PgStore {
         conn: &mut PgConnection,
         jobs: &[NewJob],
     ) -> Result<Vec<Enqueued>> {
-        self.enqueue_many_on(conn, jobs).await
-    }
-
-    async fn enqueue_many_on<'e, E: PgExecutor<'e>>(
-        &self,
-        exec: E,
-        jobs: &[NewJob],
-    ) -> Result<Vec<Enqueued>> {
-        if jobs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut a = EnqueueArrays::default();
-        for (index, job) in jobs.iter().enumerate() {
-            validate::new_job(job, &self.inner.limits).map_err(|e| {
-                if jobs.len() == 1 {
-                    e
-                } else {
-                    ValidationError::InBatch {
-                        index,
-                        error: Box::new(e),
-                    }
-                }
-            })?;
-            let (run_at, delay) = match job.schedule {
-                Schedule::Now => (None, None),
-                Schedule::At(t) => (Some(t), None),
-                Schedule::Delay(d) => (None, Some(ms(d))),
-            };
-            a.queues.push(job.queue.clone());
-            a.kinds.push(job.kind.clone());
-            a.args.push(job.args.clone());
-            a.priorities.push(job.priority);
-            a.run_ats.push(run_at);
-            a.delays.push(delay);
-            a.max_attempts.push(job.max_attempts);
-            a.unique_keys.push(job.unique_key.clone());
-            a.metadata.push(job.metadata.clone());
-            a.backoff_base.push(job.backoff.map(|b| ms(b.base)));
-            a.backoff_cap.push(job.backoff.map(|b| ms(b.cap)));
-            a.ordering_keys.push(job.ordering_key.clone());
-            a.concurrency_keys.push(job.concurrency_key.clone());
-        }
-        // NULL instead of an array of NULLs lets the SQL side skip work nobody asked for.
-        fn some_or_null(v: Vec<Option<String>>) -> Option<Vec<Option<String>>> {
-            v.iter().any(Option::is_some).then_some(v)
-        }
-        let rows = sqlx::query(&self.inner.q.enqueue_many)
-            .bind(a.queues)
-            .bind(a.kinds)
-            .bind(a.args)
-            .bind(a.priorities)
-            .bind(a.run_ats)
-            .bind(a.delays)
-            .bind(a.max_attempts)
-            .bind(some_or_null(a.unique_keys))
-            .bind(a.metadata)
-            .bind(a.backoff_base)
-            .bind(a.backoff_cap)
-            .bind(some_or_null(a.ordering_keys))
-            .bind(some_or_null(a.concurrency_keys))
-            .fetch_all(exec)
-            .await
-            .map_err(db_err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(Enqueued {
-                    id: JobId(r.try_get("id").map_err(db_err)?),
-                    duplicate: r.try_get("duplicate").map_err(db_err)?,
-                })
-            })
-            .collect()
+        self.enqueue_in_tx(conn, jobs).await
     }
 
     /// Completes a claimed job inside the caller's transaction (in-transaction mode): the
@@ -387,7 +299,13 @@ impl Store for PgStore {
     }
 
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        self.enqueue_many_on(&self.inner.pool, jobs).await
+        if !crate::enqueue::copy_worthwhile(jobs) {
+            return self.enqueue_many_on(&self.inner.pool, jobs).await;
+        }
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let out = self.enqueue_in_tx(&mut tx, jobs).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {

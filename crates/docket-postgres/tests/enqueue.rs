@@ -306,3 +306,83 @@ async fn enqueue_notifies_once_per_queue_after_commit() {
     got.sort();
     assert_eq!(got, vec!["a", "b"]);
 }
+
+/// Large batches without unique keys go through COPY: every field must come out exactly as
+/// the function path stores it — awkward text included — and schedules must use the
+/// transaction's clock like the function does.
+#[tokio::test]
+async fn copy_path_stores_exactly_what_the_function_path_stores() {
+    let db = TestDb::new().await;
+    let awkward = json!({"s": "tab\there, newline\nthere, back\\slash, quote\", \\N, ünïcödé ✓"});
+    let make = |i: usize, queue: &str| {
+        let mut j = NewJob::new(queue, "k:awk/ward", json!({"i": i, "a": awkward.clone()}))
+            .priority((i % 201) as i16 - 100)
+            .max_attempts(1 + (i % 7) as i32)
+            .metadata(json!({"trace": format!("t\\{i}\t")}));
+        match i % 4 {
+            0 => {}
+            1 => j = j.delay(Duration::from_secs(90)),
+            2 => j = j.run_at(chrono::Utc::now() + chrono::Duration::hours(2)),
+            _ => {
+                j = j
+                    .backoff(Backoff {
+                        base: Duration::from_millis(5),
+                        cap: Duration::from_secs(9),
+                    })
+                    .ordering_key(format!("o\t{}", i % 3))
+                    .concurrency_key("tenant\\1")
+            }
+        }
+        j
+    };
+    // 1,200 jobs take the COPY path; one at a time takes the function path.
+    let copied: Vec<NewJob> = (0..1200).map(|i| make(i, "copy")).collect();
+    let ids = db.store.enqueue_many(&copied).await.unwrap();
+    assert_eq!(ids.len(), 1200);
+    assert!(
+        ids.windows(2).all(|w| w[0].id.0 < w[1].id.0),
+        "ids in input order"
+    );
+    for i in [0usize, 1, 2, 3, 1199] {
+        db.store.enqueue(&make(i, "func")).await.unwrap();
+    }
+    let cols = "kind, args, priority, max_attempts, metadata, backoff_base_ms, backoff_cap_ms, \
+                ordering_key, concurrency_key, state, attempt, blocked, \
+                round(extract(epoch FROM run_at - created_at))::int AS delay_s";
+    for i in [0usize, 1, 2, 3, 1199] {
+        let q = |queue: &str| {
+            format!(
+                "SELECT to_jsonb(t) - 'delay_s' || jsonb_build_object('d', CASE WHEN delay_s > 3600 THEN 'abs' ELSE delay_s::text END) \
+                 FROM (SELECT {cols} FROM {}.jobs WHERE queue = '{queue}' AND (args->>'i')::int = {i}) t",
+                db.schema
+            )
+        };
+        let a: serde_json::Value = sqlx::query_scalar(&q("copy"))
+            .fetch_one(db.store.pool())
+            .await
+            .unwrap();
+        let b: serde_json::Value = sqlx::query_scalar(&q("func"))
+            .fetch_one(db.store.pool())
+            .await
+            .unwrap();
+        assert_eq!(a, b, "job {i}: COPY and the function stored different rows");
+    }
+    // A bad job anywhere in a large batch: named, and nothing written.
+    let before = count(&db).await;
+    let mut bad: Vec<NewJob> = (0..1500).map(|i| make(i, "copy")).collect();
+    bad[1400].queue = "no spaces allowed".into();
+    let e = db.store.enqueue_many(&bad).await.unwrap_err();
+    assert!(e.to_string().contains("#1400"), "{e}");
+    assert_eq!(count(&db).await, before);
+    // Inside the caller's transaction: exists iff it commits.
+    let mut tx = db.store.pool().begin().await.unwrap();
+    db.store
+        .enqueue_many_tx(
+            &mut tx,
+            &(0..1000).map(|i| make(i, "tx")).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(count(&db).await, before, "rolled back with its transaction");
+}
