@@ -52,9 +52,15 @@ pub struct BenchResult {
     pub extra: Option<serde_json::Value>,
 }
 
-fn bench_ctx(ctx: &Ctx) -> Ctx {
+/// The bench's own schema, and every connection (Docket's and the floor's) with the same
+/// `synchronous_commit`, so the ratio compares like with like whatever the server's default.
+fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
+    let sep = if ctx.url.contains('?') { '&' } else { '?' };
     Ctx {
-        url: ctx.url.clone(),
+        url: format!(
+            "{}{sep}options=-c%20synchronous_commit%3D{synchronous_commit}",
+            ctx.url
+        ),
         schema: format!("{}_bench", ctx.schema),
     }
 }
@@ -88,6 +94,7 @@ fn floor_script(explicit: &Option<PathBuf>) -> Option<PathBuf> {
 fn run_floor(
     script: &Option<PathBuf>,
     url: &str,
+    synchronous_commit: &str,
     n: u64,
     clients: u32,
     batch: usize,
@@ -96,7 +103,11 @@ fn run_floor(
     let out = std::process::Command::new("bash")
         .arg(&script)
         .args([n.to_string(), clients.to_string(), batch.to_string()])
-        .env("DATABASE_URL", url)
+        .env("DATABASE_URL", url.split('?').next().unwrap_or(url))
+        .env(
+            "PGOPTIONS",
+            format!("-c synchronous_commit={synchronous_commit}"),
+        )
         .stderr(Stdio::inherit())
         .output()
         .ok()?;
@@ -356,7 +367,15 @@ pub(crate) async fn latency_samples(
 }
 
 pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
-    let ctx = bench_ctx(ctx);
+    if !["on", "off", "local", "remote_write", "remote_apply"]
+        .contains(&a.synchronous_commit.as_str())
+    {
+        return Err(CliError::invalid(
+            "--synchronous-commit: on, off, local, remote_write or remote_apply",
+        )
+        .into());
+    }
+    let ctx = bench_ctx(ctx, &a.synchronous_commit);
     let all = a.scenario == "all";
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
@@ -372,16 +391,28 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     }
     if want("drain") {
         let mut r = drain(&ctx, a.jobs, a.workers, a.concurrency, a.batch).await?;
-        if let Some((floor, _)) = run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, 100) {
+        if let Some((floor, _)) = run_floor(
+            &a.floor_script,
+            &ctx.url,
+            &a.synchronous_commit,
+            a.jobs.max(10_000),
+            4,
+            100,
+        ) {
             r.floor_jobs_per_s = Some(floor);
             r.floor_batch = Some(100);
             r.ratio = r.jobs_per_s.map(|j| j / floor);
         }
         results.push(r.clone());
         if a.batch != 100 {
-            if let Some((floor, _)) =
-                run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, a.batch)
-            {
+            if let Some((floor, _)) = run_floor(
+                &a.floor_script,
+                &ctx.url,
+                &a.synchronous_commit,
+                a.jobs.max(10_000),
+                4,
+                a.batch,
+            ) {
                 let mut r2 = r.clone();
                 r2.scenario = "drain_vs_floor_at_docket_batch".into();
                 r2.floor_jobs_per_s = Some(floor);
@@ -393,7 +424,14 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     }
     if want("enqueue") {
         let results_enq = enqueue(&ctx, a.jobs, a.producers).await?;
-        let floor = run_floor(&a.floor_script, &ctx.url, 100_000, 4, 100);
+        let floor = run_floor(
+            &a.floor_script,
+            &ctx.url,
+            &a.synchronous_commit,
+            100_000,
+            4,
+            100,
+        );
         for mut r in results_enq {
             if let Some((floor, _)) = floor {
                 r.floor_jobs_per_s = Some(floor);
@@ -454,9 +492,16 @@ fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
 async fn charts(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<()> {
     let dir = a.chart_dir.clone().unwrap_or_else(|| PathBuf::from("docs"));
     std::fs::create_dir_all(&dir)?;
-    let floor = run_floor(&a.floor_script, &ctx.url, a.jobs.max(10_000), 4, 100)
-        .map(|f| f.0)
-        .ok_or_else(|| CliError::new(1, "sql-floor.sh not found or failed (see --floor-script)"))?;
+    let floor = run_floor(
+        &a.floor_script,
+        &ctx.url,
+        &a.synchronous_commit,
+        a.jobs.max(10_000),
+        4,
+        100,
+    )
+    .map(|f| f.0)
+    .ok_or_else(|| CliError::new(1, "sql-floor.sh not found or failed (see --floor-script)"))?;
     let mut points = Vec::new();
     let mut results = Vec::new();
     for c in [10usize, 25, 50, 100, 200] {

@@ -433,6 +433,10 @@ pub struct BenchArgs {
     /// Where `--scenario charts` writes its PNGs.
     #[arg(long)]
     pub chart_dir: Option<std::path::PathBuf>,
+    /// synchronous_commit for every connection of the run, Docket's and the floor's (the
+    /// targets are stated for the server default, on).
+    #[arg(long, default_value = "on")]
+    pub synchronous_commit: String,
     /// Path of sql-floor.sh (default: ../shared/bench/sql-floor.sh from here or a parent).
     #[arg(long)]
     pub floor_script: Option<std::path::PathBuf>,

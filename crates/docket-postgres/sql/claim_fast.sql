@@ -1,10 +1,11 @@
--- claim_fast: the fast path of the claim — repeated verbatim inside the claim() function of
--- migration 0005 (a test keeps the two identical), kept here so `docket explain` and the plan
--- test can EXPLAIN it. Only for EXPLAIN: workers call claim.sql.
+-- claim_fast: the two-branch fast path of the claim, used once some job has waited past the
+-- starvation bound (otherwise claim_ready.sql runs). Repeated verbatim inside claim() of
+-- migration 0005 (a unit test keeps the two identical), kept here so `docket explain` and
+-- the plan test can EXPLAIN it. Only for EXPLAIN: workers call claim.sql.
 -- Parameters: $1 text queue, $2 int limit, $3 text owner, $4 bigint lease_ms,
 --   $5 bigint starvation bound in ms (NULL: strict priority order).
 -- Fairness: jobs ready for longer than the bound are taken first, oldest first (via
---   jobs_age_idx); the rest of the batch is filled in priority order (jobs_claim_idx). So a
+--   jobs_age_idx, ties in physical order); the rest of the batch is filled in priority order (jobs_claim_idx). So a
 --   job starts at most `bound` after it became ready, plus the time to run the starving jobs
 --   that are older than it — however much higher-priority work keeps arriving.
 -- Invariants:
@@ -22,7 +23,7 @@ WITH starving AS (
     FROM {{schema}}.jobs
     WHERE state = 'pending' AND NOT blocked AND queue = $1
       AND run_at <= now() - $5 * interval '1 millisecond'
-    ORDER BY run_at, id
+    ORDER BY run_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), by_priority AS (
@@ -30,7 +31,7 @@ WITH starving AS (
     FROM {{schema}}.jobs
     WHERE state = 'pending' AND NOT blocked AND queue = $1 AND run_at <= now()
       AND id NOT IN (SELECT id FROM starving)
-    ORDER BY priority, run_at, id
+    ORDER BY priority, run_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), next AS (
@@ -43,6 +44,6 @@ SET state = 'running',
     lease_owner = $3,
     lease_expires_at = now() + $4 * interval '1 millisecond',
     attempted_at = now()
-FROM next
-WHERE j.id = next.id AND j.ordering_key IS NULL AND j.concurrency_key IS NULL
+WHERE j.id = ANY (ARRAY(SELECT id FROM next))
+  AND j.ordering_key IS NULL AND j.concurrency_key IS NULL
 RETURNING j.*

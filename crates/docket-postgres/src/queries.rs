@@ -79,6 +79,7 @@ queries!(
     periodic_job,
     enqueue_copy_ids,
     enqueue_copy,
+    claim_ready,
 );
 
 #[cfg(test)]
@@ -115,21 +116,28 @@ mod tests {
         assert!(!q.claim.contains("{{schema}}"));
     }
 
-    /// `docket explain` shows the plan of sql/claim_fast.sql; the claim itself runs the copy
-    /// inside claim() (migration 0005). They must be the same statement.
+    /// `docket explain` shows the plans of sql/claim_ready.sql and sql/claim_fast.sql; the claim
+    /// itself runs the copies inside claim() (migration 0005). They must be
+    /// the same statements.
     #[test]
-    fn the_explained_fast_path_is_the_one_claim_runs() {
+    fn the_explained_fast_paths_are_the_ones_claim_runs() {
         let dir = env!("CARGO_MANIFEST_DIR");
         let mig = std::fs::read_to_string(format!("{dir}/migrations/0005_controls.sql")).unwrap();
-        let begin = mig.find("-- fast path begin\n").unwrap() + "-- fast path begin\n".len();
-        let end = mig.find("-- fast path end").unwrap();
-        let in_function = &mig[begin..end];
-        let file = std::fs::read_to_string(format!("{dir}/sql/claim_fast.sql")).unwrap();
-        let body: String = file
-            .lines()
-            .filter(|l| !l.starts_with("--"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert_eq!(body.replace("{{schema}}.", ""), in_function);
+        for (marker, file) in [
+            ("fast path", "claim_fast.sql"),
+            ("ready path", "claim_ready.sql"),
+        ] {
+            let open = format!("-- {marker} begin\n");
+            let begin = mig.find(&open).unwrap() + open.len();
+            let end = mig.find(&format!("-- {marker} end")).unwrap();
+            let in_function = &mig[begin..end];
+            let text = std::fs::read_to_string(format!("{dir}/sql/{file}")).unwrap();
+            let body: String = text
+                .lines()
+                .filter(|l| !l.starts_with("--"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(body.replace("{{schema}}.", ""), in_function, "{file}");
+        }
     }
 }

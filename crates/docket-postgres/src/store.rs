@@ -167,21 +167,36 @@ impl PgStore {
         } else {
             "EXPLAIN (COSTS OFF) "
         };
-        let rows = sqlx::query(&format!("{prefix}{}", self.inner.q.claim_fast))
-            .bind(queue)
-            .bind(10_i32)
-            .bind("explain")
-            .bind(60_000_i64)
-            .bind(Some(60_000_i64))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?;
+        // Both fast paths: by priority (nothing starving, the common case), then the
+        // two-branch statement that runs once a job has waited past the starvation bound.
+        let mut out = Vec::new();
+        for (title, sql) in [
+            (
+                "-- no job starving: sql/claim_ready.sql",
+                &self.inner.q.claim_ready,
+            ),
+            (
+                "-- some job starving: sql/claim_fast.sql",
+                &self.inner.q.claim_fast,
+            ),
+        ] {
+            let text = format!("{prefix}{sql}");
+            let mut q = sqlx::query(&text)
+                .bind(queue)
+                .bind(10_i32)
+                .bind("explain")
+                .bind(60_000_i64);
+            if sql.contains("$5") {
+                q = q.bind(Some(60_000_i64));
+            }
+            let rows = q.fetch_all(&mut *tx).await.map_err(db_err)?;
+            out.push(title.to_string());
+            for r in &rows {
+                out.push(r.try_get::<String, _>(0).map_err(db_err)?);
+            }
+        }
         tx.rollback().await.map_err(db_err)?;
-        let lines: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<String, _>(0).map_err(db_err))
-            .collect::<Result<_>>()?;
-        Ok(lines.join("\n"))
+        Ok(out.join("\n"))
     }
 
     /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.

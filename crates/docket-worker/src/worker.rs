@@ -112,9 +112,12 @@ impl Worker {
             p.schedule()
                 .map_err(|e| WorkerError::Config(format!("periodic {:?}: {e}", p.name)))?;
         }
-        if config.maintenance && config.leader_ttl <= config.schedule_interval {
+        // The leader loop renews every min(schedule_interval, reap_interval).
+        if config.maintenance
+            && config.leader_ttl <= config.schedule_interval.min(config.reap_interval)
+        {
             return Err(WorkerError::Config(
-                "leader_ttl must be longer than schedule_interval".into(),
+                "leader_ttl must be longer than schedule_interval or reap_interval".into(),
             ));
         }
         if config.heartbeat_interval >= config.lease {

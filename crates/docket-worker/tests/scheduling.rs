@@ -297,8 +297,9 @@ async fn token_buckets_refill_with_database_time() {
         })
         .await
         .unwrap();
+    // Key k's jobs first in claim order (priority), so its own bucket is what stops them.
     let mut jobs: Vec<NewJob> = (0..5)
-        .map(|i| work("b", "k", i, 0).concurrency_key("k"))
+        .map(|i| work("b", "k", i, 0).concurrency_key("k").priority(-1))
         .collect();
     jobs.extend((0..10).map(|i| work("b", "", i, 0)));
     db.store.enqueue_many(&jobs).await.unwrap();
