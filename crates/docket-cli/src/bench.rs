@@ -65,7 +65,7 @@ fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
     }
 }
 
-async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
+pub(crate) async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
     let admin = ctx.connect(1).await?;
     sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
         .execute(admin.pool())
@@ -123,7 +123,12 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     reg.register_fn("noop", |_a, _c| async { Ok(()) });
     let mut cfg = WorkerConfig::default().queue("bench", a.concurrency);
     cfg.claim_batch = a.batch;
-    cfg.maintenance = false;
+    // Maintenance (leader, reaper, pruner) only for the churn scenario, which prunes.
+    cfg.maintenance = a.retention_s.is_some();
+    if let Some(r) = a.retention_s {
+        cfg.retention.finished = Duration::from_secs(r);
+        cfg.prune_interval = Duration::from_secs(10);
+    }
     let w = Worker::new(store, reg, cfg)?;
     let r = w.run(crate::shutdown_with_parent()).await?;
     eprintln!("bench worker: {}", serde_json::to_string(&r.metrics)?);
@@ -379,15 +384,44 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     let all = a.scenario == "all";
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
-    if !["all", "drain", "enqueue", "latency", "scale", "charts"].contains(&a.scenario.as_str()) {
+    if ![
+        "all", "drain", "enqueue", "latency", "scale", "charts", "churn",
+    ]
+    .contains(&a.scenario.as_str())
+    {
         return Err(CliError::invalid(format!(
-            "unknown scenario {:?} (drain, enqueue, latency, scale, charts, all)",
+            "unknown scenario {:?} (drain, enqueue, latency, scale, churn, charts, all)",
             a.scenario
         ))
         .into());
     }
     if a.scenario == "charts" {
         return charts(&ctx, &a).await;
+    }
+    if a.scenario == "churn" {
+        let duration = docket_core::duration::parse_bounded(
+            "--duration",
+            &a.duration,
+            Duration::from_secs(10),
+            Duration::from_secs(24 * 3600),
+        )
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+        let chart = a.chart_dir.as_ref().map(|d| d.join("bench-churn.png"));
+        let (r, samples) = crate::bench_churn::churn(
+            &ctx,
+            duration,
+            a.rate,
+            a.workers,
+            Duration::from_secs(60),
+            chart.as_deref(),
+        )
+        .await?;
+        if a.json {
+            for s in &samples {
+                crate::output::json(&serde_json::json!({"scenario": "churn_sample", "sample": s}))?;
+            }
+        }
+        return print(&[r], a.json);
     }
     if want("drain") {
         let mut r = drain(&ctx, a.jobs, a.workers, a.concurrency, a.batch).await?;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-fn register_font() -> bool {
+pub(crate) fn register_font() -> bool {
     for path in [
         "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
         "/usr/share/fonts/dejavu/DejaVuSans.ttf",

@@ -399,7 +399,7 @@ pub enum EmbeddedCommand {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// drain, enqueue, latency, scale, charts or all.
+    /// drain, enqueue, latency, scale, churn, charts or all.
     #[arg(long, default_value = "drain")]
     pub scenario: String,
     /// Jobs for drain and bulk enqueue.
@@ -433,6 +433,12 @@ pub struct BenchArgs {
     /// Where `--scenario charts` writes its PNGs.
     #[arg(long)]
     pub chart_dir: Option<std::path::PathBuf>,
+    /// Length of the churn scenario.
+    #[arg(long, default_value = "10m")]
+    pub duration: String,
+    /// Steady enqueue rate of the churn scenario, jobs/s.
+    #[arg(long, default_value_t = 2000)]
+    pub rate: u64,
     /// synchronous_commit for every connection of the run, Docket's and the floor's (the
     /// targets are stated for the server default, on).
     #[arg(long, default_value = "on")]
@@ -452,4 +458,7 @@ pub struct BenchWorkerArgs {
     pub batch: usize,
     #[arg(long)]
     pub connections: u32,
+    /// Run maintenance and prune finished jobs after this many seconds (churn scenario).
+    #[arg(long)]
+    pub retention_s: Option<u64>,
 }

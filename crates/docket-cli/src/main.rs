@@ -9,6 +9,7 @@
 
 mod bench;
 mod bench_chart;
+mod bench_churn;
 mod bench_scale;
 mod cli;
 mod controls;
