@@ -135,6 +135,32 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Starts `n` bench worker processes (`retention`: run maintenance and prune, for churn).
+pub(crate) fn spawn_workers(
+    ctx: &Ctx,
+    n: u32,
+    concurrency: usize,
+    batch: usize,
+    retention: Option<Duration>,
+) -> anyhow::Result<Vec<std::process::Child>> {
+    let conns = ((concurrency / 10).clamp(2, 8) + 3).to_string();
+    let mut children = Vec::new();
+    for _ in 0..n {
+        let mut c = ctx.child("__bench-worker")?;
+        c.args(["--concurrency", &concurrency.to_string()]).args([
+            "--batch",
+            &batch.to_string(),
+            "--connections",
+            &conns,
+        ]);
+        if let Some(r) = retention {
+            c.args(["--retention-s", &r.as_secs().to_string()]);
+        }
+        children.push(c.spawn()?);
+    }
+    Ok(children)
+}
+
 async fn busy(store: &docket_postgres::PgStore) -> anyhow::Result<bool> {
     Ok(store.any_active(&["bench".to_string()]).await?)
 }
@@ -157,23 +183,8 @@ pub async fn drain(
     sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
         .execute(store.pool())
         .await?;
-    let conns = ((concurrency / 10).clamp(2, 8) + 3).to_string();
     let started = Instant::now();
-    let mut children = Vec::new();
-    for _ in 0..workers {
-        children.push(
-            ctx.child("__bench-worker")?
-                .args([
-                    "--concurrency",
-                    &concurrency.to_string(),
-                    "--batch",
-                    &batch.to_string(),
-                    "--connections",
-                    &conns,
-                ])
-                .spawn()?,
-        );
-    }
+    let mut children = spawn_workers(ctx, workers, concurrency, batch, None)?;
     while busy(&store).await? {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

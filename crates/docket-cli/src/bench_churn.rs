@@ -66,22 +66,7 @@ pub async fn churn(
     chart: Option<&Path>,
 ) -> anyhow::Result<(BenchResult, Vec<ChurnSample>)> {
     let store = fresh_store(ctx, 4).await?;
-    let mut children = Vec::new();
-    for _ in 0..workers {
-        children.push(
-            ctx.child("__bench-worker")?
-                .args([
-                    "--concurrency",
-                    "100",
-                    "--batch",
-                    "100",
-                    "--connections",
-                    "6",
-                ])
-                .args(["--retention-s", &retention.as_secs().to_string()])
-                .spawn()?,
-        );
-    }
+    let mut children = crate::bench::spawn_workers(ctx, workers, 100, 100, Some(retention))?;
     let t0 = Instant::now();
     let tick = Duration::from_millis(100);
     let per_tick = (rate / 10).max(1);

@@ -9,7 +9,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds};
 use croner::Cron;
@@ -88,18 +88,19 @@ impl CronSchedule {
         Ok(CronSchedule { cron, tz })
     }
 
-    /// The first tick strictly after `t`.
+    /// The first tick strictly after `t`. Ticks are whole seconds: `croner` would carry
+    /// `t`'s fraction of a second into the result, so it is dropped first.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron
-            .find_next_occurrence(&t.with_timezone(&self.tz), false)
+            .find_next_occurrence(&t.trunc_subsecs(0).with_timezone(&self.tz), false)
             .ok()
             .map(|d| d.with_timezone(&Utc))
     }
 
-    /// The last tick at or before `t`.
+    /// The last tick at or before `t` (whole seconds, as [`CronSchedule::next_after`]).
     pub fn last_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron
-            .find_previous_occurrence(&t.with_timezone(&self.tz), true)
+            .find_previous_occurrence(&t.trunc_subsecs(0).with_timezone(&self.tz), true)
             .ok()
             .map(|d| d.with_timezone(&Utc))
     }
@@ -265,6 +266,20 @@ mod tests {
             .next_after(Utc.with_ymd_and_hms(2026, 1, 10, 12, 0, 0).unwrap())
             .unwrap();
         assert_eq!(winter, Utc.with_ymd_and_hms(2026, 1, 11, 8, 0, 0).unwrap());
+    }
+
+    /// Regression: croner keeps the fraction of a second of its input, which made ticks
+    /// drift off whole seconds (and a worker test saw a tick skipped).
+    #[test]
+    fn ticks_are_whole_seconds_whatever_the_fraction_of_now() {
+        let s = CronSchedule::parse("* * * * * *", "UTC").unwrap();
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 41).unwrap();
+        let later = t + chrono::Duration::milliseconds(950);
+        assert_eq!(s.last_at_or_before(later), Some(t));
+        assert_eq!(s.next_after(later), Some(t + chrono::Duration::seconds(1)));
+        let (ticks, next) = s.due(t, later, MissedTicks::All);
+        assert_eq!(ticks, vec![t]);
+        assert_eq!(next, Some(t + chrono::Duration::seconds(1)));
     }
 
     #[test]

@@ -261,16 +261,14 @@ async fn low_priority_wait_under_flood(
     at.map(|t| t.duration_since(t0))
 }
 
-/// 8. A flood of high-priority work: the fairness policy still serves the low-priority job
-/// within its documented bound (the starvation bound, plus the older starving jobs ahead of
-/// it: 20 jobs of 20 ms here). Without the policy the same flood starves it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fairness_serves_low_priority_work_under_a_flood() {
+/// The flood with `workers` workers of one slot each: with a 1 s bound the low-priority job
+/// starts after the bound plus the older starving work; without it, not at all.
+async fn fairness_under_flood(workers: usize) {
     let bound = Duration::from_secs(1);
-    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), 1)
+    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), workers)
         .await
         .expect("the low-priority job started during the flood");
-    println!("low-priority job started after {waited:?} (starvation bound {bound:?})");
+    println!("{workers} worker(s): low-priority job started after {waited:?} (bound {bound:?})");
     assert!(
         waited <= bound + Duration::from_millis(2500),
         "waited {waited:?}, bound {bound:?} + older starving work"
@@ -280,8 +278,16 @@ async fn fairness_serves_low_priority_work_under_a_flood() {
         "it really waited for the bound: {waited:?}"
     );
     // Control: strict priority order starves it for as long as the flood lasts.
-    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), 1).await;
+    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), workers).await;
     assert_eq!(starved, None, "without the bound the flood starves the job");
+}
+
+/// 8. A flood of high-priority work: the fairness policy still serves the low-priority job
+/// within its documented bound (the starvation bound, plus the older starving jobs ahead of
+/// it: 20 jobs of 20 ms here). Without the policy the same flood starves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fairness_serves_low_priority_work_under_a_flood() {
+    fairness_under_flood(1).await;
 }
 
 /// The same flood against four workers racing for the queue (one slot each, four times the
@@ -289,19 +295,5 @@ async fn fairness_serves_low_priority_work_under_a_flood() {
 /// within the bound plus the older starving work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fairness_bound_holds_with_four_workers_racing() {
-    let bound = Duration::from_secs(1);
-    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), 4)
-        .await
-        .expect("the low-priority job started during the flood");
-    println!("four workers: low-priority job started after {waited:?} (bound {bound:?})");
-    assert!(
-        waited <= bound + Duration::from_millis(2500),
-        "waited {waited:?}, bound {bound:?} + older starving work"
-    );
-    assert!(
-        waited >= bound - Duration::from_millis(100),
-        "it really waited for the bound: {waited:?}"
-    );
-    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), 4).await;
-    assert_eq!(starved, None, "without the bound the flood starves the job");
+    fairness_under_flood(4).await;
 }
