@@ -463,7 +463,9 @@ impl Model {
             return ja.priority < jb.priority;
         }
         match (ja.run_at, jb.run_at) {
-            (RunAt::At(x), RunAt::At(y)) => (x, ja.run_at_step, a) < (y, jb.run_at_step, b),
+            // Equal stored run_at: the claim index has no tiebreak (it deduplicates equal
+            // keys), so either may come first.
+            (RunAt::At(x), RunAt::At(y)) => x < y,
             (ra, rb) => (ra.hi() as f64) + LAG_S < rb.lo() as f64,
         }
     }
