@@ -67,10 +67,8 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
                 print_controls(&list);
             }
         }
-        QueuesCommand::Pause(a) | QueuesCommand::Resume(a) if check(&a.queue).is_err() => {
-            check(&a.queue)?;
-        }
         QueuesCommand::Pause(a) => {
+            check(&a.queue)?;
             let c = ctx.store(1).await?.pause_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;
@@ -82,6 +80,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
             }
         }
         QueuesCommand::Resume(a) => {
+            check(&a.queue)?;
             let c = ctx.store(1).await?.resume_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;

@@ -171,10 +171,7 @@ async fn bad_input_gets_a_clear_error_an_exit_code_and_writes_nothing() {
         ),
     ];
     for (args, want, msg) in cases {
-        let o = cli.run(&args);
-        assert_eq!(code(&o), want, "{args:?}: {}", err(&o));
-        assert!(err(&o).contains(msg), "{args:?}: {}", err(&o));
-        assert!(err(&o).starts_with("error: "), "{args:?}: {}", err(&o));
+        assert_fails(&cli, &args, want, msg);
     }
     // Oversized args (too big for a command line: through bulk on stdin).
     let huge = format!(

@@ -116,3 +116,11 @@ pub fn err(o: &Output) -> String {
 pub fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
+
+/// Runs `args` and checks the exit code and that stderr is one `error: ` line naming `what`.
+pub fn assert_fails(cli: &Cli, args: &[&str], want: i32, what: &str) {
+    let o = cli.run(args);
+    assert_eq!(code(&o), want, "{args:?}: {}", err(&o));
+    assert!(err(&o).contains(what), "{args:?}: {}", err(&o));
+    assert!(err(&o).starts_with("error: "), "{args:?}: {}", err(&o));
+}
