@@ -461,4 +461,7 @@ pub struct BenchWorkerArgs {
     /// Run maintenance and prune finished jobs after this many seconds (churn scenario).
     #[arg(long)]
     pub retention_s: Option<u64>,
+    /// Exit once nothing of the queue is ready or running (the drain scenario).
+    #[arg(long)]
+    pub drain: bool,
 }

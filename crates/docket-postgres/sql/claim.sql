@@ -7,4 +7,9 @@
 -- and no keyed job is ready, and otherwise claim_controlled: queue and key concurrency
 -- limits, token buckets and per-key ordering, each decided after the lock that serialises
 -- it. Either way one implicit transaction, committed at once.
-SELECT * FROM {{schema}}.claim($1, $2, $3, $4, $5)
+-- Columns: only what a worker needs, in this order (rows::claimed decodes by position); the
+-- rest of the row (error history, keys, timestamps) is not sent, which the drain benchmark
+-- measured as CPU saved on both sides of the connection.
+SELECT id, attempt, max_attempts, queue, kind, args, metadata, priority, run_at, created_at,
+       lease_expires_at
+FROM {{schema}}.claim($1, $2, $3, $4, $5)
