@@ -22,6 +22,8 @@ mod rows;
 pub mod store;
 
 pub use docket_core as core;
+#[doc(hidden)]
+pub use enqueue::encode_copy;
 pub use migrate::migrate;
 pub use store::PgStore;
 
