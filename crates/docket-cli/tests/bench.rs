@@ -1,0 +1,86 @@
+//! `docket bench --scenario drain --json` end to end: real worker processes drain a real
+//! queue, each job is verified done exactly once, and the JSON carries the fields the
+//! performance issue names. The floor is compared when `shared/bench/sql-floor.sh` is beside
+//! the project (as on the developers' machines); without it the floor fields are absent.
+
+mod common;
+
+use common::{code, err, out, Cli};
+use docket_testkit::TestDb;
+
+fn floor_script_present() -> bool {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .any(|d| d.join("../shared/bench/sql-floor.sh").is_file())
+}
+
+#[tokio::test]
+async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&[
+        "bench",
+        "--scenario",
+        "drain",
+        "--jobs",
+        "3000",
+        "--workers",
+        "2",
+        "--concurrency",
+        "50",
+        "--batch",
+        "50",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let objects: Vec<serde_json::Value> = out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    let drain = objects
+        .iter()
+        .find(|v| v["scenario"] == "drain")
+        .unwrap_or_else(|| panic!("no drain object in {objects:?}"));
+    assert_eq!(drain["jobs"], 3000);
+    assert_eq!(drain["workers"], 2);
+    let rate = drain["jobs_per_s"].as_f64().expect("jobs_per_s");
+    assert!(rate > 0.0, "{drain}");
+    let secs = drain["seconds"].as_f64().expect("seconds");
+    assert!((rate * secs - 3000.0).abs() < 1.0, "{drain}");
+    if floor_script_present() {
+        let floor = drain["floor_jobs_per_s"]
+            .as_f64()
+            .expect("floor_jobs_per_s");
+        let ratio = drain["ratio"].as_f64().expect("ratio");
+        assert!(
+            floor > 0.0 && (ratio - rate / floor).abs() < 1e-9,
+            "{drain}"
+        );
+        // Batch 50 differs from the floor's 100: the floor at Docket's batch is reported too.
+        assert!(
+            objects.iter().any(
+                |v| v["scenario"] == "drain_vs_floor_at_docket_batch" && v["floor_batch"] == 50
+            ),
+            "{objects:?}"
+        );
+    } else {
+        assert!(drain["floor_jobs_per_s"].is_null(), "{drain}");
+    }
+    // The bench's own check, repeated: every job succeeded, each on its first claim, and the
+    // drain workers exited on their own (no worker session is left on the server).
+    let done = db
+        .scalar(
+            "SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded' AND attempt = 1",
+        )
+        .await;
+    assert_eq!(done, 3000);
+    let left = db
+        .scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND application_name = 'docket/{schema}_bench'",
+        )
+        .await;
+    assert_eq!(left, 0, "bench worker sessions left behind");
+}
