@@ -191,6 +191,9 @@ async fn wait_exited(children: &mut [std::process::Child]) -> anyhow::Result<()>
             }
         }
         running = still;
+        // Polling process status, not standing in for a signal: `std::process::Child` has no
+        // async wait, and a worker that fails must end the wait at once rather than after the
+        // others (which would wait for its jobs' leases forever: the bench runs no reaper).
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(())
