@@ -190,6 +190,15 @@ pub struct WorkArgs {
     /// Do not run the reaper/pruner even if elected leader.
     #[arg(long)]
     pub no_maintenance: bool,
+    /// A direct (not pooled) URL for LISTEN when --database-url goes through a
+    /// transaction-mode pooler; without one such a worker polls.
+    #[arg(long, env = "DOCKET_LISTEN_URL", hide_env_values = true)]
+    pub listen_url: Option<String>,
+    /// Query the database only when polling (no LISTEN; maintenance only in the poll's
+    /// wake-up), so a serverless compute can suspend between polls longer than its idle
+    /// time-out. Pair with a long --poll, or use --drain from a scheduler.
+    #[arg(long)]
+    pub serverless: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -43,41 +43,42 @@ pub fn classify(e: &anyhow::Error) -> (i32, String, Option<String>) {
                 StoreError::WrongState { .. } | StoreError::UniqueConflict { .. } => {
                     (exit::CONFLICT, s.to_string(), None)
                 }
-                StoreError::Unavailable(_) => (
-                    exit::UNAVAILABLE,
-                    s.to_string(),
-                    Some("is PostgreSQL running? check --database-url / DATABASE_URL, or unset it to use the embedded one".into()),
-                ),
+                StoreError::Unavailable(inner) => match inner.downcast_ref::<docket_postgres::ConnectError>() {
+                    Some(c) => (exit::UNAVAILABLE, redact(&c.to_string()), Some(c.hint().into())),
+                    None => (
+                        exit::UNAVAILABLE,
+                        redact(&s.to_string()),
+                        Some("the connection to the database failed or was cut; retrying may help".into()),
+                    ),
+                },
                 StoreError::LeaseLost(_) => (exit::CONFLICT, s.to_string(), None),
-                _ => (exit::FAILURE, s.to_string(), None),
+                _ => (exit::FAILURE, redact(&s.to_string()), schema_hint(s)),
             };
         }
     }
-    (exit::FAILURE, format!("{e:#}"), None)
+    (exit::FAILURE, redact(&format!("{e:#}")), None)
 }
 
-/// Removes the password from a URL for messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
+/// A hint for schema errors (missing schema, a newer schema) and pooler mistakes.
+fn schema_hint(s: &StoreError) -> Option<String> {
+    let text = s.to_string();
+    if text.contains("prepared statement") {
+        return Some(
+            "connecting through a transaction-mode pooler? add pooler=transaction to the URL".into(),
         );
-        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
     }
+    None
+}
+
+/// Removes every password from a connection string (URL, query or key=value form).
+pub use docket_postgres::redact::redact;
+
+/// A connection failure as a CLI error: exit 3 (5 for a malformed string) with the cause and
+/// the hint that fits it.
+pub fn connect_error(e: docket_postgres::ConnectError) -> CliError {
+    let code = match e {
+        docket_postgres::ConnectError::InvalidUrl { .. } => exit::INVALID,
+        _ => exit::UNAVAILABLE,
+    };
+    CliError::new(code, e.to_string()).hint(e.hint())
 }

@@ -28,7 +28,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 use docket_postgres::PgStore;
 use fail::CliError;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use docket_postgres::connect;
 
 /// Resolved connection settings.
 pub struct Ctx {
@@ -64,29 +64,27 @@ impl Ctx {
     pub async fn connect(&self, max: u32) -> anyhow::Result<PgStore> {
         docket_core::validate::schema(&self.schema)
             .map_err(|e| CliError::invalid(e.to_string()))?;
-        let opts: PgConnectOptions = self.url.parse().map_err(|e| {
-            CliError::invalid(format!(
-                "invalid database URL {}: {e}",
-                fail::redact(&self.url)
-            ))
-        })?;
+        let target = self.target()?;
         // Tagged with the schema so an operator (or a test) can tell whose connections
         // pg_stat_activity shows.
-        let opts = opts.application_name(&format!("docket/{}", self.schema));
-        let pool = PgPoolOptions::new()
-            .max_connections(max)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(opts)
+        let pool = connect::pool(&target, &format!("docket/{}", self.schema), max)
             .await
-            .map_err(|e| {
-                CliError::new(
-                    cli::exit::UNAVAILABLE,
-                    format!("cannot connect to {}: {e}", fail::redact(&self.url)),
-                )
-                .hint("is PostgreSQL running? check --database-url / DATABASE_URL, or unset it to use the embedded one")
-            })?;
+            .map_err(fail::connect_error)?;
         Ok(PgStore::with_schema(pool, &self.schema)
-            .map_err(|e| CliError::invalid(e.to_string()))?)
+            .map_err(|e| CliError::invalid(e.to_string()))?
+            .with_pooler(target.pooler))
+    }
+
+    /// The parsed connection string (URL or key=value; TLS and `pooler=` parameters).
+    pub fn target(&self) -> anyhow::Result<connect::Target> {
+        let target = connect::parse(&self.url).map_err(fail::connect_error)?;
+        if target.pooler == docket_postgres::PoolerMode::Transaction {
+            tracing::info!(
+                source = ?target.pooler_source,
+                "transaction-mode pooler: every statement in its own transaction, no prepared-statement cache"
+            );
+        }
+        Ok(target)
     }
 }
 

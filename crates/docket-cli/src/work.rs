@@ -71,6 +71,12 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
     cfg.poll_interval = poll;
     cfg.cancel_grace = kill_grace + Duration::from_secs(2);
     cfg.maintenance = !a.no_maintenance;
+    cfg.serverless = a.serverless;
+    if let Some(u) = a.listen_url.as_deref().filter(|u| !u.trim().is_empty()) {
+        // Checked now so a typo fails at start with a clear error, not in the notifier's log.
+        docket_postgres::connect::parse(u).map_err(crate::fail::connect_error)?;
+        cfg.listen_url = Some(u.to_string());
+    }
     cfg.reap_interval = (lease / 4).max(Duration::from_millis(200));
     // Reaping matters on the lease's time scale; a dead leader should not hold it up longer.
     cfg.leader_ttl = lease.max(cfg.reap_interval * 3);

@@ -126,10 +126,13 @@ impl PgStore {
     }
 
     pub(crate) async fn queue_controls_impl(&self) -> Result<Vec<QueueControl>> {
-        let rows = sqlx::query(&self.inner.q.queues_list)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.queues_list)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter().map(control).collect()
     }
 
@@ -161,10 +164,13 @@ impl PgStore {
     }
 
     pub(crate) async fn key_limits_impl(&self) -> Result<Vec<KeyLimit>> {
-        let rows = sqlx::query(&self.inner.q.key_limits_list)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.key_limits_list)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(KeyLimit {
@@ -177,11 +183,14 @@ impl PgStore {
     }
 
     pub(crate) async fn blocked_keys_impl(&self, limit: i64) -> Result<Vec<BlockedKey>> {
-        let rows = sqlx::query(&self.inner.q.blocked_keys)
-            .bind(if limit <= 0 { 100 } else { limit })
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.blocked_keys)
+                .bind(if limit <= 0 { 100 } else { limit })
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(BlockedKey {
@@ -197,11 +206,14 @@ impl PgStore {
     }
 
     pub(crate) async fn skip_impl(&self, id: JobId) -> Result<JobRecord> {
-        let done: Option<i64> = sqlx::query_scalar(&self.inner.q.skip)
-            .bind(id.0)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let done: Option<i64> = self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.skip)
+                .bind(id.0)
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let job = self.get(id).await?;
         if done.is_none() {
             return Err(StoreError::WrongState {
@@ -214,66 +226,84 @@ impl PgStore {
     }
 
     pub(crate) async fn unblock_keys_impl(&self, batch: i32) -> Result<u64> {
-        let n: i64 = sqlx::query_scalar(&self.inner.q.unblock_keys)
-            .bind(batch.max(1))
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let n: i64 = self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.unblock_keys)
+                .bind(batch.max(1))
+                .fetch_one(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         Ok(n.max(0) as u64)
     }
 
     pub(crate) async fn upsert_periodic_impl(&self, def: &Periodic) -> Result<PeriodicState> {
         let schedule = def.schedule()?;
-        let now: DateTime<Utc> = sqlx::query_scalar(&self.inner.q.db_now)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let now: DateTime<Utc> = self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.db_now)
+                .fetch_one(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let next = schedule
             .next_after(now)
             .ok_or_else(|| ValidationError::Other {
                 what: "cron expression",
                 reason: format!("{:?} never fires", def.cron),
             })?;
-        let row = sqlx::query(&self.inner.q.periodic_upsert)
-            .bind(&def.name)
-            .bind(&def.cron)
-            .bind(&def.timezone)
-            .bind(&def.queue)
-            .bind(&def.kind)
-            .bind(&def.args)
-            .bind(def.priority)
-            .bind(def.max_attempts)
-            .bind(def.missed.as_str())
-            .bind(next)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let row = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.periodic_upsert)
+                .bind(&def.name)
+                .bind(&def.cron)
+                .bind(&def.timezone)
+                .bind(&def.queue)
+                .bind(&def.kind)
+                .bind(&def.args)
+                .bind(def.priority)
+                .bind(def.max_attempts)
+                .bind(def.missed.as_str())
+                .bind(next)
+                .fetch_one(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         periodic_state(&row)
     }
 
     pub(crate) async fn remove_periodic_impl(&self, name: &str) -> Result<bool> {
-        let r = sqlx::query(&self.inner.q.periodic_remove)
-            .bind(name)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let r = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.periodic_remove)
+                .bind(name)
+                .execute(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         Ok(r.rows_affected() > 0)
     }
 
     pub(crate) async fn list_periodic_impl(&self) -> Result<Vec<PeriodicState>> {
-        let rows = sqlx::query(&self.inner.q.periodic_list)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.periodic_list)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter().map(periodic_state).collect()
     }
 
     pub(crate) async fn enqueue_due_periodic_impl(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
-        let rows = sqlx::query(&self.inner.q.periodic_due)
-            .bind(limit.max(1))
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.periodic_due)
+                .bind(limit.max(1))
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let mut out = Vec::new();
         for r in &rows {
             let st = periodic_state(r)?;

@@ -6,11 +6,14 @@
 //! - [`queries`]: the registry of `sql/*.sql`, one file per statement.
 //! - [`store`]: [`PgStore`], the [`docket_core::Store`] implementation plus the
 //!   PostgreSQL-only extras (transactional enqueue, in-transaction completion, EXPLAIN).
+//! - [`connect`]: connection strings (URL or key=value), TLS, transaction-mode poolers, and
+//!   connection failures named by their cause; [`redact`] keeps passwords out of messages.
 //! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
 //! - [`lab`]: the claim experiment from the design (naive / FOR UPDATE / SKIP LOCKED).
 //! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
 //!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
 
+pub mod connect;
 pub mod controls;
 mod enqueue;
 pub mod errors;
@@ -18,6 +21,7 @@ pub mod lab;
 pub mod local_cluster;
 pub mod migrate;
 pub mod queries;
+pub mod redact;
 mod rows;
 pub mod store;
 
@@ -25,6 +29,7 @@ pub use docket_core as core;
 #[doc(hidden)]
 pub use enqueue::encode_copy;
 pub use migrate::migrate;
+pub use connect::{ConnectError, PoolerMode};
 pub use store::PgStore;
 
 /// The default schema name.

@@ -1,14 +1,27 @@
 //! Numbered, embedded migrations (`migrations/NNNN_name.sql`), applied into Docket's schema.
 //!
-//! `sqlx`'s migrator keeps its bookkeeping table in the first schema of `search_path`, so we
-//! run it on a dedicated connection whose path is exactly Docket's schema. That also lets the
-//! migration files use unqualified names, and the functions they create capture the path with
-//! `SET search_path FROM CURRENT`. The connection is detached from the pool and closed
-//! afterwards so the altered path never leaks into the pool.
+//! All pending migrations run in **one transaction** that holds a transaction-scoped advisory
+//! lock per schema and sets `search_path` with `SET LOCAL`. Nothing outlives the transaction,
+//! so this works through a transaction-mode pooler (a session lock or a session `SET` would
+//! stay on whichever server connection the pooler picked), any number of processes may call
+//! it at once, and a failed migration leaves the schema as it was. The migration files use
+//! unqualified names; the functions they create capture the path with
+//! `SET search_path FROM CURRENT`.
+//!
+//! Bookkeeping stays in sqlx's `_sqlx_migrations` table (same columns and checksums as
+//! sqlx's own migrator, which earlier versions used), inside Docket's schema.
+//!
+//! # Newer schemas (rolling upgrades)
+//! A binary that finds migrations it does not know (a newer binary migrated first) keeps
+//! working when they are **additive** — new tables, columns with defaults, new functions or
+//! indexes: nothing an older binary reads or writes changes meaning. A migration that is not
+//! additive carries the line `-- docket: breaking` and raises `schema_compat.min_reader` to
+//! its own version; a binary that knows less than that refuses with
+//! [`SchemaError::TooNew`], naming both versions.
 
 use docket_core::{validate, StoreError};
 use sqlx::migrate::Migrator;
-use sqlx::{Connection, PgPool};
+use sqlx::{PgConnection, PgPool, Row};
 
 use crate::errors::db_err;
 
@@ -18,33 +31,261 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// Advisory-lock class used by Docket (first key of the two-key form).
 pub(crate) const LOCK_CLASS: i32 = 0x444b_5401; // "DKT" + 1
 
-/// Applies pending migrations to `schema`; idempotent, and safe when several processes call
-/// it at once (a session advisory lock per schema serialises them).
-pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), StoreError> {
-    validate::schema(schema)?;
-    let mut conn = pool.acquire().await.map_err(db_err)?.detach();
-    sqlx::query("SELECT pg_advisory_lock($1, hashtext($2))")
-        .bind(LOCK_CLASS)
-        .bind(format!("migrate:{schema}"))
-        .execute(&mut conn)
+/// The marker of a migration older binaries cannot run against.
+const BREAKING: &str = "-- docket: breaking";
+
+/// The newest migration this binary knows.
+pub fn latest_known() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// Why a schema cannot be used by this binary.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The schema does not exist, or holds no Docket tables.
+    #[error("schema {schema:?} has no Docket tables; run `docket migrate` (or Store::migrate) first")]
+    Missing { schema: String },
+    /// The schema exists but this role may not create objects in it.
+    #[error("role {role:?} lacks USAGE and CREATE on schema {schema:?} (owned by {owner:?}); migrate as its owner or GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")]
+    NoPrivilege {
+        schema: String,
+        role: String,
+        owner: String,
+    },
+    /// A newer binary applied a migration that this one cannot work with.
+    #[error("schema {schema:?} is at migration {current} and needs a binary that knows migration {min_reader} or later; this binary knows up to {known}")]
+    TooNew {
+        schema: String,
+        current: i64,
+        min_reader: i64,
+        known: i64,
+    },
+    /// An applied migration's text differs from this binary's copy.
+    #[error("migration {version} applied to schema {schema:?} differs from this binary's copy (checksum mismatch)")]
+    Changed { schema: String, version: i64 },
+    /// A migration failed half-way in an earlier run (only possible with sqlx's own runner).
+    #[error("migration {version} in schema {schema:?} is marked failed; fix it by hand")]
+    Dirty { schema: String, version: i64 },
+}
+
+impl From<SchemaError> for StoreError {
+    fn from(e: SchemaError) -> Self {
+        StoreError::Database(Box::new(e))
+    }
+}
+
+/// What a schema holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaVersion {
+    /// Applied migrations, ascending.
+    pub applied: Vec<i64>,
+    /// The lowest binary version (newest known migration) that may use the schema.
+    pub min_reader: i64,
+}
+
+impl SchemaVersion {
+    /// The newest applied migration.
+    pub fn current(&self) -> i64 {
+        self.applied.last().copied().unwrap_or(0)
+    }
+}
+
+/// Reads what is applied (nothing when the schema or its bookkeeping table is missing).
+async fn read_version(conn: &mut PgConnection, schema: &str) -> Result<Option<SchemaVersion>, StoreError> {
+    let present: bool = sqlx::query_scalar(
+        "SELECT to_regclass(quote_ident($1) || '._sqlx_migrations') IS NOT NULL",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    if !present {
+        return Ok(None);
+    }
+    let rows = sqlx::query(&format!(
+        "SELECT version, success, checksum FROM \"{schema}\"._sqlx_migrations ORDER BY version"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    let mut v = SchemaVersion::default();
+    for r in &rows {
+        let version: i64 = r.try_get("version").map_err(db_err)?;
+        if !r.try_get::<bool, _>("success").map_err(db_err)? {
+            return Err(SchemaError::Dirty {
+                schema: schema.into(),
+                version,
+            }
+            .into());
+        }
+        let checksum: Vec<u8> = r.try_get("checksum").map_err(db_err)?;
+        if let Some(m) = MIGRATOR.iter().find(|m| m.version == version) {
+            if *m.checksum != *checksum {
+                return Err(SchemaError::Changed {
+                    schema: schema.into(),
+                    version,
+                }
+                .into());
+            }
+        }
+        v.applied.push(version);
+    }
+    let compat: bool = sqlx::query_scalar(
+        "SELECT to_regclass(quote_ident($1) || '.schema_compat') IS NOT NULL",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    if compat {
+        v.min_reader = sqlx::query_scalar(&format!(
+            "SELECT coalesce(max(min_reader), 0) FROM \"{schema}\".schema_compat"
+        ))
+        .fetch_one(&mut *conn)
         .await
         .map_err(db_err)?;
-    let result = async {
-        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
-            .execute(&mut conn)
-            .await
-            .map_err(db_err)?;
-        sqlx::query(&format!("SET search_path TO \"{schema}\""))
-            .execute(&mut conn)
-            .await
-            .map_err(db_err)?;
-        MIGRATOR.run_direct(&mut conn).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(e) => db_err(e),
-            other => StoreError::Database(Box::new(other)),
-        })
     }
-    .await;
-    // Closing the session releases the advisory lock even if the unlock below is never sent.
-    let _ = conn.close().await;
-    result
+    Ok(Some(v))
+}
+
+fn check_compatible(schema: &str, v: &SchemaVersion) -> Result<(), StoreError> {
+    if v.min_reader > latest_known() {
+        return Err(SchemaError::TooNew {
+            schema: schema.into(),
+            current: v.current(),
+            min_reader: v.min_reader,
+            known: latest_known(),
+        }
+        .into());
+    }
+    if v.current() > latest_known() {
+        tracing::warn!(
+            schema,
+            current = v.current(),
+            known = latest_known(),
+            "schema has newer (additive) migrations than this binary knows; continuing"
+        );
+    }
+    Ok(())
+}
+
+/// Checks, without writing anything, that `schema` is migrated and usable by this binary.
+/// Read-only commands call this instead of [`migrate`].
+pub async fn check(pool: &PgPool, schema: &str) -> Result<SchemaVersion, StoreError> {
+    validate::schema(schema)?;
+    let mut conn = pool.acquire().await.map_err(db_err)?;
+    // One transaction, so a transaction-mode pooler keeps both reads on one server.
+    sqlx::query("BEGIN READ ONLY")
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    let v = read_version(&mut conn, schema).await;
+    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+    match v? {
+        None => Err(SchemaError::Missing {
+            schema: schema.into(),
+        }
+        .into()),
+        Some(v) if v.applied.is_empty() => Err(SchemaError::Missing {
+            schema: schema.into(),
+        }
+        .into()),
+        Some(v) => {
+            check_compatible(schema, &v)?;
+            Ok(v)
+        }
+    }
+}
+
+/// Applies pending migrations to `schema`; idempotent, and safe when several processes call
+/// it at once.
+pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), StoreError> {
+    validate::schema(schema)?;
+    let mut tx = pool.begin().await.map_err(db_err)?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(LOCK_CLASS)
+        .bind(format!("migrate:{schema}"))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    // Skip CREATE SCHEMA when it exists: a role that owns its schema but may not create
+    // schemas in the database (a managed database's usual grant) must still migrate.
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+            .bind(schema)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    if !exists {
+        sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    } else {
+        let (usable, role, owner): (bool, String, String) = sqlx::query_as(
+            "SELECT has_schema_privilege($1, 'USAGE') AND has_schema_privilege($1, 'CREATE'),
+                    current_user::text, pg_get_userbyid(nspowner)::text
+             FROM pg_namespace WHERE nspname = $1",
+        )
+        .bind(schema)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+        if !usable {
+            return Err(SchemaError::NoPrivilege {
+                schema: schema.into(),
+                role,
+                owner,
+            }
+            .into());
+        }
+    }
+    sqlx::raw_sql(&format!("SET LOCAL search_path TO \"{schema}\""))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
+            version BIGINT PRIMARY KEY,
+            description TEXT NOT NULL,
+            installed_on TIMESTAMPTZ NOT NULL DEFAULT now(),
+            success BOOLEAN NOT NULL,
+            checksum BYTEA NOT NULL,
+            execution_time BIGINT NOT NULL
+        )",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    let version = read_version(&mut tx, schema).await?.unwrap_or_default();
+    check_compatible(schema, &version)?;
+    for m in MIGRATOR.iter() {
+        if version.applied.contains(&m.version) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        sqlx::raw_sql(&m.sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        if m.sql.lines().any(|l| l.trim() == BREAKING) {
+            sqlx::query("UPDATE schema_compat SET min_reader = $1")
+                .bind(m.version)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES ($1, $2, TRUE, $3, $4)",
+        )
+        .bind(m.version)
+        .bind(&*m.description)
+        .bind(&*m.checksum)
+        .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    }
+    tx.commit().await.map_err(db_err)
 }

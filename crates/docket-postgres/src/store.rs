@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use docket_core::*;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgExecutor, PgPool, Row};
 
+use crate::connect::PoolerMode;
 use crate::errors::{db_err, sqlstate};
 use crate::queries::Queries;
 use crate::rows;
@@ -24,6 +25,7 @@ pub(crate) struct Inner {
     schema: String,
     pub(crate) q: Queries,
     limits: Limits,
+    pooler: PoolerMode,
 }
 
 pub(crate) fn ms(d: Duration) -> i64 {
@@ -45,39 +47,80 @@ impl PgStore {
                 schema: schema.to_string(),
                 q: Queries::render(schema),
                 limits: Limits::default(),
+                pooler: PoolerMode::Direct,
             }),
         })
     }
 
     /// Replaces the size limits.
     pub fn with_limits(self, limits: Limits) -> Self {
+        self.rebuild(|i| i.limits = limits)
+    }
+
+    /// Declares how the pool reaches the server. With [`PoolerMode::Transaction`] every
+    /// statement runs inside an explicit transaction, so each statement's parse and execute
+    /// reach the same server connection behind a transaction-mode pooler (the pool must also
+    /// have been built without a statement cache: [`crate::connect::parse`] does both).
+    pub fn with_pooler(self, pooler: PoolerMode) -> Self {
+        self.rebuild(|i| i.pooler = pooler)
+    }
+
+    fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
         let inner = &self.inner;
+        let mut new = Inner {
+            pool: inner.pool.clone(),
+            schema: inner.schema.clone(),
+            q: Queries::render(&inner.schema),
+            limits: inner.limits.clone(),
+            pooler: inner.pooler,
+        };
+        change(&mut new);
         PgStore {
-            inner: Arc::new(Inner {
-                pool: inner.pool.clone(),
-                schema: inner.schema.clone(),
-                q: Queries::render(&inner.schema),
-                limits,
-            }),
+            inner: Arc::new(new),
         }
     }
 
-    /// Connects a pool of `max_connections` to `url` and builds a store on `schema`.
+    /// Connects a pool of `max_connections` to `url` (a URL or key=value string; TLS and
+    /// `pooler=` as in [`crate::connect`]) and builds a store on `schema`. A connection is
+    /// made before this returns, so a wrong URL fails at once with its cause.
     pub async fn connect(url: &str, schema: &str, max_connections: u32) -> Result<Self> {
         validate::schema(schema)?;
-        let opts: PgConnectOptions = url.parse().map_err(|e| {
+        let target = crate::connect::parse(url).map_err(|e| {
             StoreError::Invalid(ValidationError::Other {
                 what: "database url",
-                reason: format!("{e}"),
+                reason: e.to_string(),
             })
         })?;
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(opts)
+        let pool = crate::connect::pool(&target, "docket", max_connections)
             .await
-            .map_err(db_err)?;
-        Ok(Self::with_schema(pool, schema)?)
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        Ok(Self::with_schema(pool, schema)?.with_pooler(target.pooler))
+    }
+
+    /// How this store reaches the server.
+    pub fn pooler(&self) -> PoolerMode {
+        self.inner.pooler
+    }
+
+    /// Runs `f` on one pooled connection. Behind a transaction-mode pooler, inside a
+    /// transaction: sqlx sends a statement's parse and its execute as two protocol exchanges,
+    /// and between them the pooler may hand the server connection to another client.
+    pub(crate) async fn run<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
+    ) -> Result<T> {
+        match self.inner.pooler {
+            PoolerMode::Direct => {
+                let mut c = self.inner.pool.acquire().await.map_err(db_err)?;
+                f(&mut c).await
+            }
+            PoolerMode::Transaction => {
+                let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+                let out = f(&mut tx).await?;
+                tx.commit().await.map_err(db_err)?;
+                Ok(out)
+            }
+        }
     }
 
     /// The connection pool.
@@ -201,22 +244,28 @@ impl PgStore {
 
     /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.
     pub async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        let leading: Option<bool> = sqlx::query_scalar(&self.inner.q.leader_try)
-            .bind(owner)
-            .bind(ms(ttl))
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let leading: Option<bool> = self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.leader_try)
+                .bind(owner)
+                .bind(ms(ttl))
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         Ok(leading.unwrap_or(false))
     }
 
     /// Gives up leadership held by `owner`.
     pub async fn leader_resign(&self, owner: &str) -> Result<()> {
-        sqlx::query(&self.inner.q.leader_resign)
-            .bind(owner)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.leader_resign)
+                .bind(owner)
+                .execute(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         Ok(())
     }
 
@@ -267,11 +316,14 @@ impl PgStore {
     /// Says why each lease no longer holds.
     async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
         let ids: Vec<i64> = lost.iter().map(|l| l.id.0).collect();
-        let rows = sqlx::query(&self.inner.q.lease_status)
-            .bind(ids)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.lease_status)
+                .bind(ids)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let mut now: HashMap<i64, (JobState, i32)> = HashMap::new();
         for r in &rows {
             let st: String = r.try_get("state").map_err(db_err)?;
@@ -308,14 +360,18 @@ fn lease_arrays(leases: &[Lease]) -> (Vec<Lease>, Vec<i64>, Vec<i32>) {
 impl Store for PgStore {
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         let mut v = self
-            .enqueue_many_on(&self.inner.pool, std::slice::from_ref(job))
+            .run(async |c: &mut PgConnection| {
+                self.enqueue_many_on(c, std::slice::from_ref(job)).await
+            })
             .await?;
         Ok(v.remove(0))
     }
 
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
         if !crate::enqueue::copy_worthwhile(jobs) {
-            return self.enqueue_many_on(&self.inner.pool, jobs).await;
+            return self
+                .run(async |c: &mut PgConnection| self.enqueue_many_on(c, jobs).await)
+                .await;
         }
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
         let out = self.enqueue_in_tx(&mut tx, jobs).await?;
@@ -328,15 +384,18 @@ impl Store for PgStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(&self.inner.q.claim)
-            .bind(&req.queue)
-            .bind(req.limit)
-            .bind(&req.owner)
-            .bind(ms(req.lease))
-            .bind(req.starvation.map(ms))
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.claim)
+                .bind(&req.queue)
+                .bind(req.limit)
+                .bind(&req.owner)
+                .bind(ms(req.lease))
+                .bind(req.starvation.map(ms))
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter().map(rows::claimed).collect()
     }
 
@@ -345,13 +404,16 @@ impl Store for PgStore {
             return Ok(BatchOutcome::default());
         }
         let (sorted, ids, attempts) = lease_arrays(leases);
-        let rows = sqlx::query(&self.inner.q.complete_many)
-            .bind(ids)
-            .bind(attempts)
-            .bind(owner)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.complete_many)
+                .bind(ids)
+                .bind(attempts)
+                .bind(owner)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         self.fenced(&sorted, rows).await
     }
 
@@ -364,26 +426,29 @@ impl Store for PgStore {
         sorted.dedup_by_key(|f| f.lease);
         let max = self.inner.limits.max_error_bytes;
         let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
-        let rows = sqlx::query(&self.inner.q.fail_many)
-            .bind(sorted.iter().map(|f| f.lease.id.0).collect::<Vec<_>>())
-            .bind(sorted.iter().map(|f| f.lease.attempt).collect::<Vec<_>>())
-            .bind(sorted.iter().map(|f| f.class.as_str()).collect::<Vec<_>>())
-            .bind(
-                sorted
-                    .iter()
-                    .map(|f| validate::truncate_message(&f.message, max))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                sorted
-                    .iter()
-                    .map(|f| f.retry_in.map(ms))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(owner)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.fail_many)
+                .bind(sorted.iter().map(|f| f.lease.id.0).collect::<Vec<_>>())
+                .bind(sorted.iter().map(|f| f.lease.attempt).collect::<Vec<_>>())
+                .bind(sorted.iter().map(|f| f.class.as_str()).collect::<Vec<_>>())
+                .bind(
+                    sorted
+                        .iter()
+                        .map(|f| validate::truncate_message(&f.message, max))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    sorted
+                        .iter()
+                        .map(|f| f.retry_in.map(ms))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(owner)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         self.fenced(&leases, rows).await
     }
 
@@ -398,14 +463,17 @@ impl Store for PgStore {
             duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
         }
         let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
-        let rows = sqlx::query(&self.inner.q.snooze_many)
-            .bind(sorted.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
-            .bind(sorted.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
-            .bind(sorted.iter().map(|s| ms(s.delay)).collect::<Vec<_>>())
-            .bind(owner)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.snooze_many)
+                .bind(sorted.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
+                .bind(sorted.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
+                .bind(sorted.iter().map(|s| ms(s.delay)).collect::<Vec<_>>())
+                .bind(owner)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         self.fenced(&leases, rows).await
     }
 
@@ -419,14 +487,17 @@ impl Store for PgStore {
             return Ok(HeartbeatOutcome::default());
         }
         let (sorted, ids, attempts) = lease_arrays(leases);
-        let rows = sqlx::query(&self.inner.q.heartbeat)
-            .bind(ids)
-            .bind(attempts)
-            .bind(owner)
-            .bind(ms(lease))
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.heartbeat)
+                .bind(ids)
+                .bind(attempts)
+                .bind(owner)
+                .bind(ms(lease))
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let mut out = HeartbeatOutcome::default();
         for r in &rows {
             let l = Lease {
@@ -461,11 +532,14 @@ impl Store for PgStore {
     }
 
     async fn reap(&self, batch: i64) -> Result<ReapReport> {
-        let rows = sqlx::query(&self.inner.q.reap)
-            .bind(batch.max(1))
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.reap)
+                .bind(batch.max(1))
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let mut report = ReapReport::default();
         for r in &rows {
             let st: String = r.try_get("state").map_err(db_err)?;
@@ -491,13 +565,16 @@ impl Store for PgStore {
             (vec!["dead"], retention.dead, &mut report.dead),
         ] {
             loop {
-                let n = sqlx::query(&self.inner.q.prune)
-                    .bind(&states)
-                    .bind(ms(keep))
-                    .bind(batch)
-                    .execute(&self.inner.pool)
-                    .await
-                    .map_err(db_err)?
+                let n = self.run(async |c: &mut PgConnection| {
+                    sqlx::query(&self.inner.q.prune)
+                        .bind(&states)
+                        .bind(ms(keep))
+                        .bind(batch)
+                        .execute(&mut *c)
+                        .await
+                        .map_err(db_err)
+                })
+                    .await?
                     .rows_affected();
                 *counter += n;
                 if n < batch as u64 {
@@ -533,11 +610,14 @@ impl Store for PgStore {
                 drop(tx);
                 let job = self.get(id).await?;
                 let key = job.unique_key.unwrap_or_default();
-                let holder: i64 = sqlx::query_scalar(&self.inner.q.unique_holder)
-                    .bind(&key)
-                    .fetch_optional(&self.inner.pool)
-                    .await
-                    .map_err(db_err)?
+                let holder: i64 = self.run(async |c: &mut PgConnection| {
+                    sqlx::query_scalar(&self.inner.q.unique_holder)
+                        .bind(&key)
+                        .fetch_optional(&mut *c)
+                        .await
+                        .map_err(db_err)
+                })
+                    .await?
                     .unwrap_or_default();
                 return Err(StoreError::UniqueConflict {
                     key,
@@ -587,11 +667,14 @@ impl Store for PgStore {
     }
 
     async fn get(&self, id: JobId) -> Result<JobRecord> {
-        let row = sqlx::query(&self.inner.q.get)
-            .bind(id.0)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let row = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.get)
+                .bind(id.0)
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         match row {
             Some(r) => rows::record(&r),
             None => Err(StoreError::NotFound(id)),
@@ -603,37 +686,49 @@ impl Store for PgStore {
             validate::queue(q)?;
         }
         let limit = if filter.limit <= 0 { 100 } else { filter.limit };
-        let rows = sqlx::query(&self.inner.q.list)
-            .bind(filter.queue.as_deref())
-            .bind(filter.state.map(|s| s.as_str()))
-            .bind(limit)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.list)
+                .bind(filter.queue.as_deref())
+                .bind(filter.state.map(|s| s.as_str()))
+                .bind(limit)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         rows.iter().map(rows::record).collect()
     }
 
     async fn active_count(&self, queues: &[String]) -> Result<i64> {
-        sqlx::query_scalar(&self.inner.q.active_count)
-            .bind(queues)
-            .fetch_one(&self.inner.pool)
+        self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.active_count)
+                .bind(queues)
+                .fetch_one(&mut *c)
+                .await
+                .map_err(db_err)
+        })
             .await
-            .map_err(db_err)
     }
 
     async fn any_active(&self, queues: &[String]) -> Result<bool> {
-        sqlx::query_scalar(&self.inner.q.any_active)
-            .bind(queues)
-            .fetch_one(&self.inner.pool)
+        self.run(async |c: &mut PgConnection| {
+            sqlx::query_scalar(&self.inner.q.any_active)
+                .bind(queues)
+                .fetch_one(&mut *c)
+                .await
+                .map_err(db_err)
+        })
             .await
-            .map_err(db_err)
     }
 
     async fn stats(&self) -> Result<Stats> {
-        let rows = sqlx::query(&self.inner.q.stats_queues)
-            .fetch_all(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let rows = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.stats_queues)
+                .fetch_all(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let mut queues = Vec::with_capacity(rows.len());
         for r in &rows {
             queues.push(QueueStats {
@@ -652,10 +747,13 @@ impl Store for PgStore {
                 paused: r.try_get("paused").map_err(db_err)?,
             });
         }
-        let t = sqlx::query(&self.inner.q.stats_table)
-            .fetch_optional(&self.inner.pool)
-            .await
-            .map_err(db_err)?;
+        let t = self.run(async |c: &mut PgConnection| {
+            sqlx::query(&self.inner.q.stats_table)
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+            .await?;
         let table = match t {
             Some(r) => TableStats {
                 live_tuples: r.try_get("live_tuples").map_err(db_err)?,

@@ -21,8 +21,33 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 pub mod checker;
+pub mod pgbouncer;
 pub mod proxy;
 mod shared;
+pub mod tls;
+
+/// When tests run as root, the server runs as `postgres`: hand it files it must read.
+pub fn chown_to_server(paths: &[&std::path::Path]) {
+    #[allow(unsafe_code)]
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        for p in paths {
+            let ok = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(p)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown {}", p.display());
+        }
+    }
+}
+
+/// Host and port of a `postgres://` URL (for tools configured by host and port).
+pub fn host_port(url: &str) -> (String, u16) {
+    let opts: PgConnectOptions = url.parse().expect("valid URL");
+    (opts.get_host().to_string(), opts.get_port())
+}
 
 /// Settings for throw-away clusters: durability off (tests re-create everything), room for
 /// many connections.
@@ -202,11 +227,29 @@ pub struct PrivateCluster {
 impl PrivateCluster {
     /// Initialises and starts a new cluster in a temporary directory.
     pub fn start() -> PrivateCluster {
+        Self::start_with(&[], |_, _| {})
+    }
+
+    /// Like [`PrivateCluster::start`], with `settings` added to the test settings and
+    /// `prepare(dir, data_dir)` run after initdb and before the first start (to add
+    /// certificates, pg_hba lines, …).
+    pub fn start_with(
+        settings: &[(&str, &str)],
+        prepare: impl FnOnce(&std::path::Path, &std::path::Path),
+    ) -> PrivateCluster {
         let dir = std::env::temp_dir().join(format!("docket-private-{}", fresh_schema()));
         let cluster = LocalCluster::at(&dir, free_port().expect("port")).expect("binaries");
-        cluster.init(TEST_SETTINGS).expect("initdb");
+        let mut all: Vec<(&str, &str)> = TEST_SETTINGS.to_vec();
+        all.extend_from_slice(settings);
+        cluster.init(&all).expect("initdb");
+        prepare(&dir, cluster.data_dir());
         cluster.start().expect("start");
         PrivateCluster { cluster, dir }
+    }
+
+    /// The cluster's directory (data, socket, log).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// URL of the `postgres` database.

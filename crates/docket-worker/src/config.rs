@@ -75,6 +75,12 @@ pub struct WorkerConfig {
     /// How often the leader looks for due periodic ticks (and renews leadership). Defaults
     /// to 1 s, the resolution of cron expressions with seconds.
     pub schedule_interval: Duration,
+    /// Serverless mode: no LISTEN, and the leader's maintenance (election, cron, reaper,
+    /// pruner) runs only right after a claim, never on a timer of its own. An idle worker
+    /// then sends one burst of statements per `poll_interval` and nothing in between, so a
+    /// compute that suspends after N minutes without queries can sleep when `poll_interval`
+    /// is longer than N (see docs/deployment.md). Defaults to false.
+    pub serverless: bool,
     /// Worker identity; must be unique per process start. Defaults to
     /// `<hostname>-<pid>-<random>`.
     pub owner: String,
@@ -106,6 +112,7 @@ impl Default for WorkerConfig {
             retention: Retention::default(),
             periodic: Vec::new(),
             schedule_interval: Duration::from_secs(1),
+            serverless: false,
             owner: default_owner(),
         }
     }

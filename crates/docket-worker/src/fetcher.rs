@@ -51,6 +51,9 @@ impl Fetcher {
         if offered == 0 {
             return Ok((0, 0));
         }
+        // Wakes only a waiting maintenance loop (no stored permit): one that is still
+        // pausing between its ticks must not run later, between two polls.
+        self.shared.claimed.notify_waiters();
         let lease = self.shared.config.lease;
         // Measured before sending: the database's expiry is at least this late.
         let sent_at = Instant::now();

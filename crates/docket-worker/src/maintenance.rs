@@ -198,6 +198,8 @@ pub(crate) struct Maintenance {
     pub schedule_interval: Duration,
     pub reap_interval: Duration,
     pub prune_interval: Duration,
+    /// Serverless mode: run only after a claim (see `WorkerConfig::serverless`).
+    pub after_claims: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// The leader loop: every `schedule_interval` keeps trying to lead; while leading, enqueues
@@ -209,10 +211,27 @@ pub(crate) async fn run_maintenance(m: Maintenance, stop: CancellationToken) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_reap: Option<tokio::time::Instant> = None;
     let mut last_prune: Option<tokio::time::Instant> = None;
+    let mut last_tick: Option<tokio::time::Instant> = None;
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.cancelled() => break,
+        match &m.after_claims {
+            None => tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => break,
+            },
+            Some(claimed) => {
+                // At most every `tick_every`, and only in the wake-up of a claim.
+                if let Some(t) = last_tick {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(t + tick_every) => {}
+                        _ = stop.cancelled() => break,
+                    }
+                }
+                tokio::select! {
+                    _ = claimed.notified() => {}
+                    _ = stop.cancelled() => break,
+                }
+                last_tick = Some(tokio::time::Instant::now());
+            }
         }
         if !m.leader.run_once().await {
             continue;

@@ -23,7 +23,15 @@ pub(crate) struct Notifier {
 impl Notifier {
     async fn connect(&self) -> Result<PgListener, sqlx::Error> {
         let mut l = match &self.shared.config.listen_url {
-            Some(url) => PgListener::connect(url).await?,
+            Some(url) => {
+                // TLS parameters and key=value strings as for the main pool.
+                let target = docket_postgres::connect::parse(url)
+                    .map_err(|e| sqlx::Error::Configuration(e.to_string().into()))?;
+                let pool = docket_postgres::connect::pool(&target, "docket-listen", 1)
+                    .await
+                    .map_err(|e| sqlx::Error::Configuration(e.to_string().into()))?;
+                PgListener::connect_with(&pool).await?
+            }
             None => PgListener::connect_with(self.shared.store.pool()).await?,
         };
         let wake = self.shared.store.wakeup_channel();

@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     pub completions: mpsc::Sender<Completion>,
     /// One wake-up per queue, poked by notifications and by reconnects of the listener.
     pub wakeups: HashMap<String, Arc<Notify>>,
+    /// Poked by every claim attempt; in serverless mode the leader's maintenance waits on it
+    /// instead of its own timer, so an idle worker queries only when it polls.
+    pub claimed: Arc<Notify>,
 }
 
 impl Shared {

@@ -151,6 +151,7 @@ impl Worker {
                 metrics: Default::default(),
                 completions: tx,
                 wakeups,
+                claimed: Arc::new(Notify::new()),
             }),
             rx: std::sync::Mutex::new(Some(rx)),
             slots,
@@ -252,7 +253,15 @@ impl Worker {
             }
             .run(services_stop.clone()),
         ));
-        if cfg.listen {
+        let through_pooler = self.shared.store.pooler() == docket_postgres::PoolerMode::Transaction;
+        if cfg.listen && through_pooler && cfg.listen_url.is_none() {
+            // LISTEN is session state: through a transaction-mode pooler it would be lost
+            // (or land on another client's server connection). Said once, at start.
+            warn!(
+                poll = ?cfg.poll_interval,
+                "transaction-mode pooler and no listen_url: no LISTEN, polling only (give a direct URL as listen_url / --listen-url for wake-ups)"
+            );
+        } else if cfg.listen && !cfg.serverless {
             services.push(tokio::spawn(
                 Notifier {
                     shared: self.shared.clone(),
@@ -271,6 +280,7 @@ impl Worker {
                 schedule_interval: cfg.schedule_interval,
                 reap_interval: cfg.reap_interval,
                 prune_interval: cfg.prune_interval,
+                after_claims: cfg.serverless.then(|| self.shared.claimed.clone()),
             };
             services.push(tokio::spawn(run_maintenance(m, services_stop.clone())));
         }
