@@ -38,17 +38,34 @@ pub fn classify(e: &anyhow::Error) -> (i32, String, Option<String>) {
         }
         if let Some(s) = cause.downcast_ref::<StoreError>() {
             return match s {
-                StoreError::Invalid(_) => (exit::INVALID, s.to_string(), Some("nothing was written".into())),
-                StoreError::NotFound(_) => (exit::NOT_FOUND, s.to_string(), Some("`docket jobs list` shows existing jobs".into())),
+                StoreError::Invalid(_) => (
+                    exit::INVALID,
+                    s.to_string(),
+                    Some("nothing was written".into()),
+                ),
+                StoreError::NotFound(_) => (
+                    exit::NOT_FOUND,
+                    s.to_string(),
+                    Some("`docket jobs list` shows existing jobs".into()),
+                ),
                 StoreError::WrongState { .. } | StoreError::UniqueConflict { .. } => {
                     (exit::CONFLICT, s.to_string(), None)
                 }
-                StoreError::Unavailable(inner) => match inner.downcast_ref::<docket_postgres::ConnectError>() {
-                    Some(c) => (exit::UNAVAILABLE, redact(&c.to_string()), Some(c.hint().into())),
+                StoreError::Unavailable(inner) => match inner
+                    .downcast_ref::<docket_postgres::ConnectError>()
+                {
+                    Some(c) => (
+                        exit::UNAVAILABLE,
+                        redact(&c.to_string()),
+                        Some(c.hint().into()),
+                    ),
                     None => (
                         exit::UNAVAILABLE,
                         redact(&s.to_string()),
-                        Some("the connection to the database failed or was cut; retrying may help".into()),
+                        Some(
+                            "the connection to the database failed or was cut; retrying may help"
+                                .into(),
+                        ),
                     ),
                 },
                 StoreError::LeaseLost(_) => (exit::CONFLICT, s.to_string(), None),
@@ -64,7 +81,8 @@ fn schema_hint(s: &StoreError) -> Option<String> {
     let text = s.to_string();
     if text.contains("prepared statement") {
         return Some(
-            "connecting through a transaction-mode pooler? add pooler=transaction to the URL".into(),
+            "connecting through a transaction-mode pooler? add pooler=transaction to the URL"
+                .into(),
         );
     }
     None

@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use cli::{Cli, Command};
+use docket_postgres::connect;
 use docket_postgres::PgStore;
 use fail::CliError;
-use docket_postgres::connect;
 
 /// Resolved connection settings.
 pub struct Ctx {

@@ -25,12 +25,13 @@ fn docket(url: &str, args: &[&str]) -> Output {
 /// server's own account (pg_stat_ssl).
 async fn encrypted(url: &str) -> bool {
     let target = connect::parse(url).expect("parse");
-    let pool = connect::pool(&target, "tls-check", 1).await.expect("connect");
-    let ssl: bool =
-        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
-            .fetch_one(&pool)
-            .await
-            .expect("pg_stat_ssl");
+    let pool = connect::pool(&target, "tls-check", 1)
+        .await
+        .expect("connect");
+    let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .fetch_one(&pool)
+        .await
+        .expect("pg_stat_ssl");
     pool.close().await;
     ssl
 }
@@ -44,7 +45,10 @@ fn assert_tls_failure(o: &Output, cause: &[&str]) {
         cause.iter().any(|c| lower.contains(&c.to_lowercase())),
         "names the cause {cause:?}: {e}"
     );
-    assert!(!e.contains("is PostgreSQL running"), "no misleading hint: {e}");
+    assert!(
+        !e.contains("is PostgreSQL running"),
+        "no misleading hint: {e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,11 +107,17 @@ async fn every_sslmode_against_a_test_ca() {
 
     // A wrong CA and a wrong host name: exit 3, the TLS cause named.
     let o = docket(
-        &format!("{ip}?sslmode=verify-full&sslrootcert={}", other_file.display()),
+        &format!(
+            "{ip}?sslmode=verify-full&sslrootcert={}",
+            other_file.display()
+        ),
         &["stats"],
     );
     assert_tls_failure(&o, &["UnknownIssuer", "unknown issuer"]);
-    let o = docket(&format!("{localhost}?sslmode=verify-full&{ca_q}"), &["stats"]);
+    let o = docket(
+        &format!("{localhost}?sslmode=verify-full&{ca_q}"),
+        &["stats"],
+    );
     assert_tls_failure(&o, &["NotValidForName", "not valid for name"]);
     // No CA given: the system roots do not know the test CA.
     let o = docket(&format!("{ip}?sslmode=verify-full"), &["stats"]);
@@ -122,7 +132,11 @@ async fn every_sslmode_against_a_test_ca() {
     // certuser may not use the schema postgres made: a clear error naming both.
     let o = docket(&cert_url, &["migrate"]);
     assert_eq!(code(&o), 1, "{}", err(&o));
-    assert!(err(&o).contains("certuser") && err(&o).contains("tls_test"), "{}", err(&o));
+    assert!(
+        err(&o).contains("certuser") && err(&o).contains("tls_test"),
+        "{}",
+        err(&o)
+    );
     let o = docket(&cert_url, &["--schema", "cert_test", "migrate"]);
     assert_eq!(code(&o), 0, "client certificate: {}", err(&o));
     assert!(encrypted(&cert_url).await);
@@ -148,10 +162,18 @@ async fn connection_errors_name_their_cause_at_once_and_never_the_password() {
         &format!("postgres://postgres:hunter2@127.0.0.1:{free}/postgres"),
         &["stats"],
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(code(&o), 3, "{}", err(&o));
     assert!(err(&o).contains("connection refused"), "{}", err(&o));
-    assert!(err(&o).contains("is PostgreSQL running there"), "{}", err(&o));
+    assert!(
+        err(&o).contains("is PostgreSQL running there"),
+        "{}",
+        err(&o)
+    );
     assert!(!err(&o).contains("hunter2"), "{}", err(&o));
 
     // A database that does not exist is not "is PostgreSQL running?".
@@ -162,7 +184,11 @@ async fn connection_errors_name_their_cause_at_once_and_never_the_password() {
         &["stats"],
     );
     assert_eq!(code(&o), 3, "{}", err(&o));
-    assert!(err(&o).contains("\"no_such_database_here\" does not exist"), "{}", err(&o));
+    assert!(
+        err(&o).contains("\"no_such_database_here\" does not exist"),
+        "{}",
+        err(&o)
+    );
     assert!(!err(&o).contains("is PostgreSQL running"), "{}", err(&o));
 
     // Malformed strings: exit 5, and no secret echoed, in every form.

@@ -141,16 +141,16 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
     if trimmed.is_empty() {
         return Err(invalid("it is empty".into()));
     }
-    let (base, params) = if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://")
-    {
-        split_url(trimmed)
-    } else if trimmed.contains('=') && !trimmed.contains("://") {
-        (String::new(), conninfo_pairs(trimmed).map_err(invalid)?)
-    } else {
-        return Err(invalid(
-            "expected postgres://… or key=value pairs (other engines are not built in)".into(),
-        ));
-    };
+    let (base, params) =
+        if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+            split_url(trimmed)
+        } else if trimmed.contains('=') && !trimmed.contains("://") {
+            (String::new(), conninfo_pairs(trimmed).map_err(invalid)?)
+        } else {
+            return Err(invalid(
+                "expected postgres://… or key=value pairs (other engines are not built in)".into(),
+            ));
+        };
     let mut pooler = None;
     let mut ssl_mode: Option<PgSslMode> = None;
     let mut root_cert = false;
@@ -175,10 +175,11 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
                 })
             }
             "sslmode" | "ssl-mode" => {
-                ssl_mode = Some(
-                    v.parse()
-                        .map_err(|_| invalid(format!("sslmode={v:?}: use disable, allow, prefer, require, verify-ca or verify-full")))?,
-                )
+                ssl_mode = Some(v.parse().map_err(|_| {
+                    invalid(format!(
+                    "sslmode={v:?}: use disable, allow, prefer, require, verify-ca or verify-full"
+                ))
+                })?)
             }
             "sslrootcert" | "ssl-root-cert" => {
                 root_cert = true;
@@ -196,6 +197,32 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
             "password" => options = options.password(&v),
             "application_name" => options = options.application_name(&v),
             "connect_timeout" => {}
+            "options" => {
+                // libpq's `-c name=value` list (also `--name=value`).
+                let mut words = v.split_whitespace();
+                while let Some(w) = words.next() {
+                    let setting = match w {
+                        "-c" => words.next().unwrap_or_default(),
+                        w if w.starts_with("--") => &w[2..],
+                        w if w.starts_with("-c") => &w[2..],
+                        _ => {
+                            return Err(invalid(format!(
+                                "options: expected -c name=value, got {w:?}"
+                            )))
+                        }
+                    };
+                    match setting.split_once('=') {
+                        Some((name, value)) if !name.is_empty() => {
+                            options = options.options([(name, value)])
+                        }
+                        _ => {
+                            return Err(invalid(format!(
+                                "options: expected name=value, got {setting:?}"
+                            )))
+                        }
+                    }
+                }
+            }
             other => {
                 // Never echo the value: a misspelt parameter may carry a secret.
                 return Err(invalid(format!("unknown parameter {other:?}")));
@@ -458,24 +485,39 @@ mod tests {
     #[test]
     fn pooler_mode_explicit_detected_default() {
         let t = parse("postgres://u@h:5432/db?pooler=transaction").unwrap();
-        assert_eq!((t.pooler, t.pooler_source), (PoolerMode::Transaction, PoolerSource::Explicit));
+        assert_eq!(
+            (t.pooler, t.pooler_source),
+            (PoolerMode::Transaction, PoolerSource::Explicit)
+        );
         let t = parse("postgres://u@h:6432/db").unwrap();
-        assert_eq!((t.pooler, t.pooler_source), (PoolerMode::Transaction, PoolerSource::Detected));
+        assert_eq!(
+            (t.pooler, t.pooler_source),
+            (PoolerMode::Transaction, PoolerSource::Detected)
+        );
         let t = parse("postgres://u@h:6432/db?pooler=none").unwrap();
-        assert_eq!((t.pooler, t.pooler_source), (PoolerMode::Direct, PoolerSource::Explicit));
+        assert_eq!(
+            (t.pooler, t.pooler_source),
+            (PoolerMode::Direct, PoolerSource::Explicit)
+        );
         let t = parse("postgres://u@aws-0-eu.pooler.supabase.com:5432/db").unwrap();
         assert_eq!(t.pooler, PoolerMode::Transaction);
         let t = parse("host=ep-cool-1-pooler.eu.aws.neon.tech dbname=x").unwrap();
         assert_eq!(t.pooler, PoolerMode::Transaction);
         let t = parse("postgres://u@h/db").unwrap();
-        assert_eq!((t.pooler, t.pooler_source), (PoolerMode::Direct, PoolerSource::Default));
+        assert_eq!(
+            (t.pooler, t.pooler_source),
+            (PoolerMode::Direct, PoolerSource::Default)
+        );
     }
 
     #[test]
     fn ssl_modes_follow_libpq() {
         let mode = |s: &str| parse(s).unwrap().options.get_ssl_mode();
         assert!(matches!(mode("postgres://h/db"), PgSslMode::Prefer));
-        assert!(matches!(mode("postgres://h/db?sslmode=require"), PgSslMode::Require));
+        assert!(matches!(
+            mode("postgres://h/db?sslmode=require"),
+            PgSslMode::Require
+        ));
         assert!(matches!(
             mode("postgres://h/db?sslmode=require&sslrootcert=/ca.pem"),
             PgSslMode::VerifyCa
@@ -500,6 +542,17 @@ mod tests {
             let e = parse(bad).expect_err(bad).to_string();
             assert!(!e.contains("hunter2"), "{bad:?} -> {e}");
         }
+    }
+
+    #[test]
+    fn libpq_options_become_startup_settings() {
+        let t = parse("postgres://h/db?options=-c%20synchronous_commit%3Don%20-c%20work_mem%3D8MB")
+            .unwrap();
+        assert_eq!(
+            t.options.get_options(),
+            Some("-c synchronous_commit=on -c work_mem=8MB")
+        );
+        assert!(parse("postgres://h/db?options=-x").is_err());
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl PgStore {
         validate::queue(queue)?;
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
         lock_queue(self, &mut tx, queue).await?;
-        let row = bind(sqlx::query(sql).bind(queue))
+        let row = bind(self.query(sql).bind(queue))
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_err)?;
@@ -89,7 +89,7 @@ impl PgStore {
         if ctl.paused_at.is_none() {
             // Limits may have been raised or removed: release what they held back, and wake
             // idle workers so the change shows at once rather than at the next poll.
-            sqlx::query(&self.inner.q.unblock_keys)
+            self.query(&self.inner.q.unblock_keys)
                 .bind(SWEEP_BATCH)
                 .execute(&mut *tx)
                 .await
@@ -126,12 +126,13 @@ impl PgStore {
     }
 
     pub(crate) async fn queue_controls_impl(&self) -> Result<Vec<QueueControl>> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.queues_list)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.queues_list)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter().map(control).collect()
     }
@@ -140,13 +141,13 @@ impl PgStore {
         l.validate()?;
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
         if l.max_running.is_none() && l.rate.is_none() {
-            sqlx::query(&self.inner.q.key_limit_delete)
+            self.query(&self.inner.q.key_limit_delete)
                 .bind(&l.key)
                 .execute(&mut *tx)
                 .await
                 .map_err(db_err)?;
         } else {
-            sqlx::query(&self.inner.q.key_limit_set)
+            self.query(&self.inner.q.key_limit_set)
                 .bind(&l.key)
                 .bind(l.max_running)
                 .bind(l.rate.map(|r| r.limit))
@@ -155,7 +156,7 @@ impl PgStore {
                 .await
                 .map_err(db_err)?;
         }
-        sqlx::query(&self.inner.q.unblock_keys)
+        self.query(&self.inner.q.unblock_keys)
             .bind(SWEEP_BATCH)
             .execute(&mut *tx)
             .await
@@ -164,12 +165,13 @@ impl PgStore {
     }
 
     pub(crate) async fn key_limits_impl(&self) -> Result<Vec<KeyLimit>> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.key_limits_list)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.key_limits_list)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter()
             .map(|r| {
@@ -183,13 +185,14 @@ impl PgStore {
     }
 
     pub(crate) async fn blocked_keys_impl(&self, limit: i64) -> Result<Vec<BlockedKey>> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.blocked_keys)
-                .bind(if limit <= 0 { 100 } else { limit })
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.blocked_keys)
+                    .bind(if limit <= 0 { 100 } else { limit })
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter()
             .map(|r| {
@@ -206,13 +209,14 @@ impl PgStore {
     }
 
     pub(crate) async fn skip_impl(&self, id: JobId) -> Result<JobRecord> {
-        let done: Option<i64> = self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.skip)
-                .bind(id.0)
-                .fetch_optional(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let done: Option<i64> = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.skip)
+                    .bind(id.0)
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let job = self.get(id).await?;
         if done.is_none() {
@@ -226,25 +230,27 @@ impl PgStore {
     }
 
     pub(crate) async fn unblock_keys_impl(&self, batch: i32) -> Result<u64> {
-        let n: i64 = self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.unblock_keys)
-                .bind(batch.max(1))
-                .fetch_one(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let n: i64 = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.unblock_keys)
+                    .bind(batch.max(1))
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         Ok(n.max(0) as u64)
     }
 
     pub(crate) async fn upsert_periodic_impl(&self, def: &Periodic) -> Result<PeriodicState> {
         let schedule = def.schedule()?;
-        let now: DateTime<Utc> = self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.db_now)
-                .fetch_one(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let now: DateTime<Utc> = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.db_now)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let next = schedule
             .next_after(now)
@@ -252,57 +258,61 @@ impl PgStore {
                 what: "cron expression",
                 reason: format!("{:?} never fires", def.cron),
             })?;
-        let row = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.periodic_upsert)
-                .bind(&def.name)
-                .bind(&def.cron)
-                .bind(&def.timezone)
-                .bind(&def.queue)
-                .bind(&def.kind)
-                .bind(&def.args)
-                .bind(def.priority)
-                .bind(def.max_attempts)
-                .bind(def.missed.as_str())
-                .bind(next)
-                .fetch_one(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let row = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.periodic_upsert)
+                    .bind(&def.name)
+                    .bind(&def.cron)
+                    .bind(&def.timezone)
+                    .bind(&def.queue)
+                    .bind(&def.kind)
+                    .bind(&def.args)
+                    .bind(def.priority)
+                    .bind(def.max_attempts)
+                    .bind(def.missed.as_str())
+                    .bind(next)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         periodic_state(&row)
     }
 
     pub(crate) async fn remove_periodic_impl(&self, name: &str) -> Result<bool> {
-        let r = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.periodic_remove)
-                .bind(name)
-                .execute(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let r = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.periodic_remove)
+                    .bind(name)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         Ok(r.rows_affected() > 0)
     }
 
     pub(crate) async fn list_periodic_impl(&self) -> Result<Vec<PeriodicState>> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.periodic_list)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.periodic_list)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter().map(periodic_state).collect()
     }
 
     pub(crate) async fn enqueue_due_periodic_impl(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.periodic_due)
-                .bind(limit.max(1))
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.periodic_due)
+                    .bind(limit.max(1))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let mut out = Vec::new();
         for r in &rows {
@@ -327,7 +337,7 @@ impl PgStore {
             let jobs: Vec<NewJob> = ticks.iter().map(|t| st.def.job_for(*t)).collect();
             let done = self.enqueue_many_tx(&mut tx, &jobs).await?;
             if let Some(last) = done.last() {
-                sqlx::query(&self.inner.q.periodic_job)
+                self.query(&self.inner.q.periodic_job)
                     .bind(&st.def.name)
                     .bind(last.id.0)
                     .execute(&mut *tx)
@@ -347,7 +357,8 @@ impl PgStore {
 }
 
 async fn lock_queue(store: &PgStore, conn: &mut PgConnection, queue: &str) -> Result<()> {
-    sqlx::query(&store.inner.q.queue_lock)
+    store
+        .query(&store.inner.q.queue_lock)
         .bind(queue)
         .execute(conn)
         .await
@@ -363,7 +374,8 @@ async fn advance(
     next: DateTime<Utc>,
     last_tick: Option<DateTime<Utc>>,
 ) -> Result<bool> {
-    let won: Option<String> = sqlx::query_scalar(&store.inner.q.periodic_advance)
+    let won: Option<String> = store
+        .query_scalar(&store.inner.q.periodic_advance)
         .bind(&st.def.name)
         .bind(st.next_tick_at)
         .bind(next)

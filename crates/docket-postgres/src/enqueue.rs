@@ -185,7 +185,8 @@ impl PgStore {
         jobs: &[NewJob],
     ) -> Result<Vec<Enqueued>> {
         validate_batch(jobs, self.limits())?;
-        let row = sqlx::query(&self.inner.q.enqueue_copy_ids)
+        let row = self
+            .query(&self.inner.q.enqueue_copy_ids)
             .bind(i32::try_from(jobs.len()).unwrap_or(i32::MAX))
             .fetch_one(&mut *conn)
             .await
@@ -245,7 +246,8 @@ impl PgStore {
         fn some_or_null(v: Vec<Option<String>>) -> Option<Vec<Option<String>>> {
             v.iter().any(Option::is_some).then_some(v)
         }
-        let rows = sqlx::query(&self.inner.q.enqueue_many)
+        let rows = self
+            .query(&self.inner.q.enqueue_many)
             .bind(a.queues)
             .bind(a.kinds)
             .bind(a.args)

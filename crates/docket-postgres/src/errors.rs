@@ -34,13 +34,16 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
 }
 
 /// Errors a retry may cure: class 08 (connection exception), 57P01..57P03 (admin shutdown,
-/// crash shutdown, cannot connect now), 53300 (too many connections), and lost races:
-/// 40001 (serialization failure, also raised by a contended unique key) and 40P01 (deadlock).
+/// crash shutdown, cannot connect now), 53300 (too many connections), lost races: 40001
+/// (serialization failure, also raised by a contended unique key) and 40P01 (deadlock), and
+/// the limits a managed database sets: 57014 (statement_timeout, or a cancel), 25P03
+/// (idle_in_transaction_session_timeout) and 57P05 (idle_session_timeout). Every write after
+/// a claim is fenced, so retrying any of them is safe.
 fn is_connection_class(code: &str) -> bool {
     code.starts_with("08")
         || matches!(
             code,
-            "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
+            "57P01" | "57P02" | "57P03" | "57P05" | "53300" | "40001" | "40P01" | "57014" | "25P03"
         )
 }
 

@@ -25,11 +25,11 @@ pub mod redact;
 mod rows;
 pub mod store;
 
+pub use connect::{ConnectError, PoolerMode};
 pub use docket_core as core;
 #[doc(hidden)]
 pub use enqueue::encode_copy;
 pub use migrate::migrate;
-pub use connect::{ConnectError, PoolerMode};
 pub use store::PgStore;
 
 /// The default schema name.

@@ -31,6 +31,23 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// Advisory-lock class used by Docket (first key of the two-key form).
 pub(crate) const LOCK_CLASS: i32 = 0x444b_5401; // "DKT" + 1
 
+/// Migrations and schema checks prepare no named statements, so they run the same through a
+/// transaction-mode pooler (they are rare: caching buys nothing).
+fn query_persistent_off(
+    sql: &str,
+) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sql).persistent(false)
+}
+
+fn scalar<O>(
+    sql: &str,
+) -> sqlx::query::QueryScalar<'_, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+where
+    (O,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+{
+    sqlx::query_scalar(sql).persistent(false)
+}
+
 /// The marker of a migration older binaries cannot run against.
 const BREAKING: &str = "-- docket: breaking";
 
@@ -43,7 +60,9 @@ pub fn latest_known() -> i64 {
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
     /// The schema does not exist, or holds no Docket tables.
-    #[error("schema {schema:?} has no Docket tables; run `docket migrate` (or Store::migrate) first")]
+    #[error(
+        "schema {schema:?} has no Docket tables; run `docket migrate` (or Store::migrate) first"
+    )]
     Missing { schema: String },
     /// The schema exists but this role may not create objects in it.
     #[error("role {role:?} lacks USAGE and CREATE on schema {schema:?} (owned by {owner:?}); migrate as its owner or GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")]
@@ -91,61 +110,66 @@ impl SchemaVersion {
 }
 
 /// Reads what is applied (nothing when the schema or its bookkeeping table is missing).
-async fn read_version(conn: &mut PgConnection, schema: &str) -> Result<Option<SchemaVersion>, StoreError> {
-    let present: bool = sqlx::query_scalar(
-        "SELECT to_regclass(quote_ident($1) || '._sqlx_migrations') IS NOT NULL",
-    )
-    .bind(schema)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    if !present {
-        return Ok(None);
-    }
-    let rows = sqlx::query(&format!(
-        "SELECT version, success, checksum FROM \"{schema}\"._sqlx_migrations ORDER BY version"
-    ))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    let mut v = SchemaVersion::default();
-    for r in &rows {
-        let version: i64 = r.try_get("version").map_err(db_err)?;
-        if !r.try_get::<bool, _>("success").map_err(db_err)? {
-            return Err(SchemaError::Dirty {
-                schema: schema.into(),
-                version,
-            }
-            .into());
+/// (Boxed: an `async fn` over `&mut PgConnection` trips the compiler's higher-ranked `Send`
+/// check when a caller spawns `migrate`.)
+fn read_version<'a>(
+    conn: &'a mut PgConnection,
+    schema: &'a str,
+) -> futures::future::BoxFuture<'a, Result<Option<SchemaVersion>, StoreError>> {
+    Box::pin(async move {
+        let present: bool =
+            scalar("SELECT to_regclass(quote_ident($1) || '._sqlx_migrations') IS NOT NULL")
+                .bind(schema)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db_err)?;
+        if !present {
+            return Ok(None);
         }
-        let checksum: Vec<u8> = r.try_get("checksum").map_err(db_err)?;
-        if let Some(m) = MIGRATOR.iter().find(|m| m.version == version) {
-            if *m.checksum != *checksum {
-                return Err(SchemaError::Changed {
+        let rows = query_persistent_off(&format!(
+            "SELECT version, success, checksum FROM \"{schema}\"._sqlx_migrations ORDER BY version"
+        ))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let mut v = SchemaVersion::default();
+        for r in &rows {
+            let version: i64 = r.try_get("version").map_err(db_err)?;
+            if !r.try_get::<bool, _>("success").map_err(db_err)? {
+                return Err(SchemaError::Dirty {
                     schema: schema.into(),
                     version,
                 }
                 .into());
             }
+            let checksum: Vec<u8> = r.try_get("checksum").map_err(db_err)?;
+            if let Some(m) = MIGRATOR.iter().find(|m| m.version == version) {
+                if *m.checksum != *checksum {
+                    return Err(SchemaError::Changed {
+                        schema: schema.into(),
+                        version,
+                    }
+                    .into());
+                }
+            }
+            v.applied.push(version);
         }
-        v.applied.push(version);
-    }
-    let compat: bool = sqlx::query_scalar(
-        "SELECT to_regclass(quote_ident($1) || '.schema_compat') IS NOT NULL",
-    )
-    .bind(schema)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    if compat {
-        v.min_reader = sqlx::query_scalar(&format!(
-            "SELECT coalesce(max(min_reader), 0) FROM \"{schema}\".schema_compat"
-        ))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_err)?;
-    }
-    Ok(Some(v))
+        let compat: bool =
+            scalar("SELECT to_regclass(quote_ident($1) || '.schema_compat') IS NOT NULL")
+                .bind(schema)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(db_err)?;
+        if compat {
+            v.min_reader = scalar(&format!(
+                "SELECT coalesce(max(min_reader), 0) FROM \"{schema}\".schema_compat"
+            ))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        }
+        Ok(Some(v))
+    })
 }
 
 fn check_compatible(schema: &str, v: &SchemaVersion) -> Result<(), StoreError> {
@@ -171,121 +195,137 @@ fn check_compatible(schema: &str, v: &SchemaVersion) -> Result<(), StoreError> {
 
 /// Checks, without writing anything, that `schema` is migrated and usable by this binary.
 /// Read-only commands call this instead of [`migrate`].
-pub async fn check(pool: &PgPool, schema: &str) -> Result<SchemaVersion, StoreError> {
-    validate::schema(schema)?;
-    let mut conn = pool.acquire().await.map_err(db_err)?;
-    // One transaction, so a transaction-mode pooler keeps both reads on one server.
-    sqlx::query("BEGIN READ ONLY")
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err)?;
-    let v = read_version(&mut conn, schema).await;
-    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-    match v? {
-        None => Err(SchemaError::Missing {
-            schema: schema.into(),
+pub fn check<'a>(
+    pool: &'a PgPool,
+    schema: &'a str,
+) -> futures::future::BoxFuture<'a, Result<SchemaVersion, StoreError>> {
+    Box::pin(async move {
+        validate::schema(schema)?;
+        let mut conn = pool.acquire().await.map_err(db_err)?;
+        // One transaction, so a transaction-mode pooler keeps both reads on one server.
+        query_persistent_off("BEGIN READ ONLY")
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let v = read_version(&mut conn, schema).await;
+        let _ = query_persistent_off("ROLLBACK").execute(&mut *conn).await;
+        match v? {
+            None => Err(SchemaError::Missing {
+                schema: schema.into(),
+            }
+            .into()),
+            Some(v) if v.applied.is_empty() => Err(SchemaError::Missing {
+                schema: schema.into(),
+            }
+            .into()),
+            Some(v) => {
+                check_compatible(schema, &v)?;
+                Ok(v)
+            }
         }
-        .into()),
-        Some(v) if v.applied.is_empty() => Err(SchemaError::Missing {
-            schema: schema.into(),
-        }
-        .into()),
-        Some(v) => {
-            check_compatible(schema, &v)?;
-            Ok(v)
-        }
-    }
+    })
 }
 
 /// Applies pending migrations to `schema`; idempotent, and safe when several processes call
 /// it at once.
-pub async fn migrate(pool: &PgPool, schema: &str) -> Result<(), StoreError> {
-    validate::schema(schema)?;
-    let mut tx = pool.begin().await.map_err(db_err)?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-        .bind(LOCK_CLASS)
-        .bind(format!("migrate:{schema}"))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    // Skip CREATE SCHEMA when it exists: a role that owns its schema but may not create
-    // schemas in the database (a managed database's usual grant) must still migrate.
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+pub fn migrate<'a>(
+    pool: &'a PgPool,
+    schema: &'a str,
+) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+    Box::pin(async move {
+        validate::schema(schema)?;
+        let mut tx = pool.begin().await.map_err(db_err)?;
+        query_persistent_off("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(LOCK_CLASS)
+            .bind(format!("migrate:{schema}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        // Skip CREATE SCHEMA when it exists: a role that owns its schema but may not create
+        // schemas in the database (a managed database's usual grant) must still migrate.
+        let exists: bool = scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
             .bind(schema)
             .fetch_one(&mut *tx)
             .await
             .map_err(db_err)?;
-    if !exists {
-        sqlx::raw_sql(&format!("CREATE SCHEMA \"{schema}\""))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    } else {
-        let (usable, role, owner): (bool, String, String) = sqlx::query_as(
-            "SELECT has_schema_privilege($1, 'USAGE') AND has_schema_privilege($1, 'CREATE'),
-                    current_user::text, pg_get_userbyid(nspowner)::text
-             FROM pg_namespace WHERE nspname = $1",
-        )
-        .bind(schema)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-        if !usable {
-            return Err(SchemaError::NoPrivilege {
-                schema: schema.into(),
-                role,
-                owner,
-            }
-            .into());
-        }
-    }
-    sqlx::raw_sql(&format!("SET LOCAL search_path TO \"{schema}\""))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    sqlx::raw_sql(
-        "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
-            version BIGINT PRIMARY KEY,
-            description TEXT NOT NULL,
-            installed_on TIMESTAMPTZ NOT NULL DEFAULT now(),
-            success BOOLEAN NOT NULL,
-            checksum BYTEA NOT NULL,
-            execution_time BIGINT NOT NULL
-        )",
-    )
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    let version = read_version(&mut tx, schema).await?.unwrap_or_default();
-    check_compatible(schema, &version)?;
-    for m in MIGRATOR.iter() {
-        if version.applied.contains(&m.version) {
-            continue;
-        }
-        let started = std::time::Instant::now();
-        sqlx::raw_sql(&m.sql)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        if m.sql.lines().any(|l| l.trim() == BREAKING) {
-            sqlx::query("UPDATE schema_compat SET min_reader = $1")
-                .bind(m.version)
-                .execute(&mut *tx)
+        if !exists {
+            sqlx::Executor::execute(&mut *tx, format!("CREATE SCHEMA \"{schema}\"").as_str())
                 .await
                 .map_err(db_err)?;
+        } else {
+            let (usable, role, owner): (bool, String, String) = sqlx::query_as::<
+                _,
+                (bool, String, String),
+            >(
+                "SELECT has_schema_privilege($1, 'USAGE') AND has_schema_privilege($1, 'CREATE'),
+                        current_user::text, pg_get_userbyid(nspowner)::text
+                 FROM pg_namespace WHERE nspname = $1",
+            )
+            .persistent(false)
+            .bind(schema)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+            if !usable {
+                return Err(SchemaError::NoPrivilege {
+                    schema: schema.into(),
+                    role,
+                    owner,
+                }
+                .into());
+            }
         }
-        sqlx::query(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
-             VALUES ($1, $2, TRUE, $3, $4)",
+        sqlx::Executor::execute(
+            &mut *tx,
+            // A managed database's statement_timeout must not cut a migration off half-way
+            // (it would roll back and block the upgrade); this lasts only this transaction.
+            format!("SET LOCAL search_path TO \"{schema}\"; SET LOCAL statement_timeout = 0")
+                .as_str(),
         )
-        .bind(m.version)
-        .bind(&*m.description)
-        .bind(&*m.checksum)
-        .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
-        .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-    }
-    tx.commit().await.map_err(db_err)
+        sqlx::Executor::execute(
+            &mut *tx,
+            "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
+                version BIGINT PRIMARY KEY,
+                description TEXT NOT NULL,
+                installed_on TIMESTAMPTZ NOT NULL DEFAULT now(),
+                success BOOLEAN NOT NULL,
+                checksum BYTEA NOT NULL,
+                execution_time BIGINT NOT NULL
+            )",
+        )
+        .await
+        .map_err(db_err)?;
+        let version = read_version(&mut tx, schema).await?.unwrap_or_default();
+        check_compatible(schema, &version)?;
+        for m in MIGRATOR.iter() {
+            if version.applied.contains(&m.version) {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            sqlx::Executor::execute(&mut *tx, &*m.sql)
+                .await
+                .map_err(db_err)?;
+            if m.sql.lines().any(|l| l.trim() == BREAKING) {
+                query_persistent_off("UPDATE schema_compat SET min_reader = $1")
+                    .bind(m.version)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?;
+            }
+            query_persistent_off(
+                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+                 VALUES ($1, $2, TRUE, $3, $4)",
+            )
+            .bind(m.version)
+            .bind(&*m.description)
+            .bind(&*m.checksum)
+            .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        tx.commit().await.map_err(db_err)
+    })
 }

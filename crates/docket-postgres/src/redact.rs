@@ -110,15 +110,30 @@ mod tests {
     #[test]
     fn every_form_postgres_accepts() {
         let cases = [
-            ("postgres://u:secret@h:5432/db", "postgres://u:***@h:5432/db"),
+            (
+                "postgres://u:secret@h:5432/db",
+                "postgres://u:***@h:5432/db",
+            ),
             ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),
             ("postgres://u@h/db", "postgres://u@h/db"),
-            ("postgres://h/db?user=u&password=secret&sslmode=require", "postgres://h/db?user=u&password=***&sslmode=require"),
-            ("host=h user=u password=secret dbname=d", "host=h user=u password=*** dbname=d"),
-            ("host=h password = 'se cr\\'et' dbname=d", "host=h password = *** dbname=d"),
+            (
+                "postgres://h/db?user=u&password=secret&sslmode=require",
+                "postgres://h/db?user=u&password=***&sslmode=require",
+            ),
+            (
+                "host=h user=u password=secret dbname=d",
+                "host=h user=u password=*** dbname=d",
+            ),
+            (
+                "host=h password = 'se cr\\'et' dbname=d",
+                "host=h password = *** dbname=d",
+            ),
             ("PASSWORD=secret", "PASSWORD=***"),
             ("sslpassword=keypass host=h", "sslpassword=*** host=h"),
-            ("cannot connect to postgres://a:b@c/d: refused", "cannot connect to postgres://a:***@c/d: refused"),
+            (
+                "cannot connect to postgres://a:b@c/d: refused",
+                "cannot connect to postgres://a:***@c/d: refused",
+            ),
             ("no url here, just text", "no url here, just text"),
             ("ünïcödé password=x", "ünïcödé password=***"),
         ];

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use docket_core::*;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::{Query, QueryAs, QueryScalar};
+use sqlx::Postgres;
 use sqlx::{PgConnection, PgExecutor, PgPool, Row};
 
 use crate::connect::PoolerMode;
@@ -102,6 +104,39 @@ impl PgStore {
         self.inner.pooler
     }
 
+    /// Named (cached) prepared statements, except behind a transaction-mode pooler: there a
+    /// named statement stays on whichever server connection it was prepared on, and sqlx
+    /// 0.8 names statements even with the statement cache disabled, so another client's
+    /// `sqlx_s_1` collides with ours ("prepared statement already exists").
+    fn persistent(&self) -> bool {
+        self.inner.pooler == PoolerMode::Direct
+    }
+
+    /// A statement with the prepared-statement mode this store needs.
+    pub(crate) fn query<'q>(&self, sql: &'q str) -> Query<'q, Postgres, PgArguments> {
+        sqlx::query(sql).persistent(self.persistent())
+    }
+
+    /// [`PgStore::query`] for one column.
+    pub(crate) fn query_scalar<'q, O>(
+        &self,
+        sql: &'q str,
+    ) -> QueryScalar<'q, Postgres, O, PgArguments>
+    where
+        (O,): for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        sqlx::query_scalar(sql).persistent(self.persistent())
+    }
+
+    /// [`PgStore::query`] into a tuple or row type.
+    #[allow(dead_code)]
+    pub(crate) fn query_as<'q, O>(&self, sql: &'q str) -> QueryAs<'q, Postgres, O, PgArguments>
+    where
+        O: for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        sqlx::query_as(sql).persistent(self.persistent())
+    }
+
     /// Runs `f` on one pooled connection. Behind a transaction-mode pooler, inside a
     /// transaction: sqlx sends a statement's parse and its execute as two protocol exchanges,
     /// and between them the pooler may hand the server connection to another client.
@@ -184,7 +219,8 @@ impl PgStore {
         owner: &str,
         lease: Lease,
     ) -> Result<()> {
-        let rows = sqlx::query(&self.inner.q.complete_many)
+        let rows = self
+            .query(&self.inner.q.complete_many)
             .bind(vec![lease.id.0])
             .bind(vec![lease.attempt])
             .bind(owner)
@@ -224,7 +260,8 @@ impl PgStore {
             ),
         ] {
             let text = format!("{prefix}{sql}");
-            let mut q = sqlx::query(&text)
+            let mut q = self
+                .query(&text)
                 .bind(queue)
                 .bind(10_i32)
                 .bind("explain")
@@ -244,14 +281,15 @@ impl PgStore {
 
     /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.
     pub async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        let leading: Option<bool> = self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.leader_try)
-                .bind(owner)
-                .bind(ms(ttl))
-                .fetch_optional(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let leading: Option<bool> = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.leader_try)
+                    .bind(owner)
+                    .bind(ms(ttl))
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         Ok(leading.unwrap_or(false))
     }
@@ -259,13 +297,13 @@ impl PgStore {
     /// Gives up leadership held by `owner`.
     pub async fn leader_resign(&self, owner: &str) -> Result<()> {
         self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.leader_resign)
+            self.query(&self.inner.q.leader_resign)
                 .bind(owner)
                 .execute(&mut *c)
                 .await
                 .map_err(db_err)
         })
-            .await?;
+        .await?;
         Ok(())
     }
 
@@ -277,7 +315,7 @@ impl PgStore {
         channel: &str,
         payload: &str,
     ) -> Result<()> {
-        sqlx::query(&self.inner.q.notify)
+        self.query(&self.inner.q.notify)
             .bind(channel)
             .bind(payload)
             .execute(exec)
@@ -316,13 +354,14 @@ impl PgStore {
     /// Says why each lease no longer holds.
     async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
         let ids: Vec<i64> = lost.iter().map(|l| l.id.0).collect();
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.lease_status)
-                .bind(ids)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.lease_status)
+                    .bind(ids)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let mut now: HashMap<i64, (JobState, i32)> = HashMap::new();
         for r in &rows {
@@ -384,17 +423,18 @@ impl Store for PgStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.claim)
-                .bind(&req.queue)
-                .bind(req.limit)
-                .bind(&req.owner)
-                .bind(ms(req.lease))
-                .bind(req.starvation.map(ms))
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.claim)
+                    .bind(&req.queue)
+                    .bind(req.limit)
+                    .bind(&req.owner)
+                    .bind(ms(req.lease))
+                    .bind(req.starvation.map(ms))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter().map(rows::claimed).collect()
     }
@@ -404,15 +444,16 @@ impl Store for PgStore {
             return Ok(BatchOutcome::default());
         }
         let (sorted, ids, attempts) = lease_arrays(leases);
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.complete_many)
-                .bind(ids)
-                .bind(attempts)
-                .bind(owner)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.complete_many)
+                    .bind(ids)
+                    .bind(attempts)
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         self.fenced(&sorted, rows).await
     }
@@ -426,28 +467,29 @@ impl Store for PgStore {
         sorted.dedup_by_key(|f| f.lease);
         let max = self.inner.limits.max_error_bytes;
         let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.fail_many)
-                .bind(sorted.iter().map(|f| f.lease.id.0).collect::<Vec<_>>())
-                .bind(sorted.iter().map(|f| f.lease.attempt).collect::<Vec<_>>())
-                .bind(sorted.iter().map(|f| f.class.as_str()).collect::<Vec<_>>())
-                .bind(
-                    sorted
-                        .iter()
-                        .map(|f| validate::truncate_message(&f.message, max))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    sorted
-                        .iter()
-                        .map(|f| f.retry_in.map(ms))
-                        .collect::<Vec<_>>(),
-                )
-                .bind(owner)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.fail_many)
+                    .bind(sorted.iter().map(|f| f.lease.id.0).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|f| f.lease.attempt).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|f| f.class.as_str()).collect::<Vec<_>>())
+                    .bind(
+                        sorted
+                            .iter()
+                            .map(|f| validate::truncate_message(&f.message, max))
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        sorted
+                            .iter()
+                            .map(|f| f.retry_in.map(ms))
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         self.fenced(&leases, rows).await
     }
@@ -463,16 +505,17 @@ impl Store for PgStore {
             duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
         }
         let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.snooze_many)
-                .bind(sorted.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
-                .bind(sorted.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
-                .bind(sorted.iter().map(|s| ms(s.delay)).collect::<Vec<_>>())
-                .bind(owner)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.snooze_many)
+                    .bind(sorted.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|s| ms(s.delay)).collect::<Vec<_>>())
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         self.fenced(&leases, rows).await
     }
@@ -487,16 +530,17 @@ impl Store for PgStore {
             return Ok(HeartbeatOutcome::default());
         }
         let (sorted, ids, attempts) = lease_arrays(leases);
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.heartbeat)
-                .bind(ids)
-                .bind(attempts)
-                .bind(owner)
-                .bind(ms(lease))
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.heartbeat)
+                    .bind(ids)
+                    .bind(attempts)
+                    .bind(owner)
+                    .bind(ms(lease))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let mut out = HeartbeatOutcome::default();
         for r in &rows {
@@ -532,13 +576,14 @@ impl Store for PgStore {
     }
 
     async fn reap(&self, batch: i64) -> Result<ReapReport> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.reap)
-                .bind(batch.max(1))
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.reap)
+                    .bind(batch.max(1))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let mut report = ReapReport::default();
         for r in &rows {
@@ -565,15 +610,16 @@ impl Store for PgStore {
             (vec!["dead"], retention.dead, &mut report.dead),
         ] {
             loop {
-                let n = self.run(async |c: &mut PgConnection| {
-                    sqlx::query(&self.inner.q.prune)
-                        .bind(&states)
-                        .bind(ms(keep))
-                        .bind(batch)
-                        .execute(&mut *c)
-                        .await
-                        .map_err(db_err)
-                })
+                let n = self
+                    .run(async |c: &mut PgConnection| {
+                        self.query(&self.inner.q.prune)
+                            .bind(&states)
+                            .bind(ms(keep))
+                            .bind(batch)
+                            .execute(&mut *c)
+                            .await
+                            .map_err(db_err)
+                    })
                     .await?
                     .rows_affected();
                 *counter += n;
@@ -590,7 +636,8 @@ impl Store for PgStore {
             return Err(ValidationError::MaxAttempts(extra_attempts).into());
         }
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
-        let res = sqlx::query(&self.inner.q.retry)
+        let res = self
+            .query(&self.inner.q.retry)
             .bind(id.0)
             .bind(extra_attempts)
             .fetch_optional(&mut *tx)
@@ -610,13 +657,14 @@ impl Store for PgStore {
                 drop(tx);
                 let job = self.get(id).await?;
                 let key = job.unique_key.unwrap_or_default();
-                let holder: i64 = self.run(async |c: &mut PgConnection| {
-                    sqlx::query_scalar(&self.inner.q.unique_holder)
-                        .bind(&key)
-                        .fetch_optional(&mut *c)
-                        .await
-                        .map_err(db_err)
-                })
+                let holder: i64 = self
+                    .run(async |c: &mut PgConnection| {
+                        self.query_scalar(&self.inner.q.unique_holder)
+                            .bind(&key)
+                            .fetch_optional(&mut *c)
+                            .await
+                            .map_err(db_err)
+                    })
                     .await?
                     .unwrap_or_default();
                 return Err(StoreError::UniqueConflict {
@@ -626,7 +674,8 @@ impl Store for PgStore {
             }
             Err(e) => return Err(db_err(e)),
         }
-        let rec = sqlx::query(&self.inner.q.get)
+        let rec = self
+            .query(&self.inner.q.get)
             .bind(id.0)
             .fetch_one(&mut *tx)
             .await
@@ -640,7 +689,8 @@ impl Store for PgStore {
 
     async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
-        let prev: Option<String> = sqlx::query_scalar(&self.inner.q.cancel)
+        let prev: Option<String> = self
+            .query_scalar(&self.inner.q.cancel)
             .bind(id.0)
             .fetch_optional(&mut *tx)
             .await
@@ -667,13 +717,14 @@ impl Store for PgStore {
     }
 
     async fn get(&self, id: JobId) -> Result<JobRecord> {
-        let row = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.get)
-                .bind(id.0)
-                .fetch_optional(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let row = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.get)
+                    .bind(id.0)
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         match row {
             Some(r) => rows::record(&r),
@@ -686,48 +737,50 @@ impl Store for PgStore {
             validate::queue(q)?;
         }
         let limit = if filter.limit <= 0 { 100 } else { filter.limit };
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.list)
-                .bind(filter.queue.as_deref())
-                .bind(filter.state.map(|s| s.as_str()))
-                .bind(limit)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.list)
+                    .bind(filter.queue.as_deref())
+                    .bind(filter.state.map(|s| s.as_str()))
+                    .bind(limit)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         rows.iter().map(rows::record).collect()
     }
 
     async fn active_count(&self, queues: &[String]) -> Result<i64> {
         self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.active_count)
+            self.query_scalar(&self.inner.q.active_count)
                 .bind(queues)
                 .fetch_one(&mut *c)
                 .await
                 .map_err(db_err)
         })
-            .await
+        .await
     }
 
     async fn any_active(&self, queues: &[String]) -> Result<bool> {
         self.run(async |c: &mut PgConnection| {
-            sqlx::query_scalar(&self.inner.q.any_active)
+            self.query_scalar(&self.inner.q.any_active)
                 .bind(queues)
                 .fetch_one(&mut *c)
                 .await
                 .map_err(db_err)
         })
-            .await
+        .await
     }
 
     async fn stats(&self) -> Result<Stats> {
-        let rows = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.stats_queues)
-                .fetch_all(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.stats_queues)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let mut queues = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -747,12 +800,13 @@ impl Store for PgStore {
                 paused: r.try_get("paused").map_err(db_err)?,
             });
         }
-        let t = self.run(async |c: &mut PgConnection| {
-            sqlx::query(&self.inner.q.stats_table)
-                .fetch_optional(&mut *c)
-                .await
-                .map_err(db_err)
-        })
+        let t = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.stats_table)
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
             .await?;
         let table = match t {
             Some(r) => TableStats {

@@ -40,7 +40,15 @@ impl Running {
 
 /// Starts a worker on its own pool (its own connections, like a separate process).
 pub async fn start(db: &TestDb, registry: Registry, config: WorkerConfig) -> Running {
-    let store = db.second_store(8).await;
+    start_on(db.second_store(8).await, registry, config).await
+}
+
+/// Starts a worker on `store`.
+pub async fn start_on(
+    store: docket_postgres::PgStore,
+    registry: Registry,
+    config: WorkerConfig,
+) -> Running {
     let worker = Arc::new(Worker::new(store, registry, config).expect("worker"));
     let shutdown = Shutdown::default();
     let w = worker.clone();
