@@ -53,6 +53,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Apply migrations (idempotent).
     Migrate,
+    /// Create and grant the least-privilege roles: application (enqueue only), worker,
+    /// read-only operator.
+    Grant(GrantArgs),
     /// Enqueue one job, or many from NDJSON with --bulk.
     Enqueue(EnqueueArgs),
     /// Run jobs with a shell command per job.
@@ -161,6 +164,22 @@ pub struct EnqueueArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// The application role (enqueue only). Defaults to SCHEMA_app.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// The worker role. Defaults to SCHEMA_worker.
+    #[arg(long)]
+    pub worker: Option<String>,
+    /// The read-only operator role. Defaults to SCHEMA_operator.
+    #[arg(long)]
+    pub operator: Option<String>,
+    /// Print the SQL instead of running it.
+    #[arg(long)]
+    pub print: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct WorkArgs {
     /// Queues to serve (repeatable).
     #[arg(long = "queue", default_value = "default")]
@@ -181,9 +200,10 @@ pub struct WorkArgs {
     /// Fallback poll interval (notifications wake workers sooner).
     #[arg(long, default_value = "2s", allow_hyphen_values = true)]
     pub poll: String,
-    /// Time between SIGTERM and SIGKILL when a job must stop.
-    #[arg(long, default_value = "2s", allow_hyphen_values = true)]
-    pub kill_grace: String,
+    /// Time between SIGTERM and SIGKILL when a job must stop (at most a quarter of the
+    /// lease). Defaults to 2 s, or a tenth of the lease when that is shorter.
+    #[arg(long, allow_hyphen_values = true)]
+    pub kill_grace: Option<String>,
     /// Exit 0 once no job in the queues is ready or running.
     #[arg(long)]
     pub drain: bool,
@@ -194,6 +214,10 @@ pub struct WorkArgs {
     /// transaction-mode pooler; without one such a worker polls.
     #[arg(long, env = "DOCKET_LISTEN_URL", hide_env_values = true)]
     pub listen_url: Option<String>,
+    /// Cap on this worker's database connections (LISTEN included). Defaults to
+    /// min(concurrency × queues, 20) + 4.
+    #[arg(long)]
+    pub max_connections: Option<u32>,
     /// Query the database only when polling (no LISTEN; maintenance only in the poll's
     /// wake-up), so a serverless compute can suspend between polls longer than its idle
     /// time-out. Pair with a long --poll, or use --drain from a scheduler.

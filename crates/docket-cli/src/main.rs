@@ -16,6 +16,7 @@ mod controls;
 mod demo;
 mod embedded;
 mod enqueue;
+mod exec;
 mod fail;
 mod jobs;
 mod ops;
@@ -39,17 +40,14 @@ pub struct Ctx {
 impl Ctx {
     /// This binary again, as a hidden worker subcommand on the same database and schema
     /// (the demo and the benchmark run real worker processes so they can be killed).
+    /// The URL travels in the child's environment, never in its argv (`ps` shows argv to
+    /// every user of the machine).
     pub fn child(&self, subcommand: &str) -> anyhow::Result<std::process::Command> {
         let mut c = std::process::Command::new(std::env::current_exe()?);
-        c.args([
-            "--database-url",
-            &self.url,
-            "--schema",
-            &self.schema,
-            subcommand,
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null());
+        c.env("DATABASE_URL", &self.url)
+            .args(["--schema", &self.schema, subcommand])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
         Ok(c)
     }
 
@@ -148,6 +146,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied to schema {}", ctx.schema);
             Ok(())
         }
+        Command::Grant(a) => ops::grant(&ctx, a).await,
         Command::Enqueue(a) => enqueue::run(&ctx, a).await,
         Command::Work(a) => work::run(&ctx, a).await,
         Command::Jobs(c) => jobs::run(&ctx, c).await,

@@ -200,3 +200,30 @@ pub async fn embedded(cmd: &EmbeddedCommand) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `docket grant`: the least-privilege roles of this schema.
+pub async fn grant(ctx: &Ctx, a: crate::cli::GrantArgs) -> anyhow::Result<()> {
+    let mut roles = docket_postgres::roles::Roles::for_schema(&ctx.schema);
+    if let Some(r) = a.app {
+        roles.app = r;
+    }
+    if let Some(r) = a.worker {
+        roles.worker = r;
+    }
+    if let Some(r) = a.operator {
+        roles.operator = r;
+    }
+    let sql = docket_postgres::roles::grant_script(&ctx.schema, &roles)
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    if a.print {
+        print!("{sql}");
+        return Ok(());
+    }
+    let store = ctx.store(1).await?;
+    store.grant(&roles).await?;
+    println!(
+        "granted on schema {}: {} (enqueue only), {} (worker), {} (read-only); add login roles with GRANT {} TO <user>",
+        ctx.schema, roles.app, roles.worker, roles.operator, roles.app
+    );
+    Ok(())
+}

@@ -8,23 +8,15 @@
 //! stderr is the stored error. When the job must stop (lease lost, cancelled, timed out,
 //! shutdown deadline) the command's process group gets SIGTERM, then SIGKILL.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use docket_core::duration::parse_bounded;
-use docket_worker::{JobContext, JobError, JobResult, Registry, Shutdown, Worker, WorkerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use docket_worker::{Registry, Shutdown, Worker, WorkerConfig};
 
 use crate::cli::WorkArgs;
+use crate::exec::{exec_job, ExecSpec};
 use crate::fail::CliError;
 use crate::Ctx;
-
-/// Exit code meaning "try again later" (sysexits EX_TEMPFAIL).
-pub const EXIT_RETRY: i32 = 75;
-/// Exit code meaning "this job can never succeed" (sysexits EX_DATAERR).
-pub const EXIT_DISCARD: i32 = 65;
-/// Bytes of stderr kept as the error.
-const STDERR_TAIL: usize = 4096;
 
 fn dur(what: &'static str, s: &str, min: Duration, max: Duration) -> Result<Duration, CliError> {
     parse_bounded(what, s, min, max).map_err(|e| CliError::invalid(e.to_string()))
@@ -49,12 +41,13 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
         Duration::from_millis(10),
         Duration::from_secs(3600),
     )?;
-    let kill_grace = dur(
-        "kill-grace",
-        &a.kill_grace,
-        Duration::ZERO,
-        Duration::from_secs(60),
-    )?;
+    // The command must be gone before the lease can expire in the database (the runtime
+    // stops a job whose lease it cannot renew early by its cancel grace, at most a third of
+    // the lease): so the grace is at most a quarter of the lease.
+    let kill_grace = match &a.kill_grace {
+        Some(g) => dur("kill-grace", g, Duration::ZERO, lease / 4)?,
+        None => (lease / 10).min(Duration::from_secs(2)),
+    };
     if a.concurrency == 0 || a.concurrency > 10_000 {
         return Err(CliError::invalid("--concurrency must be 1..=10000").into());
     }
@@ -69,7 +62,9 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
     }
     cfg.max_runtime = max_runtime;
     cfg.poll_interval = poll;
-    cfg.cancel_grace = kill_grace + Duration::from_secs(2);
+    // Longer than the command's own stop (grace, then SIGKILL and up to 5 s for the group to
+    // go), so the runtime never drops a handler that is still ending its processes.
+    cfg.cancel_grace = kill_grace + Duration::from_secs(6);
     cfg.maintenance = !a.no_maintenance;
     cfg.serverless = a.serverless;
     if let Some(u) = a.listen_url.as_deref().filter(|u| !u.trim().is_empty()) {
@@ -80,11 +75,22 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
     cfg.reap_interval = (lease / 4).max(Duration::from_millis(200));
     // Reaping matters on the lease's time scale; a dead leader should not hold it up longer.
     cfg.leader_ttl = lease.max(cfg.reap_interval * 3);
-    let conns = (a.concurrency * a.queues.len()).min(20) as u32 + 4;
+    let conns = match a.max_connections {
+        // Fetcher, completer, heartbeater, leader and LISTEN each hold at most one at a time;
+        // fewer than 3 would leave a claim waiting behind the completer for every batch.
+        Some(n) if !(3..=1000).contains(&n) => {
+            return Err(CliError::invalid("--max-connections must be 3..=1000").into())
+        }
+        Some(n) => n,
+        None => (a.concurrency * a.queues.len()).min(20) as u32 + 4,
+    };
     let store = ctx.store(conns).await?;
     let mut registry = Registry::default();
-    let cmd = a.exec.clone();
-    registry.fallback(move |args, jctx| exec_job(cmd.clone(), kill_grace, args, jctx));
+    let password = docket_postgres::connect::parse(&ctx.url)
+        .ok()
+        .and_then(|t| t.password().map(str::to_string));
+    let spec = ExecSpec::new(a.exec.clone(), kill_grace, password.as_deref());
+    registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
     let worker = Worker::new(store, registry, cfg)?;
     eprintln!("docket: worker {} serving {:?}", worker.owner(), a.queues);
     let shutdown = Shutdown::on_signals();
@@ -101,101 +107,4 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
         report.metrics.fenced
     );
     Ok(())
-}
-
-/// Sends `sig` to the process group led by `pid`.
-fn signal_group(pid: u32, sig: i32) {
-    #[allow(unsafe_code)]
-    // SAFETY: kill(2) with a negative pid addresses a process group; it has no memory effects.
-    unsafe {
-        libc::kill(-(pid as i32), sig);
-    }
-}
-
-/// The tail of a stream, bounded to `STDERR_TAIL` bytes.
-async fn read_tail(mut r: impl tokio::io::AsyncRead + Unpin) -> String {
-    let mut tail: Vec<u8> = Vec::new();
-    let mut buf = [0u8; 8192];
-    while let Ok(n) = r.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        tail.extend_from_slice(&buf[..n]);
-        if tail.len() > STDERR_TAIL * 2 {
-            tail.drain(..tail.len() - STDERR_TAIL);
-        }
-    }
-    if tail.len() > STDERR_TAIL {
-        tail.drain(..tail.len() - STDERR_TAIL);
-    }
-    String::from_utf8_lossy(&tail).trim().to_string()
-}
-
-async fn exec_job(
-    cmd: String,
-    grace: Duration,
-    args: serde_json::Value,
-    ctx: JobContext,
-) -> JobResult {
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&cmd)
-        .env("DOCKET_JOB_ID", ctx.id.to_string())
-        .env("DOCKET_ATTEMPT", ctx.attempt.to_string())
-        .env("DOCKET_QUEUE", &ctx.queue)
-        .env("DOCKET_KIND", &ctx.kind)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| JobError::retry(format!("cannot start `sh -c`: {e}")))?;
-    let pid = child.id().unwrap_or(0);
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let input = serde_json::to_vec(&args).unwrap_or_default();
-    // A command that never reads stdin must not block us: write in the background.
-    tokio::spawn(async move {
-        let _ = stdin.write_all(&input).await;
-        let _ = stdin.shutdown().await;
-    });
-    let stderr = tokio::spawn(read_tail(child.stderr.take().expect("piped stderr")));
-    let status = tokio::select! {
-        s = child.wait() => s,
-        _ = ctx.cancel.cancelled() => {
-            signal_group(pid, libc::SIGTERM);
-            match tokio::time::timeout(grace, child.wait()).await {
-                Ok(s) => s,
-                Err(_) => {
-                    signal_group(pid, libc::SIGKILL);
-                    child.wait().await
-                }
-            }
-        }
-    };
-    let tail = stderr.await.unwrap_or_default();
-    let status =
-        status.map_err(|e| JobError::retry(format!("waiting for the command failed: {e}")))?;
-    let with_tail = |head: String| {
-        if tail.is_empty() {
-            head
-        } else {
-            format!("{head}: {tail}")
-        }
-    };
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(0), _) => Ok(()),
-        (Some(EXIT_RETRY), _) => Err(JobError::retry(with_tail(format!(
-            "exit {EXIT_RETRY} (retry)"
-        )))),
-        (Some(EXIT_DISCARD), _) => Err(JobError::discard(with_tail(format!(
-            "exit {EXIT_DISCARD} (discard)"
-        )))),
-        (Some(code), _) => Err(JobError::retry(with_tail(format!("exit {code}")))),
-        (None, Some(sig)) => Err(JobError::retry(with_tail(format!(
-            "killed by signal {sig}"
-        )))),
-        (None, None) => Err(JobError::retry(with_tail("ended without status".into()))),
-    }
 }

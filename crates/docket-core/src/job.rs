@@ -453,6 +453,11 @@ pub struct JobRecord {
     pub args: serde_json::Value,
     pub metadata: serde_json::Value,
     pub errors: Vec<ErrorEntry>,
+    /// What is wrong with the stored row, when something is (a non-finite time, a malformed
+    /// history): such a row can only come from a write that bypassed Docket's checks, and is
+    /// shown rather than hidden.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
 }
 
 /// Filter for listing jobs.

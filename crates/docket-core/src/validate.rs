@@ -86,21 +86,74 @@ fn has_nul(v: &serde_json::Value) -> bool {
     }
 }
 
-/// A writer that only counts: the serialized size of a payload without allocating it (this
-/// runs for every job enqueued; `benches/hot_paths.rs` measures it).
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+/// The size of a payload, measured one way everywhere: the length in bytes of
+/// PostgreSQL's text form of the `jsonb` value (`octet_length(args::text)`), which is what
+/// the table's CHECK constraints and the SQL functions measure too. Computed here without
+/// building the text (this runs for every job enqueued; `benches/hot_paths.rs` measures it):
+/// `jsonb` prints `", "` and `": "` between elements, escapes strings like JSON, and prints
+/// numbers as `numeric` does (exponents expanded: `1e3` is `1000`, 4 bytes, not 3).
+pub fn jsonb_text_len(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => numeric_text_len(&n.to_string()),
+        Value::String(s) => json_string_len(s),
+        Value::Array(a) => {
+            2 + a.iter().map(jsonb_text_len).sum::<usize>() + 2 * a.len().saturating_sub(1)
+        }
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, v)| json_string_len(k) + 2 + jsonb_text_len(v))
+                .sum::<usize>()
+                + 2 * o.len().saturating_sub(1)
+        }
     }
 }
 
-/// Checks a JSON payload's size and content; returns its serialized length.
+/// A JSON string as PostgreSQL escapes it: `\"` `\\` `\b` `\f` `\n` `\r` `\t`, other
+/// control characters as `\u00XX`, everything else as UTF-8.
+fn json_string_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The length of `numeric`'s output for a JSON number literal: `[-]digits[.frac][e[+-]exp]`
+/// becomes plain decimal notation with `max(0, len(frac) - exp)` fraction digits; zero has
+/// no sign.
+fn numeric_text_len(lit: &str) -> usize {
+    let (neg, body) = match lit.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, lit),
+    };
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i64>().unwrap_or(0)),
+        None => (body, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = format!("{int}{frac}");
+    // Position of the decimal point within `digits` after applying the exponent.
+    let point = int.len() as i64 + exp;
+    let scale = (frac.len() as i64 - exp).max(0);
+    let first_nonzero = digits.bytes().position(|b| b != b'0');
+    let Some(first) = first_nonzero else {
+        // Zero: "0" plus the fraction digits, never a sign.
+        return 1 + if scale > 0 { 1 + scale as usize } else { 0 };
+    };
+    // Integer part: the significant digits before the point, or "0".
+    let int_len = (point - first as i64).max(1) as usize;
+    let frac_len = if scale > 0 { 1 + scale as usize } else { 0 };
+    usize::from(neg) + int_len + frac_len
+}
+
+/// Checks a JSON payload's size and content; returns its size as stored.
 pub fn json_payload(
     what: &'static str,
     v: &serde_json::Value,
@@ -109,10 +162,7 @@ pub fn json_payload(
     if has_nul(v) {
         return Err(ValidationError::Nul { what });
     }
-    let mut counted = ByteCount(0);
-    let size = serde_json::to_writer(&mut counted, v)
-        .map(|()| counted.0)
-        .unwrap_or(usize::MAX);
+    let size = jsonb_text_len(v);
     if size > limit {
         return Err(ValidationError::TooLarge { what, size, limit });
     }
@@ -146,8 +196,12 @@ pub fn new_job(job: &NewJob, limits: &Limits) -> Result<(), ValidationError> {
     }
     key("ordering key", job.ordering_key.as_deref())?;
     key("concurrency key", job.concurrency_key.as_deref())?;
-    if let Schedule::Delay(d) = job.schedule {
-        check_bounds("delay", d, Duration::ZERO, MAX_DELAY)?;
+    match job.schedule {
+        Schedule::Delay(d) => {
+            check_bounds("delay", d, Duration::ZERO, MAX_DELAY)?;
+        }
+        Schedule::At(t) => run_at(t)?,
+        Schedule::Now => {}
     }
     if let Some(b) = job.backoff {
         check_bounds(
@@ -164,6 +218,20 @@ pub fn new_job(job: &NewJob, limits: &Limits) -> Result<(), ValidationError> {
         )?;
     }
     Ok(())
+}
+
+/// Earliest and latest `run_at` (also the table's CHECK, migration 0008): whole years that
+/// every engine and every client library represents.
+pub fn run_at(t: chrono::DateTime<chrono::Utc>) -> Result<(), ValidationError> {
+    use chrono::Datelike;
+    if (1970..=9999).contains(&t.year()) {
+        Ok(())
+    } else {
+        Err(ValidationError::Other {
+            what: "run_at",
+            reason: format!("{t} is outside 1970-01-01 .. 9999-12-31"),
+        })
+    }
 }
 
 /// Truncates an error message to at most `max` bytes on a char boundary, marking the cut.

@@ -46,8 +46,9 @@ pub enum PoolerSource {
     Default,
 }
 
-/// A parsed connection string.
-#[derive(Debug, Clone)]
+/// A parsed connection string. Its `Debug` shows only the redacted string: sqlx's options
+/// would print the password.
+#[derive(Clone)]
 pub struct Target {
     /// sqlx's options (TLS, credentials, and the statement cache as the mode needs).
     pub options: PgConnectOptions,
@@ -57,6 +58,23 @@ pub struct Target {
     pub pooler_source: PoolerSource,
     /// The string with any password replaced by `***`, for messages.
     pub redacted: String,
+    password: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.redacted)
+            .field("pooler", &self.pooler)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// The password, if the string has one (to keep it out of child processes' environments).
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
 }
 
 /// Why a connection could not be made. Each variant's message names the cause; its hint
@@ -153,6 +171,7 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
         };
     let mut pooler = None;
     let mut ssl_mode: Option<PgSslMode> = None;
+    let mut password = None;
     let mut root_cert = false;
     let mut options = if base.is_empty() {
         PgConnectOptions::new()
@@ -194,7 +213,10 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
             }
             "dbname" => options = options.database(&v),
             "user" => options = options.username(&v),
-            "password" => options = options.password(&v),
+            "password" => {
+                options = options.password(&v);
+                password = Some(v);
+            }
             "application_name" => options = options.application_name(&v),
             "connect_timeout" => {}
             "options" => {
@@ -235,6 +257,9 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
         mode = PgSslMode::VerifyCa;
     }
     options = options.ssl_mode(mode);
+    if password.is_none() && !base.is_empty() {
+        password = url_password(&base);
+    }
     let (pooler, pooler_source) = match pooler {
         Some(p) => (p, PoolerSource::Explicit),
         None if looks_like_pooler(&options) => (PoolerMode::Transaction, PoolerSource::Detected),
@@ -249,7 +274,17 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
         pooler,
         pooler_source,
         redacted,
+        password,
     })
+}
+
+/// The percent-decoded password of a URL's userinfo.
+fn url_password(url: &str) -> Option<String> {
+    let rest = &url[url.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    let (_, pass) = userinfo.split_once(':')?;
+    Some(percent_decode(pass))
 }
 
 /// Well-known transaction-pooler endpoints. A session-mode pooler taken for a transaction
@@ -553,6 +588,22 @@ mod tests {
             Some("-c synchronous_commit=on -c work_mem=8MB")
         );
         assert!(parse("postgres://h/db?options=-x").is_err());
+    }
+
+    #[test]
+    fn password_kept_for_scrubbing_and_never_debug_printed() {
+        for (s, want) in [
+            ("postgres://u:p%40ss@h/db", Some("p@ss")),
+            ("postgres://u@h/db?password=qwerty", Some("qwerty")),
+            ("host=h password='a b'", Some("a b")),
+            ("postgres://u@h/db", None),
+        ] {
+            let t = parse(s).unwrap();
+            assert_eq!(t.password(), want, "{s}");
+            if let Some(p) = want {
+                assert!(!format!("{t:?}").contains(p), "{t:?}");
+            }
+        }
     }
 
     #[test]

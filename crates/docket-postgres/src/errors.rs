@@ -23,6 +23,13 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
                     what: "job",
                     reason: d.message().trim_start_matches("docket: ").to_string(),
                 })
+            } else if code == CHECK_VIOLATION || code == NUMERIC_OUT_OF_RANGE {
+                // The table's own checks (migration 0008): named, never with the row's
+                // contents (the server's DETAIL would print the whole row, args included).
+                StoreError::Invalid(ValidationError::Other {
+                    what: "job",
+                    reason: check_message(d.constraint().unwrap_or(""), d.message()),
+                })
             } else if is_connection_class(&code) {
                 StoreError::Unavailable(Box::new(e))
             } else {
@@ -30,6 +37,29 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
             }
         }
         _ => StoreError::Database(Box::new(e)),
+    }
+}
+
+/// SQLSTATE of a CHECK constraint violation.
+const CHECK_VIOLATION: &str = "23514";
+/// SQLSTATE of a number `jsonb` or `numeric` cannot hold (e.g. `1e1000000` in args).
+const NUMERIC_OUT_OF_RANGE: &str = "22003";
+
+/// What a violated table constraint means, in the words of the client-side validation.
+fn check_message(constraint: &str, message: &str) -> String {
+    match constraint {
+        "jobs_priority_range" => "priority is out of range -100..=100".into(),
+        "jobs_attempt_within_budget" => "attempt exceeds max_attempts".into(),
+        "jobs_times_finite" => "times must be finite (not infinity or -infinity)".into(),
+        "jobs_times_in_range" => {
+            "run_at and created_at must be within 1970-01-01 .. 9999-12-31".into()
+        }
+        "jobs_args_size" => "args is over the limit of 262144 bytes (as stored)".into(),
+        "jobs_metadata_size" => "metadata is over the limit of 16384 bytes (as stored)".into(),
+        "jobs_errors_size" => "error history is over 262144 bytes".into(),
+        "jobs_backoff_range" => "backoff base must be 1 ms..7 days and cap base..30 days".into(),
+        "" => message.to_string(),
+        other => format!("violates {other}"),
     }
 }
 

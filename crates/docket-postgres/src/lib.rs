@@ -8,6 +8,8 @@
 //!   PostgreSQL-only extras (transactional enqueue, in-transaction completion, EXPLAIN).
 //! - [`connect`]: connection strings (URL or key=value), TLS, transaction-mode poolers, and
 //!   connection failures named by their cause; [`redact`] keeps passwords out of messages.
+//! - [`roles`]: the least-privilege role model (application, worker, operator) and its
+//!   grant script.
 //! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
 //! - [`lab`]: the claim experiment from the design (naive / FOR UPDATE / SKIP LOCKED).
 //! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
@@ -22,6 +24,7 @@ pub mod local_cluster;
 pub mod migrate;
 pub mod queries;
 pub mod redact;
+pub mod roles;
 mod rows;
 pub mod store;
 

@@ -115,6 +115,7 @@ impl SchemaVersion {
 fn read_version<'a>(
     conn: &'a mut PgConnection,
     schema: &'a str,
+    migrator: &'a Migrator,
 ) -> futures::future::BoxFuture<'a, Result<Option<SchemaVersion>, StoreError>> {
     Box::pin(async move {
         let present: bool =
@@ -143,7 +144,7 @@ fn read_version<'a>(
                 .into());
             }
             let checksum: Vec<u8> = r.try_get("checksum").map_err(db_err)?;
-            if let Some(m) = MIGRATOR.iter().find(|m| m.version == version) {
+            if let Some(m) = migrator.iter().find(|m| m.version == version) {
                 if *m.checksum != *checksum {
                     return Err(SchemaError::Changed {
                         schema: schema.into(),
@@ -172,21 +173,21 @@ fn read_version<'a>(
     })
 }
 
-fn check_compatible(schema: &str, v: &SchemaVersion) -> Result<(), StoreError> {
-    if v.min_reader > latest_known() {
+fn check_compatible(schema: &str, v: &SchemaVersion, known: i64) -> Result<(), StoreError> {
+    if v.min_reader > known {
         return Err(SchemaError::TooNew {
             schema: schema.into(),
             current: v.current(),
             min_reader: v.min_reader,
-            known: latest_known(),
+            known,
         }
         .into());
     }
-    if v.current() > latest_known() {
+    if v.current() > known {
         tracing::warn!(
             schema,
             current = v.current(),
-            known = latest_known(),
+            known,
             "schema has newer (additive) migrations than this binary knows; continuing"
         );
     }
@@ -207,7 +208,7 @@ pub fn check<'a>(
             .execute(&mut *conn)
             .await
             .map_err(db_err)?;
-        let v = read_version(&mut conn, schema).await;
+        let v = read_version(&mut conn, schema, &MIGRATOR).await;
         let _ = query_persistent_off("ROLLBACK").execute(&mut *conn).await;
         match v? {
             None => Err(SchemaError::Missing {
@@ -219,7 +220,7 @@ pub fn check<'a>(
             }
             .into()),
             Some(v) => {
-                check_compatible(schema, &v)?;
+                check_compatible(schema, &v, latest_known())?;
                 Ok(v)
             }
         }
@@ -232,7 +233,18 @@ pub fn migrate<'a>(
     pool: &'a PgPool,
     schema: &'a str,
 ) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
+    migrate_with(pool, schema, &MIGRATOR)
+}
+
+/// [`migrate`] with another set of migrations (tests of the migration rules use their own).
+#[doc(hidden)]
+pub fn migrate_with<'a>(
+    pool: &'a PgPool,
+    schema: &'a str,
+    migrator: &'a Migrator,
+) -> futures::future::BoxFuture<'a, Result<(), StoreError>> {
     Box::pin(async move {
+        let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
         validate::schema(schema)?;
         let mut tx = pool.begin().await.map_err(db_err)?;
         query_persistent_off("SELECT pg_advisory_xact_lock($1, hashtext($2))")
@@ -297,9 +309,11 @@ pub fn migrate<'a>(
         )
         .await
         .map_err(db_err)?;
-        let version = read_version(&mut tx, schema).await?.unwrap_or_default();
-        check_compatible(schema, &version)?;
-        for m in MIGRATOR.iter() {
+        let version = read_version(&mut tx, schema, migrator)
+            .await?
+            .unwrap_or_default();
+        check_compatible(schema, &version, known)?;
+        for m in migrator.iter() {
             if version.applied.contains(&m.version) {
                 continue;
             }

@@ -99,6 +99,17 @@ impl PgStore {
         Ok(Self::with_schema(pool, schema)?.with_pooler(target.pooler))
     }
 
+    /// Creates (when missing) and grants the least-privilege roles of this schema; see
+    /// [`crate::roles`]. Run as the schema's owner, with CREATEROLE for new roles.
+    pub async fn grant(&self, roles: &crate::roles::Roles) -> Result<()> {
+        let sql = crate::roles::grant_script(&self.inner.schema, roles)?;
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        sqlx::Executor::execute(&mut *tx, sql.as_str())
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)
+    }
+
     /// How this store reaches the server.
     pub fn pooler(&self) -> PoolerMode {
         self.inner.pooler
@@ -436,7 +447,33 @@ impl Store for PgStore {
                     .map_err(db_err)
             })
             .await?;
-        rows.iter().map(rows::claimed).collect()
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut bad = Vec::new();
+        for r in &rows {
+            match rows::claimed(r)? {
+                Ok(j) => jobs.push(j),
+                Err(u) => bad.push(u),
+            }
+        }
+        if !bad.is_empty() {
+            // A row that bypassed validation (a non-finite time, say) cannot run: it is
+            // failed at once, dead with the reason, so it can neither stall this worker nor
+            // come back after its lease.
+            for u in &bad {
+                tracing::warn!(job = %u.lease.id, reason = %u.reason, "claimed a job whose row cannot be decoded; failing it");
+            }
+            let failures: Vec<Failure> = bad
+                .into_iter()
+                .map(|u| Failure {
+                    lease: u.lease,
+                    class: FailureClass::Discard,
+                    message: format!("the stored job cannot be decoded: {}", u.reason),
+                    retry_in: None,
+                })
+                .collect();
+            self.fail_many(&req.owner, &failures).await?;
+        }
+        Ok(jobs)
     }
 
     async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {

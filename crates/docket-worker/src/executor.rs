@@ -54,6 +54,7 @@ pub(crate) async fn execute(
         metadata: job.metadata.clone(),
         cancel: entry.cancel.clone(),
         pool: shared.store.pool().clone(),
+        reason: entry.reason_cell(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");
@@ -98,10 +99,14 @@ pub(crate) async fn execute(
 /// cancel, shutdown), it ran past `max_runtime`, or its lease is about to run out without a
 /// successful heartbeat — a lease the worker cannot renew may belong to someone else by now
 /// (the database clock decides, and a cut-off worker cannot ask it), so it stops a tenth of a
-/// lease early.
+/// lease early — or earlier by the cancel grace, so that a handler given its grace to stop
+/// (a child process given SIGTERM, then SIGKILL) is gone before the database lets another
+/// worker claim the job. Capped at a third of the lease, so heartbeats keep their slack.
 async fn must_stop(shared: &Shared, entry: &Arc<InFlight>, max_runtime: Duration) {
     let watchdog = async {
-        let margin = shared.config.lease / 10;
+        let margin = (shared.config.lease / 10)
+            .max(shared.config.cancel_grace)
+            .min(shared.config.lease / 3);
         loop {
             let d = entry.deadline();
             tokio::time::sleep_until(d.checked_sub(margin).unwrap_or(d).into()).await;

@@ -10,6 +10,8 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::tracker::StopReason;
+
 /// What a handler gets besides its arguments.
 #[derive(Debug, Clone)]
 pub struct JobContext {
@@ -32,12 +34,21 @@ pub struct JobContext {
     pub cancel: CancellationToken,
     /// The worker's pool, for handlers that touch the database.
     pub pool: PgPool,
+    /// Why the job was told to stop (shared with the runtime's record of it).
+    pub(crate) reason: std::sync::Arc<std::sync::Mutex<Option<StopReason>>>,
 }
 
 impl JobContext {
     /// True once the job must stop.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Why the job must stop, once it must: a handler that runs processes kills them at once
+    /// on [`StopReason::LeaseLost`] (another worker may own the job now) and may let them
+    /// wind down otherwise.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        *self.reason.lock().expect("poisoned")
     }
 }
 

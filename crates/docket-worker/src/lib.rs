@@ -33,6 +33,6 @@ pub mod worker;
 
 pub use config::{QueueConfig, WorkerConfig};
 pub use heartbeat::BeatReport;
-pub use job::{Job, JobContext, JobError, JobResult, TxJob};
+pub use job::{Job, JobContext, JobError, JobResult, StopReason, TxJob};
 pub use registry::Registry;
 pub use worker::{RunReport, Shutdown, Worker, WorkerError};

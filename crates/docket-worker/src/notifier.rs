@@ -13,7 +13,6 @@ use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 use crate::runtime::Shared;
-use crate::tracker::StopReason;
 
 /// Listens for wake-ups and cancellations.
 pub(crate) struct Notifier {
@@ -40,15 +39,20 @@ impl Notifier {
         Ok(l)
     }
 
+    /// Any role that can connect may NOTIFY any channel with any payload, so a notification
+    /// is only ever a hint. A cancel notification for a job running here makes the
+    /// heartbeater beat now; the beat stops the job only if the database recorded a cancel
+    /// request for it (`cancel_requested_at`, set by `cancel()` with an audit entry). A
+    /// wake-up makes one fetcher claim once (the claim decides what runs).
     fn dispatch(&self, channel: &str, payload: &str) {
         Metrics::add(&self.shared.metrics.notifications, 1);
         if channel == self.shared.store.cancel_channel() {
-            if let Some(e) = payload
+            let running_here = payload
                 .parse::<i64>()
                 .ok()
-                .and_then(|id| self.shared.tracker.get(JobId(id)))
-            {
-                e.stop(StopReason::Cancelled);
+                .is_some_and(|id| self.shared.tracker.get(JobId(id)).is_some());
+            if running_here {
+                self.shared.beat_now.notify_one();
             }
         } else {
             self.shared.wake(payload);

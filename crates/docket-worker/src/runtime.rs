@@ -26,6 +26,9 @@ pub(crate) struct Shared {
     /// Poked by every claim attempt; in serverless mode the leader's maintenance waits on it
     /// instead of its own timer, so an idle worker queries only when it polls.
     pub claimed: Arc<Notify>,
+    /// Poked by a cancel notification: the heartbeater beats at once and stops the jobs
+    /// whose cancellation the database recorded.
+    pub beat_now: Notify,
 }
 
 impl Shared {

@@ -30,7 +30,7 @@ pub struct InFlight {
     pub lease: Lease,
     /// The handler's cancellation token.
     pub cancel: CancellationToken,
-    reason: Mutex<Option<StopReason>>,
+    reason: Arc<Mutex<Option<StopReason>>>,
     /// Local instant after which the lease must be presumed expired (a conservative mirror of
     /// the database's expiry: measured from *before* the claim or beat was sent).
     deadline: Mutex<Instant>,
@@ -72,6 +72,11 @@ impl InFlight {
         *self.reason.lock().expect("poisoned")
     }
 
+    /// The shared cell behind [`InFlight::reason`], for the handler's context.
+    pub fn reason_cell(&self) -> Arc<Mutex<Option<StopReason>>> {
+        self.reason.clone()
+    }
+
     /// Frees the concurrency slot.
     pub fn release_slot(&self) {
         self.permit.lock().expect("poisoned").take();
@@ -109,7 +114,7 @@ impl Tracker {
         let entry = Arc::new(InFlight {
             lease,
             cancel: CancellationToken::new(),
-            reason: Mutex::new(None),
+            reason: Arc::new(Mutex::new(None)),
             deadline: Mutex::new(deadline),
             permit: Mutex::new(permit),
             finished: Default::default(),

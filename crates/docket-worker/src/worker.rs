@@ -152,6 +152,7 @@ impl Worker {
                 completions: tx,
                 wakeups,
                 claimed: Arc::new(Notify::new()),
+                beat_now: Notify::new(),
             }),
             rx: std::sync::Mutex::new(Some(rx)),
             slots,

@@ -222,24 +222,36 @@ async fn a_drain_survives_timeouts_and_connection_kills() {
         .unwrap()
         .expect("the drain succeeds");
     assert!(killed > 0, "no connection was killed");
-    let check = od.admin_here().await;
-    let (succeeded, dead, slow_retried): (i64, i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE state = 'succeeded'),
-                count(*) FILTER (WHERE state = 'dead'),
-                count(*) FILTER (WHERE kind = 'slow_tx' AND state = 'succeeded' AND attempt >= 2)
-         FROM docket.jobs",
-    )
-    .fetch_one(&check)
-    .await
-    .unwrap();
-    check.close().await;
     println!("{killed} connections killed; {report:?}");
-    assert_eq!(succeeded, N + 5, "nothing lost");
-    assert_eq!(dead, 0);
-    assert_eq!(
-        slow_retried, 5,
-        "the first attempts' transactions were cut off by the server"
-    );
+    let check = od.admin_here().await;
+    let counts = || async {
+        sqlx::query_as::<_, (i64, i64, i64, i64)>(
+            "SELECT count(*) FILTER (WHERE state = 'succeeded'),
+                    count(*) FILTER (WHERE state = 'dead'),
+                    count(*) FILTER (WHERE kind = 'slow_tx' AND state = 'pending' AND attempt = 1),
+                    count(*) FILTER (WHERE kind = 'slow_tx' AND state = 'succeeded' AND attempt = 2)
+             FROM docket.jobs",
+        )
+        .fetch_one(&check)
+        .await
+        .unwrap()
+    };
+    // The server cut the slow jobs' transactions: their completions rolled back, their
+    // leases ran out and the reaper put them back for a retry (later, with backoff, which a
+    // drain does not wait for). Nothing else was lost.
+    let (succeeded, dead, waiting, _) = counts().await;
+    assert_eq!((succeeded, dead, waiting), (N, 0, 5), "nothing lost");
+    sqlx::query("UPDATE docket.jobs SET run_at = now() WHERE kind = 'slow_tx'")
+        .execute(&check)
+        .await
+        .unwrap();
+    let mut registry = noop();
+    registry.register_tx::<SlowTx>();
+    let again = Worker::new(store.clone(), registry, config("q", 10)).unwrap();
+    again.drain(Shutdown::default()).await.unwrap();
+    let (succeeded, dead, _, second) = counts().await;
+    assert_eq!((succeeded, dead, second), (N + 5, 0, 5));
+    check.close().await;
     drop(store);
     od.drop().await;
 }

@@ -61,6 +61,7 @@ pub async fn start_on(
     }
 }
 
+#[allow(unused_imports)]
 pub use docket_testkit::eventually;
 
 /// Count of jobs in `state`.

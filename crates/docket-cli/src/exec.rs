@@ -1,0 +1,266 @@
+//! One job as one shell command (`docket work --exec`), and the end of every process it
+//! started.
+//!
+//! - The command runs as `sh -c CMD` in a process group of its own, with the job's args as
+//!   JSON on stdin and an environment without Docket's secrets (`DATABASE_URL`,
+//!   `DOCKET_LISTEN_URL`, libpq's `PG*` variables, and any variable holding the database
+//!   password).
+//! - When the job must stop — cancelled, past its maximum runtime, shutdown deadline — the
+//!   group gets SIGTERM, then SIGKILL after the grace, and the job ends only when no process of
+//!   the group is left, even when `sh` exits first and a child that ignores SIGTERM lives on.
+//!   A lost lease (another worker may own the job) kills the group at once.
+//! - When the command exits by itself, anything it left running in its group (a background
+//!   grandchild) is ended the same way: nothing outlives its job, and a grandchild holding
+//!   stderr open cannot hold the job open.
+//! - `sh` gets SIGKILL if the worker itself dies (parent-death signal).
+//!
+//! Processes are found by scanning `/proc` for the group: `kill(-pgid, 0)` would also count
+//! zombies, which an init that does not reap (common in containers) leaves for good, and no
+//! crate offers process-group membership.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use docket_worker::{JobContext, JobError, JobResult, StopReason};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Exit code meaning "try again later" (sysexits EX_TEMPFAIL).
+pub const EXIT_RETRY: i32 = 75;
+/// Exit code meaning "this job can never succeed" (sysexits EX_DATAERR).
+pub const EXIT_DISCARD: i32 = 65;
+/// Bytes of stderr kept as the error.
+const STDERR_TAIL: usize = 4096;
+/// How often a group being stopped is looked at.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// What to run and how long a stopping command may take.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    /// The `sh -c` command.
+    pub cmd: String,
+    /// SIGTERM to SIGKILL.
+    pub kill_grace: Duration,
+    /// Environment variables removed from every job's environment.
+    pub scrub: Vec<String>,
+}
+
+impl ExecSpec {
+    /// A spec whose environment scrub covers Docket's own secrets: the variables that name
+    /// the database, libpq's, and any whose value contains `password` (the database
+    /// password, when the URL has one).
+    pub fn new(cmd: String, kill_grace: Duration, password: Option<&str>) -> ExecSpec {
+        let scrub = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let k = k.to_string_lossy().into_owned();
+                let v = v.to_string_lossy();
+                let secret = matches!(k.as_str(), "DATABASE_URL" | "DOCKET_LISTEN_URL")
+                    || k.starts_with("PG")
+                    || password.is_some_and(|p| !p.is_empty() && v.contains(p));
+                secret.then_some(k)
+            })
+            .collect();
+        ExecSpec {
+            cmd,
+            kill_grace,
+            scrub,
+        }
+    }
+}
+
+/// Sends `sig` to the process group `pgid` (never to group 0, which would be our own).
+fn signal_group(pgid: u32, sig: i32) {
+    if pgid == 0 {
+        return;
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: kill(2) with a negative pid addresses a process group; it has no memory effects.
+    unsafe {
+        libc::kill(-(pgid as i32), sig);
+    }
+}
+
+/// Live (not zombie) processes in group `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    if pgid == 0 {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // /proc/PID/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces and
+            // parentheses, so parse after the last ')'.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    let mut f = rest.split_whitespace();
+                    let state = f.next()?;
+                    let _ppid = f.next()?;
+                    let pgrp: u32 = f.next()?.parse().ok()?;
+                    Some(pgrp == pgid && state != "Z" && state != "X")
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Waits until group `pgid` is empty, at most `within`; true when it is.
+async fn wait_empty(pgid: u32, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if group_members(pgid).is_empty() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(GROUP_POLL).await;
+    }
+}
+
+/// Ends every process of group `pgid`: SIGTERM and up to `grace` to go (unless `now`), then
+/// SIGKILL. Returns once the group is empty (or, should a process be unkillable, after a
+/// further 5 s).
+async fn end_group(pgid: u32, grace: Duration, now: bool) {
+    if group_members(pgid).is_empty() {
+        return;
+    }
+    if !now {
+        signal_group(pgid, libc::SIGTERM);
+        if wait_empty(pgid, grace).await {
+            return;
+        }
+    }
+    signal_group(pgid, libc::SIGKILL);
+    wait_empty(pgid, Duration::from_secs(5)).await;
+}
+
+/// Kills the group if the job's future is dropped before it ended the group itself (the
+/// runtime drops a handler that outlives its cancel grace).
+struct GroupGuard {
+    pgid: u32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The tail of a stream, bounded to `STDERR_TAIL` bytes.
+async fn read_tail(mut r: impl tokio::io::AsyncRead + Unpin) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = r.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > STDERR_TAIL * 2 {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    String::from_utf8_lossy(&tail).trim().to_string()
+}
+
+/// Runs one job's command to its end (see the module doc).
+pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) -> JobResult {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(&spec.cmd)
+        .env("DOCKET_JOB_ID", ctx.id.to_string())
+        .env("DOCKET_ATTEMPT", ctx.attempt.to_string())
+        .env("DOCKET_QUEUE", &ctx.queue)
+        .env("DOCKET_KIND", &ctx.kind)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for k in &spec.scrub {
+        cmd.env_remove(k);
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| JobError::retry(format!("cannot start `sh -c`: {e}")))?;
+    let pgid = child.id().unwrap_or(0);
+    let mut guard = GroupGuard { pgid, armed: true };
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // Exactly the stored JSON (numbers as written, thanks to serde_json's
+    // arbitrary_precision), written in the background: a command that never reads stdin
+    // must not block us.
+    let input = serde_json::to_vec(&args).unwrap_or_default();
+    tokio::spawn(async move {
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    });
+    let stderr = tokio::spawn(read_tail(child.stderr.take().expect("piped stderr")));
+    // `sh` is reaped by its own task so the group can be watched while it is stopped.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = tx.send(child.wait().await);
+    });
+    let mut rx = rx;
+    let status = tokio::select! {
+        s = &mut rx => s,
+        _ = ctx.cancel.cancelled() => {
+            let now = ctx.stop_reason() == Some(StopReason::LeaseLost);
+            end_group(pgid, spec.kill_grace, now).await;
+            rx.await
+        }
+    };
+    // Whatever the command left behind in its group ends with the job.
+    let now = ctx.stop_reason() == Some(StopReason::LeaseLost);
+    end_group(pgid, spec.kill_grace, now).await;
+    guard.armed = false;
+    // Every writer in the group is gone, so EOF is at hand; one that left the group
+    // (setsid) cannot hold the job open for more than a moment.
+    let tail = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
+        Ok(t) => t.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let status = status
+        .map_err(|_| JobError::retry("the command's waiter was lost"))?
+        .map_err(|e| JobError::retry(format!("waiting for the command failed: {e}")))?;
+    let with_tail = |head: String| {
+        if tail.is_empty() {
+            head
+        } else {
+            format!("{head}: {tail}")
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(0), _) => Ok(()),
+        (Some(EXIT_RETRY), _) => Err(JobError::retry(with_tail(format!(
+            "exit {EXIT_RETRY} (retry)"
+        )))),
+        (Some(EXIT_DISCARD), _) => Err(JobError::discard(with_tail(format!(
+            "exit {EXIT_DISCARD} (discard)"
+        )))),
+        (Some(code), _) => Err(JobError::retry(with_tail(format!("exit {code}")))),
+        (None, Some(sig)) => Err(JobError::retry(with_tail(format!(
+            "killed by signal {sig}"
+        )))),
+        (None, None) => Err(JobError::retry(with_tail("ended without status".into()))),
+    }
+}

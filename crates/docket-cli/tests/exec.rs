@@ -1,0 +1,261 @@
+//! `docket work --exec` and the processes it starts: each command is a process group that
+//! ends with its job — on success (a background grandchild), on max runtime and on cancel
+//! (children that ignore SIGTERM, also after `sh` has exited), and on a lost lease before
+//! the successor attempt can start. The job's environment carries none of Docket's secrets.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use docket_testkit::proxy::Proxy;
+use docket_testkit::TestDb;
+
+/// True while a process with this pid exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s[s.rfind(')')? + 1..]
+                .split_whitespace()
+                .next()
+                .map(|st| st != "Z")
+        })
+        .unwrap_or(false)
+}
+
+fn pids(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+async fn enqueue(db: &TestDb, args: &str) -> i64 {
+    let o = docket(db)
+        .args([
+            "enqueue",
+            "--queue",
+            "x",
+            "--kind",
+            "k",
+            "--max-attempts",
+            "1",
+            "--args",
+            args,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    out(&o).trim().parse().unwrap()
+}
+
+async fn state(db: &TestDb, id: i64) -> String {
+    sqlx::query_scalar(&format!(
+        "SELECT state FROM {}.jobs WHERE id = $1",
+        db.schema
+    ))
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_grandchild_neither_holds_the_job_open_nor_outlives_it() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    let id = enqueue(&db, "{}").await;
+    // The grandchild ignores SIGTERM and keeps the job's stderr open for 30 s.
+    let script = format!(
+        r#"(trap "" TERM; sleep 30) & echo $! > {d}/gc; exit 0"#,
+        d = dir.display()
+    );
+    let started = Instant::now();
+    let o = docket(&db)
+        .args([
+            "work",
+            "--queue",
+            "x",
+            "--drain",
+            "--poll",
+            "100ms",
+            "--kill-grace",
+            "300ms",
+            "--exec",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the grandchild held the job open: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(state(&db, id).await, "succeeded");
+    let gc = pids(&dir.join("gc"));
+    assert_eq!(gc.len(), 1);
+    assert!(!alive(gc[0]), "the grandchild outlived its job");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_runtime_and_cancel_end_every_process_of_the_group() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    // sh and its child both ignore SIGTERM: only SIGKILL to the group ends them.
+    let script = format!(
+        r#"trap "" TERM; (trap "" TERM; sleep 60) & echo $$ $! > {d}/p.$DOCKET_JOB_ID; sleep 60"#,
+        d = dir.display()
+    );
+    let timed = enqueue(&db, r#"{"t":1}"#).await;
+    let mut w = spawn_worker(
+        &db,
+        &[
+            "--queue",
+            "x",
+            "--concurrency",
+            "2",
+            "--poll",
+            "100ms",
+            "--max-runtime",
+            "1s",
+            "--kill-grace",
+            "300ms",
+            "--exec",
+            &script,
+        ],
+        None,
+    );
+    // The outcome is written only after the group is gone: when the state changes, both
+    // processes must already be dead.
+    eventually(
+        Duration::from_secs(30),
+        "timed out job recorded",
+        || async { state(&db, timed).await == "dead" },
+    )
+    .await;
+    let p = pids(&dir.join(format!("p.{timed}")));
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(
+        p.iter().all(|&p| !alive(p)),
+        "alive after max runtime: {p:?}"
+    );
+
+    let cancelled = enqueue(&db, r#"{"t":2}"#).await;
+    let file = dir.join(format!("p.{cancelled}"));
+    eventually(Duration::from_secs(30), "job started", || async {
+        file.exists()
+    })
+    .await;
+    let o = docket(&db)
+        .args(["jobs", "cancel", &cancelled.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    eventually(Duration::from_secs(30), "cancel recorded", || async {
+        state(&db, cancelled).await == "cancelled"
+    })
+    .await;
+    let p = pids(&file);
+    assert!(p.iter().all(|&p| !alive(p)), "alive after cancel: {p:?}");
+    signal(w.id(), "TERM");
+    assert!(w.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_of_a_superseded_attempt_is_alive_when_its_successor_starts() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    let d = dir.display();
+    // Attempt 1 leaves two TERM-ignoring processes; attempt 2 looks for them at its start.
+    let script = format!(
+        r#"if [ "$DOCKET_ATTEMPT" = 1 ]; then
+             trap "" TERM; (trap "" TERM; sleep 60) & echo $$ $! > {d}/first; sleep 60
+           else
+             for p in $(cat {d}/first); do
+               if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then echo $p >> {d}/overlap; fi
+             done
+             echo ran > {d}/second
+           fi"#
+    );
+    let o = docket(&db)
+        .args(["enqueue", "--queue", "x", "--kind", "k", "--args", "{}"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0);
+    db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 1, backoff_cap_ms = 1")
+        .await;
+    // Worker A reaches the database through a proxy the test cuts: its heartbeats stop.
+    let proxy = Proxy::in_front_of(&db.url).await;
+    let args = [
+        "--queue", "x", "--lease", "2s", "--poll", "100ms", "--exec", &script,
+    ];
+    let mut a = docket(&db)
+        .env("DATABASE_URL", proxy.url(&db.url))
+        .arg("work")
+        .args(args)
+        .arg("--no-maintenance")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = dir.join("first");
+    eventually(Duration::from_secs(30), "attempt 1 running", || async {
+        first.exists()
+    })
+    .await;
+    proxy.cut();
+    // Worker B, directly connected, reaps the expired lease and runs attempt 2.
+    let mut b = spawn_worker(&db, &args, None);
+    let second = dir.join("second");
+    eventually(Duration::from_secs(60), "attempt 2 ran", || async {
+        second.exists()
+    })
+    .await;
+    let overlap = std::fs::read_to_string(dir.join("overlap")).unwrap_or_default();
+    assert!(
+        overlap.is_empty(),
+        "attempt 1 processes alive when attempt 2 started: {overlap}"
+    );
+    assert!(pids(&first).iter().all(|&p| !alive(p)));
+    proxy.heal();
+    for w in [&mut a, &mut b] {
+        signal(w.id(), "TERM");
+        let _ = w.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_environment_carries_no_secret_of_dockets() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    enqueue(&db, "{}").await;
+    // The worker's own URL has a password (trust auth ignores it).
+    let url = db.url.replacen("postgres@", "postgres:hunter2@", 1);
+    assert!(url.contains("hunter2"), "{url}");
+    let o = docket(&db)
+        .env("DATABASE_URL", &url)
+        .env("DOCKET_LISTEN_URL", &url)
+        .env("PGPASSWORD", "hunter2")
+        .env("APP_TOKEN", "x-hunter2-x")
+        .env("KEEP_ME", "1")
+        .args([
+            "work", "--queue", "x", "--drain", "--poll", "100ms", "--exec",
+        ])
+        .arg(format!("env > {}/env", dir.display()))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let env = std::fs::read_to_string(dir.join("env")).unwrap();
+    assert!(!env.contains("hunter2"), "{env}");
+    for var in ["DATABASE_URL=", "DOCKET_LISTEN_URL=", "PGPASSWORD="] {
+        assert!(!env.lines().any(|l| l.starts_with(var)), "{var} in {env}");
+    }
+    assert!(env.lines().any(|l| l == "KEEP_ME=1"));
+    assert!(env.lines().any(|l| l.starts_with("DOCKET_JOB_ID=")));
+}

@@ -1,0 +1,95 @@
+//! The least-privilege role model: three group roles per schema, each with only what its
+//! users need. `docket grant` runs (or prints) the script; the schema's owner keeps running
+//! migrations.
+//!
+//! | role | may | may not |
+//! |---|---|---|
+//! | application (`<schema>_app`) | enqueue, through `enqueue()` / `enqueue_jobs()` (SECURITY DEFINER, validated, `search_path` pinned) | read any job, change any job, insert rows directly, claim |
+//! | worker (`<schema>_worker`) | everything the runtime does: claim, complete, heartbeat, reap, prune, cron, controls, bulk enqueue by COPY | create or alter objects |
+//! | operator (`<schema>_operator`) | read every table (`docket stats`, `jobs list/show`, `explain`) | write anything |
+//!
+//! Whatever a role may write, the table's CHECK constraints (migration 0008) keep every row
+//! within the invariants, and no session setting changes a limit.
+
+use docket_core::{validate, ValidationError};
+
+/// The group roles to grant to (login roles are then made members: `GRANT app TO alice`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roles {
+    /// Enqueue only.
+    pub app: String,
+    /// The runtime's role.
+    pub worker: String,
+    /// Read-only.
+    pub operator: String,
+}
+
+impl Roles {
+    /// `<schema>_app`, `<schema>_worker`, `<schema>_operator`.
+    pub fn for_schema(schema: &str) -> Roles {
+        Roles {
+            app: format!("{schema}_app"),
+            worker: format!("{schema}_worker"),
+            operator: format!("{schema}_operator"),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        for r in [&self.app, &self.worker, &self.operator] {
+            // Role names are spliced into SQL as identifiers: the schema rule, plus room.
+            let ok = !r.is_empty()
+                && r.len() <= 63
+                && r.bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                && !r.starts_with("pg_");
+            if !ok {
+                return Err(ValidationError::Other {
+                    what: "role name",
+                    reason: format!(
+                        "{r:?}: use 1-63 of a-z 0-9 _, not starting with a digit or pg_"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+const ENQUEUE: &str =
+    "enqueue(text, text, jsonb, smallint, timestamptz, integer, text, jsonb, text, text)";
+const ENQUEUE_JOBS: &str = "enqueue_jobs(text[], text[], jsonb[], smallint[], timestamptz[], bigint[], integer[], text[], jsonb[], bigint[], bigint[], text[], text[])";
+
+/// The grant script for `schema`: creates the group roles when missing (NOLOGIN), revokes
+/// what PUBLIC has, and grants each role its share. Idempotent.
+pub fn grant_script(schema: &str, roles: &Roles) -> Result<String, ValidationError> {
+    validate::schema(schema)?;
+    roles.validate()?;
+    let (s, a, w, o) = (schema, &roles.app, &roles.worker, &roles.operator);
+    let mut sql = String::new();
+    for r in [a, w, o] {
+        sql.push_str(&format!(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{r}') THEN CREATE ROLE \"{r}\" NOLOGIN; END IF; END $$;\n"
+        ));
+    }
+    sql.push_str(&format!(
+        "-- Nobody but these roles and the owner reaches the schema.
+REVOKE ALL ON SCHEMA \"{s}\" FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA \"{s}\" FROM PUBLIC;
+GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
+-- Application: enqueue through the validating definer functions, nothing else.
+REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS} TO \"{a}\";
+-- Worker: the runtime's reads and writes.
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{s}\" TO \"{w}\";
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
+-- Operator: read-only.
+GRANT SELECT ON ALL TABLES IN SCHEMA \"{s}\" TO \"{o}\";
+"
+    ));
+    Ok(sql)
+}

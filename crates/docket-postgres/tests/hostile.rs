@@ -1,0 +1,260 @@
+//! Hostile values at the storage layer: the payload size measured one way on every path
+//! (client, SQL function, COPY, direct INSERT) and raised by no session setting; direct
+//! writes that would break an invariant refused by the table; and a bad row that got in
+//! anyway (from before the checks) shown and failed, never fatal.
+
+use docket_core::*;
+use docket_testkit::TestDb;
+use serde_json::{json, Value};
+
+fn parse(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+#[tokio::test]
+async fn the_client_measures_payloads_exactly_as_postgres_stores_them() {
+    let db = TestDb::new().await;
+    for text in [
+        r#"{"a":1}"#,
+        "[1,2,3]",
+        r#"{"s":"é\"\\\n\t\u0001/\u2028"}"#,
+        r#""\u00e9""#,
+        "1e3",
+        "1.5e-3",
+        "-0",
+        "-0.0",
+        "0.000e5",
+        "12e-1",
+        "1.50",
+        "-1e-2",
+        "100E+2",
+        "12345678901234567890.123456789",
+        "0.00012",
+        r#"{"nested":{"deep":[{"x":null,"y":true,"z":false}]},"b":[]}"#,
+        "{}",
+        "[]",
+        r#""""#,
+        r#"{"dup":1,"dup":22}"#,
+    ] {
+        let v = parse(text);
+        let ours = validate::jsonb_text_len(&v);
+        let theirs: i32 = sqlx::query_scalar("SELECT octet_length($1::jsonb::text)")
+            .bind(text)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(ours, theirs as usize, "{text}");
+    }
+}
+
+/// Args whose stored text is exactly `n` bytes: `{"s": "xxx…"}` is 9 bytes plus the string.
+fn args_of(n: usize) -> Value {
+    let v = json!({ "s": "x".repeat(n - 9) });
+    assert_eq!(validate::jsonb_text_len(&v), n);
+    v
+}
+
+#[tokio::test]
+async fn the_size_limit_is_one_limit_on_every_path_and_no_setting_raises_it() {
+    let db = TestDb::new().await;
+    const LIMIT: usize = 262_144;
+    let (fits, over) = (args_of(LIMIT), args_of(LIMIT + 1));
+
+    // Library, single and bulk (1,000 jobs take the COPY path).
+    db.store
+        .enqueue(&NewJob::new("q", "k", fits.clone()))
+        .await
+        .expect("at the limit");
+    let e = db
+        .store
+        .enqueue(&NewJob::new("q", "k", over.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+    let mut bulk: Vec<NewJob> = (0..999)
+        .map(|i| NewJob::new("q", "k", json!({ "i": i })))
+        .collect();
+    bulk.push(NewJob::new("q", "k", over.clone()));
+    let e = db.store.enqueue_many(&bulk).await.unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+
+    // The SQL function, with a session setting that used to raise the limit.
+    let mut c = db.pool.acquire().await.unwrap();
+    sqlx::query("SET docket.max_args_bytes = '100000000'")
+        .execute(&mut *c)
+        .await
+        .unwrap();
+    let call = format!("SELECT id FROM {}.enqueue('q', 'k', $1::jsonb)", db.schema);
+    sqlx::query(&call)
+        .bind(&fits)
+        .execute(&mut *c)
+        .await
+        .expect("function at the limit");
+    let e = sqlx::query(&call)
+        .bind(&over)
+        .execute(&mut *c)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("over the limit of 262144"), "{e}");
+    drop(c);
+
+    // Direct INSERT, bypassing every function: the table refuses too.
+    let insert = format!(
+        "INSERT INTO {}.jobs (queue, kind, args) VALUES ('q', 'k', $1)",
+        db.schema
+    );
+    sqlx::query(&insert)
+        .bind(&fits)
+        .execute(&db.pool)
+        .await
+        .expect("insert at the limit");
+    let e = sqlx::query(&insert)
+        .bind(&over)
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        docket_postgres::errors::sqlstate(&e).as_deref(),
+        Some("23514"),
+        "{e}"
+    );
+    let mapped = docket_postgres::errors::db_err(e);
+    assert!(
+        mapped.to_string().contains("args is over the limit"),
+        "{mapped}"
+    );
+    // …and the message never carries the row (the server's DETAIL prints it).
+    assert!(!mapped.to_string().contains("xxxxxxxx"));
+}
+
+#[tokio::test]
+async fn direct_writes_that_break_an_invariant_are_refused_by_the_table() {
+    let db = TestDb::new().await;
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap()
+        .id;
+    let s = &db.schema;
+    for (what, sql) in [
+        ("priority", format!("INSERT INTO {s}.jobs (queue, kind, args, priority) VALUES ('q','k','{{}}', 500)")),
+        ("run_at infinity", format!("INSERT INTO {s}.jobs (queue, kind, args, run_at) VALUES ('q','k','{{}}','infinity')")),
+        ("run_at -infinity", format!("INSERT INTO {s}.jobs (queue, kind, args, run_at) VALUES ('q','k','{{}}','-infinity')")),
+        ("run_at year 200", format!("INSERT INTO {s}.jobs (queue, kind, args, run_at) VALUES ('q','k','{{}}','0200-01-01')")),
+        ("run_at year 20000", format!("INSERT INTO {s}.jobs (queue, kind, args, run_at) VALUES ('q','k','{{}}','20000-01-01')")),
+        ("created_at", format!("INSERT INTO {s}.jobs (queue, kind, args, created_at) VALUES ('q','k','{{}}','infinity')")),
+        ("attempts", format!("INSERT INTO {s}.jobs (queue, kind, args, state, attempt, max_attempts, finished_at) VALUES ('q','k','{{}}','dead', 9, 3, now())")),
+        ("backoff", format!("INSERT INTO {s}.jobs (queue, kind, args, backoff_base_ms) VALUES ('q','k','{{}}', 0)")),
+        ("metadata", format!("INSERT INTO {s}.jobs (queue, kind, args, metadata) VALUES ('q','k','{{}}', jsonb_build_object('m', repeat('x', 20000)))")),
+        ("update run_at", format!("UPDATE {s}.jobs SET run_at = 'infinity' WHERE id = {id}")),
+        ("update lease", format!("UPDATE {s}.jobs SET state = 'running', attempt = 1, lease_owner = 'x', lease_expires_at = 'infinity' WHERE id = {id}")),
+    ] {
+        let e = sqlx::query(&sql).execute(&db.pool).await.expect_err(what);
+        assert_eq!(
+            docket_postgres::errors::sqlstate(&e).as_deref(),
+            Some("23514"),
+            "{what}: {e}"
+        );
+    }
+    // A huge number is refused too (numeric cannot hold it): no 100 kB of digits per row.
+    let e = sqlx::query(&format!(
+        "INSERT INTO {s}.jobs (queue, kind, args) VALUES ('q','k', $1::jsonb)"
+    ))
+    .bind(r#"{"n": 1e1000000}"#)
+    .execute(&db.pool)
+    .await
+    .unwrap_err();
+    assert!(matches!(
+        docket_postgres::errors::db_err(e),
+        StoreError::Invalid(_)
+    ));
+    let e = db
+        .store
+        .enqueue(&NewJob::new("q", "k", parse(r#"{"n": 1e300000}"#)))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+    // The library refuses an out-of-range run_at before any write.
+    let far = chrono::NaiveDate::from_ymd_opt(10000, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let e = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({})).run_at(far))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+}
+
+#[tokio::test]
+async fn a_bad_row_that_got_in_anyway_is_shown_and_failed_never_fatal() {
+    let db = TestDb::new().await;
+    // As if written before migration 0008's checks existed.
+    db.exec("ALTER TABLE {schema}.jobs DROP CONSTRAINT jobs_times_finite, DROP CONSTRAINT jobs_times_in_range").await;
+    let bad = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({"bad": true})))
+        .await
+        .unwrap()
+        .id;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET run_at = '-infinity' WHERE id = {bad}"
+    ))
+    .await;
+    let worse = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({"worse": true})))
+        .await
+        .unwrap()
+        .id;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET created_at = 'infinity' WHERE id = {worse}"
+    ))
+    .await;
+    let good = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({"good": true})))
+        .await
+        .unwrap()
+        .id;
+
+    // Operators see the rows, with what is wrong with them.
+    let listed = db.store.list(&JobFilter::default()).await.expect("list");
+    assert_eq!(listed.len(), 3);
+    let b = db.store.get(bad).await.expect("show");
+    assert_eq!(b.invalid, vec!["run_at is -infinity".to_string()]);
+    assert!(db.store.get(worse).await.unwrap().invalid[0].contains("created_at is infinity"));
+    let stats = db.store.stats().await.expect("stats");
+    assert_eq!(stats.queues[0].pending, 3);
+
+    // A worker's claim returns the good job and fails the bad ones at once (dead, with the
+    // reason), so nothing stalls and nothing comes back.
+    let claimed = db
+        .store
+        .claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: 10,
+            owner: "w".into(),
+            lease: std::time::Duration::from_secs(30),
+            starvation: None,
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![good]);
+    for id in [bad, worse] {
+        let r = db.store.get(id).await.unwrap();
+        assert_eq!(r.state, JobState::Dead, "{id}");
+        assert!(
+            r.errors
+                .last()
+                .unwrap()
+                .message
+                .contains("cannot be decoded"),
+            "{:?}",
+            r.errors
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The migration rules: one transaction, idempotent; a newer schema with only additive
+//! migrations keeps an older binary working; a breaking one stops it with both versions
+//! named; a missing schema is named by read-only checks, which write nothing.
+
+use docket_core::{NewJob, Store};
+use docket_postgres::migrate::{self, latest_known};
+use docket_testkit::{fresh_schema, TestDb};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_newer_additive_schema_keeps_working_a_breaking_one_names_both_versions() {
+    let db = TestDb::new().await;
+    let known = latest_known();
+    let newer = known + 1;
+    // A newer binary applied an additive migration this one has never seen.
+    db.exec(&format!(
+        "INSERT INTO {{schema}}._sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES ({newer}, 'from the future', true, '\\x00', 0)"
+    ))
+    .await;
+    db.store.migrate().await.expect("additive: still usable");
+    let v = migrate::check(&db.pool, &db.schema).await.expect("check");
+    assert_eq!(v.current(), newer);
+    db.store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap();
+
+    // It was breaking after all: min_reader is raised past what this binary knows.
+    db.exec(&format!(
+        "UPDATE {{schema}}.schema_compat SET min_reader = {newer}"
+    ))
+    .await;
+    for e in [
+        db.store.migrate().await.expect_err("too new"),
+        migrate::check(&db.pool, &db.schema)
+            .await
+            .expect_err("too new"),
+    ] {
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!("migration {newer}")) && m.contains(&format!("up to {known}")),
+            "{m}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_migration_marked_breaking_raises_min_reader_and_stops_older_binaries() {
+    let db = TestDb::new().await;
+    let schema = docket_testkit::fresh_schema();
+    // A newer binary's migration set: Docket's own plus one breaking migration.
+    let dir = tempfile::tempdir().unwrap();
+    for m in migrate::MIGRATOR.iter() {
+        std::fs::write(
+            dir.path().join(format!(
+                "{:04}_{}.sql",
+                m.version,
+                m.description.replace(' ', "_")
+            )),
+            &*m.sql,
+        )
+        .unwrap();
+    }
+    let newer = latest_known() + 1;
+    std::fs::write(
+        dir.path().join(format!("{newer:04}_rename.sql")),
+        "-- docket: breaking\nALTER TABLE jobs RENAME COLUMN priority TO urgency;\n",
+    )
+    .unwrap();
+    let newer_binary = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+    migrate::migrate_with(&db.pool, &schema, &newer_binary)
+        .await
+        .expect("newer binary migrates");
+    assert_eq!(
+        db.scalar(&format!("SELECT min_reader FROM {schema}.schema_compat"))
+            .await,
+        newer
+    );
+    // This binary now refuses the schema, naming both versions, and writes nothing.
+    let e = migrate::migrate(&db.pool, &schema)
+        .await
+        .expect_err("too new");
+    assert!(
+        e.to_string().contains(&format!("up to {}", latest_known())),
+        "{e}"
+    );
+    // Every migration Docket ships is additive: none carries the marker.
+    for m in migrate::MIGRATOR.iter() {
+        assert!(
+            !m.sql.lines().any(|l| l.trim() == "-- docket: breaking"),
+            "migration {} is marked breaking: say so in the release notes",
+            m.version
+        );
+    }
+}
+
+#[tokio::test]
+async fn check_names_a_missing_schema_and_creates_nothing() {
+    let db = TestDb::new().await;
+    let missing = fresh_schema();
+    let e = migrate::check(&db.pool, &missing)
+        .await
+        .expect_err("missing");
+    assert!(e.to_string().contains(&missing), "{e}");
+    let created = db
+        .scalar(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{missing}'"
+        ))
+        .await;
+    assert_eq!(created, 0);
+}
+
+#[tokio::test]
+async fn a_failed_migration_leaves_the_schema_as_it_was() {
+    // A schema whose bookkeeping says 0001 is applied but whose tables are gone: applying
+    // 0002 fails (it needs them), and nothing of the attempt remains.
+    let db = TestDb::new().await;
+    let schema = fresh_schema();
+    sqlx::raw_sql(&format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {schema}._sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+           installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL,
+           checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL);"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let m1 = migrate::MIGRATOR.iter().next().unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {schema}._sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES ($1, $2, true, $3, 0)"
+    ))
+    .bind(m1.version)
+    .bind(&*m1.description)
+    .bind(&*m1.checksum)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert!(migrate::migrate(&db.pool, &schema).await.is_err());
+    let rows = db
+        .scalar(&format!("SELECT count(*) FROM {schema}._sqlx_migrations"))
+        .await;
+    assert_eq!(rows, 1, "no migration recorded");
+    let tables = db
+        .scalar(&format!(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = '{schema}'"
+        ))
+        .await;
+    assert_eq!(tables, 1, "only the bookkeeping table");
+}
