@@ -66,12 +66,7 @@ fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
 }
 
 pub(crate) async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
-    let admin = ctx.connect(1).await?;
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
-        .execute(admin.pool())
-        .await?;
-    admin.pool().close().await;
-    ctx.store(conns).await
+    crate::scratch::fresh(ctx, "bench", conns).await
 }
 
 /// Finds `shared/bench/sql-floor.sh` beside the project (or `--floor-script`).
@@ -100,10 +95,21 @@ fn run_floor(
     batch: usize,
 ) -> Option<(f64, serde_json::Value)> {
     let script = floor_script(script)?;
-    let out = std::process::Command::new("bash")
+    // The script hands its URL to psql and pgbench on their command lines, where `ps` shows
+    // it to every user: give it the URL without the password, and the password through
+    // libpq's PGPASSWORD instead.
+    let base = url.split('?').next().unwrap_or(url);
+    let password = docket_postgres::connect::parse(base)
+        .ok()
+        .and_then(|t| t.password().map(str::to_string));
+    let mut cmd = std::process::Command::new("bash");
+    if let Some(p) = &password {
+        cmd.env("PGPASSWORD", p);
+    }
+    let out = cmd
         .arg(&script)
         .args([n.to_string(), clients.to_string(), batch.to_string()])
-        .env("DATABASE_URL", url.split('?').next().unwrap_or(url))
+        .env("DATABASE_URL", without_password(base))
         .env(
             "PGOPTIONS",
             format!("-c synchronous_commit={synchronous_commit}"),
@@ -114,6 +120,24 @@ fn run_floor(
     let line = String::from_utf8_lossy(&out.stdout);
     let v: serde_json::Value = serde_json::from_str(line.lines().last()?).ok()?;
     Some((v["jobs_per_s"].as_f64()?, v))
+}
+
+/// `scheme://user:password@host/db` → `scheme://user@host/db`.
+fn without_password(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| start + i);
+    match url[start..end].rfind('@') {
+        Some(at) => {
+            let userinfo = &url[start..start + at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..start], &url[start + at..])
+        }
+        None => url.to_string(),
+    }
 }
 
 /// The hidden bench worker process: no-op jobs, nothing else.

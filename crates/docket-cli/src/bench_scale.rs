@@ -11,11 +11,7 @@ use crate::Ctx;
 
 /// Claim latency (batch of 10, 200 claims after 10 untimed ones) at each backlog size.
 pub async fn scale(ctx: &Ctx, sizes: &[u64], finished: u64) -> anyhow::Result<Vec<BenchResult>> {
-    let admin = ctx.connect(1).await?;
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
-        .execute(admin.pool())
-        .await?;
-    let store = ctx.store(2).await?;
+    let store = crate::bench::fresh_store(ctx, 2).await?;
     let s = &ctx.schema;
     if finished > 0 {
         sqlx::query(&format!(

@@ -44,7 +44,7 @@ fn print_controls(list: &[QueueControl]) {
     ]);
     for c in list {
         t.add_row(vec![
-            Cell::new(&c.queue),
+            Cell::new(output::safe(&c.queue)),
             Cell::new(c.paused_at.as_ref().map(output::time).unwrap_or_default()),
             Cell::new(show_or(c.limits.max_running)),
             Cell::new(show_or(c.limits.key_max_running)),
@@ -60,7 +60,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
         |q: &str| docket_core::validate::queue(q).map_err(|e| CliError::invalid(e.to_string()));
     match cmd {
         QueuesCommand::List(a) => {
-            let list = ctx.store(1).await?.queue_controls().await?;
+            let list = ctx.existing(1).await?.queue_controls().await?;
             if a.json {
                 output::json(&list)?;
             } else {
@@ -69,7 +69,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Pause(a) => {
             check(&a.queue)?;
-            let c = ctx.store(1).await?.pause_queue(&a.queue).await?;
+            let c = ctx.existing(1).await?.pause_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -81,7 +81,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Resume(a) => {
             check(&a.queue)?;
-            let c = ctx.store(1).await?.resume_queue(&a.queue).await?;
+            let c = ctx.existing(1).await?.resume_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -100,7 +100,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
             cap("max-running", a.max_running.as_deref(), None)?;
             cap("key-max-running", a.key_max_running.as_deref(), None)?;
             rate(a.rate.as_deref(), None)?;
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let cur = store
                 .queue_controls()
                 .await?
@@ -134,14 +134,14 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
 pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
     match cmd {
         KeysCommand::List(a) => {
-            let list = ctx.store(1).await?.key_limits().await?;
+            let list = ctx.existing(1).await?.key_limits().await?;
             if a.json {
                 output::json(&list)?;
             } else {
                 let mut t = output::table(&["key", "max running", "rate"]);
                 for k in &list {
                     t.add_row(vec![
-                        Cell::new(&k.key),
+                        Cell::new(output::safe(&k.key)),
                         Cell::new(show_or(k.max_running)),
                         Cell::new(show_or(k.rate)),
                     ]);
@@ -157,7 +157,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
             rate(a.rate.as_deref(), None)?;
             docket_core::validate::key("concurrency key", Some(&a.key))
                 .map_err(|e| CliError::invalid(e.to_string()))?;
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let cur = store
                 .key_limits()
                 .await?
@@ -193,7 +193,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
             if !(1..=100_000).contains(&a.limit) {
                 return Err(CliError::invalid("--limit must be 1..=100000").into());
             }
-            let list = ctx.store(1).await?.blocked_keys(a.limit).await?;
+            let list = ctx.existing(1).await?.blocked_keys(a.limit).await?;
             if a.json {
                 output::json(&list)?;
             } else if list.is_empty() {
@@ -203,7 +203,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
                     output::table(&["key", "dead head", "queue / kind", "dead since", "waiting"]);
                 for b in &list {
                     t.add_row(vec![
-                        Cell::new(&b.key),
+                        Cell::new(output::safe(&b.key)),
                         Cell::new(b.head),
                         Cell::new(format!("{} / {}", b.queue, b.kind)),
                         Cell::new(b.dead_since.as_ref().map(output::time).unwrap_or_default()),
@@ -221,7 +221,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
 pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
     match cmd {
         CronCommand::List(a) => {
-            let list = ctx.store(1).await?.list_periodic().await?;
+            let list = ctx.existing(1).await?.list_periodic().await?;
             if a.json {
                 output::json(&list)?;
             } else {
@@ -269,7 +269,7 @@ pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
             def.max_attempts = a.max_attempts;
             def.schedule()
                 .map_err(|e| CliError::invalid(e.to_string()))?;
-            let st = ctx.store(1).await?.upsert_periodic(&def).await?;
+            let st = ctx.existing(1).await?.upsert_periodic(&def).await?;
             if a.json {
                 output::json(&st)?;
             } else {
@@ -283,7 +283,7 @@ pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
             }
         }
         CronCommand::Remove(a) => {
-            let removed = ctx.store(1).await?.remove_periodic(&a.name).await?;
+            let removed = ctx.existing(1).await?.remove_periodic(&a.name).await?;
             if a.json {
                 output::json(&serde_json::json!({"name": a.name, "removed": removed}))?;
             } else if removed {

@@ -42,8 +42,13 @@ fn worker_config(concurrency: usize, owner: String) -> WorkerConfig {
 }
 
 /// The demo's email handler: an "email provider" that dedupes on the job id, so a job that
-/// runs twice (a worker died after sending, before completing) never sends twice.
-async fn send_email(args: serde_json::Value, ctx: JobContext) -> Result<(), JobError> {
+/// runs twice (a worker died after sending, before completing) never sends twice. Every
+/// value from the job is bound; the schema is the worker's own (validated), never job data.
+async fn send_email(
+    schema: std::sync::Arc<str>,
+    args: serde_json::Value,
+    ctx: JobContext,
+) -> Result<(), JobError> {
     match args["fail"].as_str() {
         Some("permanent") => return Err(JobError::discard("550 5.1.1 mailbox does not exist")),
         Some("transient") if ctx.attempt == 1 => {
@@ -56,10 +61,6 @@ async fn send_email(args: serde_json::Value, ctx: JobContext) -> Result<(), JobE
     }
     let ms = rand::thread_rng().gen_range(1..6);
     tokio::time::sleep(Duration::from_millis(ms)).await;
-    let schema = ctx.metadata["schema"]
-        .as_str()
-        .unwrap_or("docket_demo")
-        .to_string();
     let sent: Option<i64> = sqlx::query_scalar(&format!(
         "INSERT INTO {schema}.demo_sends (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING RETURNING job_id"
     ))
@@ -81,7 +82,11 @@ async fn send_email(args: serde_json::Value, ctx: JobContext) -> Result<(), JobE
 pub async fn worker(ctx: &Ctx, a: DemoWorkerArgs) -> anyhow::Result<()> {
     let store = ctx.connect(8).await?;
     let mut reg = Registry::default();
-    reg.register_fn("send_email", send_email);
+    docket_core::validate::schema(&ctx.schema).map_err(|e| CliError::invalid(e.to_string()))?;
+    let schema: std::sync::Arc<str> = ctx.schema.as_str().into();
+    reg.register_fn("send_email", move |args, jctx| {
+        send_email(schema.clone(), args, jctx)
+    });
     let w = Worker::new(store, reg, worker_config(a.concurrency, a.owner))?;
     w.run(crate::shutdown_with_parent()).await?;
     Ok(())
@@ -102,12 +107,8 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     }
     let ctx = demo_ctx(ctx);
     let started = Instant::now();
-    // A fresh schema each run.
-    let admin = ctx.connect(2).await?;
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", ctx.schema))
-        .execute(admin.pool())
-        .await?;
-    let store = ctx.store(4).await?;
+    // A fresh schema each run (only ever one an earlier demo made).
+    let store = crate::scratch::fresh(&ctx, "demo", 4).await?;
     sqlx::raw_sql(&format!(
         "CREATE TABLE {s}.demo_sends (job_id bigint PRIMARY KEY);
          CREATE TABLE {s}.demo_attempts (job_id bigint, attempt int, deduped bool);",
@@ -137,7 +138,6 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
                 "send_email",
                 json!({"to": format!("user{n}@example.com"), "template": "welcome", "fail": fail}),
             )
-            .metadata(json!({"schema": ctx.schema}))
         })
         .collect();
     let t = Instant::now();

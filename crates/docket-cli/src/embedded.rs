@@ -18,17 +18,62 @@ pub fn home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".docket"))
 }
 
+/// Where the cluster's files go: `home/pg`, unless this process is root and the server's
+/// user (`postgres`, which the tools run as) cannot enter `home` — a project under a home
+/// directory only its owner may enter, root's `/root` being the usual one. Then the cluster
+/// lives under `/var/lib/docket/embedded/<hash of home>`, and `home/pg-location` says where.
+fn cluster_dir() -> Result<PathBuf, CliError> {
+    let home =
+        std::path::absolute(home()).map_err(|e| CliError::new(exit::FAILURE, e.to_string()))?;
+    if !is_root() || server_user_can_enter(&home) {
+        return Ok(home.join("pg"));
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    home.hash(&mut h);
+    let dir = PathBuf::from("/var/lib/docket/embedded").join(format!("{:016x}", h.finish()));
+    let _ = std::fs::create_dir_all(&home);
+    let _ = std::fs::write(
+        home.join("pg-location"),
+        format!(
+            "{}\n(the server's user cannot enter {}, so the cluster lives there)\n",
+            dir.display(),
+            home.display()
+        ),
+    );
+    Ok(dir)
+}
+
+fn is_root() -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe {
+        libc::geteuid() == 0
+    }
+}
+
+/// True when `postgres` can reach `dir` (every directory above it searchable for it).
+fn server_user_can_enter(dir: &std::path::Path) -> bool {
+    let probe = dir.ancestors().find(|p| p.exists()).unwrap_or(dir);
+    std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--", "sh", "-c", "cd \"$1\"", "_"])
+        .arg(probe)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 fn cluster() -> Result<LocalCluster, CliError> {
-    let dir = std::path::absolute(home().join("pg"))
-        .map_err(|e| CliError::new(exit::FAILURE, e.to_string()))?;
-    LocalCluster::at(&dir, 0).map_err(cluster_err)
+    LocalCluster::at(&cluster_dir()?, 0).map_err(cluster_err)
 }
 
 fn cluster_err(e: ClusterError) -> CliError {
     match e {
         ClusterError::BinariesMissing => CliError::new(exit::UNAVAILABLE, e.to_string()),
         other => CliError::new(exit::UNAVAILABLE, format!("embedded PostgreSQL: {other}"))
-            .hint("see .docket/pg/postgres.log, or set DATABASE_URL to use another server"),
+            .hint("see postgres.log in the embedded cluster's directory (`docket embedded status`), or set DATABASE_URL to use another server"),
     }
 }
 
@@ -69,8 +114,7 @@ pub fn ensure_running() -> Result<String, CliError> {
             home.display()
         );
         let port = free_port().map_err(cluster_err)?;
-        c = LocalCluster::at(&std::path::absolute(home.join("pg")).expect("path"), port)
-            .map_err(cluster_err)?;
+        c = LocalCluster::at(&cluster_dir()?, port).map_err(cluster_err)?;
         c.init(SETTINGS).map_err(cluster_err)?;
     }
     if !c.is_running() {
@@ -88,6 +132,8 @@ pub fn ensure_running() -> Result<String, CliError> {
 #[derive(Debug, Serialize)]
 pub struct Status {
     pub home: String,
+    /// Where the cluster's files are (under home, or elsewhere when root's home is closed).
+    pub cluster_dir: String,
     pub initialized: bool,
     pub running: bool,
     pub port: Option<u16>,
@@ -99,6 +145,7 @@ pub fn status() -> Result<Status, CliError> {
     let running = c.is_initialized() && c.is_running();
     Ok(Status {
         home: home().display().to_string(),
+        cluster_dir: cluster_dir()?.display().to_string(),
         initialized: c.is_initialized(),
         running,
         port: c.is_initialized().then(|| c.port()),

@@ -22,7 +22,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             if !(1..=100_000).contains(&a.limit) {
                 return Err(CliError::invalid("--limit must be 1..=100000").into());
             }
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let jobs = store
                 .list(&JobFilter {
                     queue: a.queue,
@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Show(a) => {
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let j = store.get(JobId(a.id)).await?;
             if a.json {
                 output::json(&j)?;
@@ -49,7 +49,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
                 t.add_row(vec![Cell::new("id"), Cell::new(j.id)]);
                 t.add_row(vec![
                     Cell::new("queue / kind"),
-                    Cell::new(format!("{} / {}", j.queue, j.kind)),
+                    Cell::new(output::safe(&format!("{} / {}", j.queue, j.kind))),
                 ]);
                 t.add_row(vec![Cell::new("state"), output::state_cell(j.state)]);
                 t.add_row(vec![
@@ -72,13 +72,15 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
                 t.add_row(vec![
                     Cell::new("lease"),
                     Cell::new(match (&j.lease_owner, &j.lease_expires_at) {
-                        (Some(o), Some(e)) => format!("{o} until {}", output::time(e)),
+                        (Some(o), Some(e)) => {
+                            format!("{} until {}", output::safe(o), output::time(e))
+                        }
                         _ => String::new(),
                     }),
                 ]);
                 t.add_row(vec![
                     Cell::new("unique_key"),
-                    Cell::new(j.unique_key.clone().unwrap_or_default()),
+                    Cell::new(output::safe(j.unique_key.as_deref().unwrap_or_default())),
                 ]);
                 t.add_row(vec![
                     Cell::new("args"),
@@ -88,6 +90,12 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
                     Cell::new("metadata"),
                     Cell::new(output::preview(&j.metadata, 500)),
                 ]);
+                if !j.invalid.is_empty() {
+                    t.add_row(vec![
+                        Cell::new("INVALID ROW"),
+                        Cell::new(output::safe(&j.invalid.join("; "))),
+                    ]);
+                }
                 println!("{t}");
                 if !j.errors.is_empty() {
                     let mut e = output::table(&["attempt", "at", "class", "owner", "message"]);
@@ -95,9 +103,9 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
                         e.add_row(vec![
                             Cell::new(err.attempt),
                             Cell::new(output::time(&err.at)),
-                            Cell::new(&err.class),
-                            Cell::new(err.owner.clone().unwrap_or_default()),
-                            Cell::new(&err.message),
+                            Cell::new(output::safe(&err.class)),
+                            Cell::new(output::safe(err.owner.as_deref().unwrap_or_default())),
+                            Cell::new(output::safe(&err.message)),
                         ]);
                     }
                     println!("errors:\n{e}");
@@ -105,7 +113,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Retry(a) => {
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let j = store.retry(JobId(a.id), a.extra_attempts).await?;
             if a.json {
                 output::json(&j)?;
@@ -117,7 +125,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Skip(a) => {
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let j = store.skip(JobId(a.id)).await?;
             if a.json {
                 output::json(&j)?;
@@ -130,7 +138,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Cancel(a) => {
-            let store = ctx.store(1).await?;
+            let store = ctx.existing(1).await?;
             let out = store.cancel(JobId(a.id)).await?;
             if a.json {
                 output::json(&serde_json::json!({"id": a.id, "outcome": out}))?;

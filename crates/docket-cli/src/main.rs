@@ -21,6 +21,7 @@ mod fail;
 mod jobs;
 mod ops;
 mod output;
+mod scratch;
 mod work;
 
 use std::time::Duration;
@@ -58,6 +59,29 @@ impl Ctx {
         Ok(store)
     }
 
+    /// A store on a schema that must already be migrated: operator commands never create or
+    /// migrate a schema (a typo in --schema must not leave a new one behind); a missing one
+    /// is an error naming it, a newer one is used when additive (see migrate.rs).
+    pub async fn existing(&self, max: u32) -> anyhow::Result<PgStore> {
+        let store = self.connect(max).await?;
+        docket_postgres::migrate::check(store.pool(), &self.schema)
+            .await
+            .map_err(|e| match e {
+                docket_core::StoreError::Database(inner)
+                    if inner
+                        .downcast_ref::<docket_postgres::migrate::SchemaError>()
+                        .is_some() =>
+                {
+                    anyhow::Error::from(
+                        CliError::new(cli::exit::FAILURE, inner.to_string())
+                            .hint("check --schema / DOCKET_SCHEMA; `docket migrate` creates it"),
+                    )
+                }
+                other => anyhow::Error::from(other),
+            })?;
+        Ok(store)
+    }
+
     /// A store without running migrations (for read-only commands that must not write).
     pub async fn connect(&self, max: u32) -> anyhow::Result<PgStore> {
         docket_core::validate::schema(&self.schema)
@@ -84,6 +108,12 @@ impl Ctx {
         }
         Ok(target)
     }
+}
+
+fn blank_url() -> anyhow::Error {
+    CliError::invalid("DATABASE_URL (or --database-url) is set but blank")
+        .hint("set it to a postgres:// URL, or unset it to use the embedded PostgreSQL")
+        .into()
 }
 
 /// Shutdown on signals, and also when the process that started this one is gone: worker
@@ -132,9 +162,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Embedded(cmd) = &cli.command {
         return ops::embedded(cmd).await;
     }
+    // A blank DATABASE_URL is a mistake (an unset secret in a deployment), not a request for
+    // the embedded cluster: only an absent one means that.
+    let blank = |v: &str| v.trim().is_empty();
     let url = match cli.database_url.as_deref() {
-        Some(u) if !u.is_empty() => u.to_string(),
-        _ => embedded::ensure_running()?,
+        Some(u) if !blank(u) => u.to_string(),
+        Some(_) => return Err(blank_url()),
+        None if std::env::var_os("DATABASE_URL").is_some() => return Err(blank_url()),
+        None => embedded::ensure_running()?,
     };
     let ctx = Ctx {
         url,

@@ -21,7 +21,7 @@ fn age(s: Option<f64>) -> String {
 }
 
 pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
-    let store = ctx.store(1).await?;
+    let store = ctx.existing(1).await?;
     let s = store.stats().await?;
     if json {
         return output::json(&s);
@@ -43,7 +43,7 @@ pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     ]);
     for q in &s.queues {
         t.add_row(vec![
-            Cell::new(&q.queue),
+            Cell::new(output::safe(&q.queue)),
             Cell::new(if q.paused { "paused" } else { "" }),
             Cell::new(q.ready),
             Cell::new(q.pending),
@@ -78,7 +78,7 @@ pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
 }
 
 pub async fn reap(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
-    let store = ctx.store(1).await?;
+    let store = ctx.existing(1).await?;
     let mut all = docket_core::ReapReport::default();
     loop {
         let r = store.reap(1000).await?;
@@ -113,7 +113,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
         dead: parse("dead-older-than", &a.dead_older_than)?,
         batch: 5_000,
     };
-    let store = ctx.store(1).await?;
+    let store = ctx.existing(1).await?;
     let r = store.prune(&retention).await?;
     if a.json {
         output::json(&r)
@@ -125,7 +125,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
 
 pub async fn explain(ctx: &Ctx, a: ExplainArgs) -> anyhow::Result<()> {
     docket_core::validate::queue(&a.queue).map_err(|e| CliError::invalid(e.to_string()))?;
-    let store = ctx.store(1).await?;
+    let store = ctx.existing(1).await?;
     println!("{}", store.explain_claim(&a.queue, a.analyze).await?);
     Ok(())
 }

@@ -45,9 +45,32 @@ pub fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-/// Bounded preview of JSON for tables (payloads can be large).
+/// Text from job data made safe for a terminal: control characters (C0, DEL, C1 — an
+/// escape sequence could rewrite the screen or the title) and bidirectional overrides (which
+/// reorder what is shown) are printed as `\u{..}` escapes. JSON output needs none of this:
+/// serde escapes what JSON requires and the consumer is a program.
+pub fn safe(s: &str) -> String {
+    let bad = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    };
+    if !s.chars().any(bad) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if bad(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Bounded preview of JSON for tables (payloads can be large), terminal-safe.
 pub fn preview(v: &serde_json::Value, max: usize) -> String {
-    let s = v.to_string();
+    let s = safe(&v.to_string());
     if s.len() <= max {
         s
     } else {
@@ -67,8 +90,8 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
     for j in jobs {
         t.add_row(vec![
             Cell::new(j.id),
-            Cell::new(&j.queue),
-            Cell::new(&j.kind),
+            Cell::new(safe(&j.queue)),
+            Cell::new(safe(&j.kind)),
             state_cell(j.state),
             Cell::new(format!("{}/{}", j.attempt, j.max_attempts)),
             Cell::new(j.priority),

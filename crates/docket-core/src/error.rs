@@ -57,7 +57,7 @@ pub enum ValidationError {
     UniqueKey(String),
     #[error("invalid duration for {what}: {reason}")]
     Duration { what: &'static str, reason: String },
-    #[error("invalid schema name {0:?}: use 1-48 characters from a-z 0-9 _, starting with a letter or _")]
+    #[error("invalid schema name {0:?}: use 1-48 characters from a-z 0-9 _, starting with a letter or _ (not pg_*, information_schema or public)")]
     Schema(String),
     #[error("invalid {what}: {reason}")]
     Other { what: &'static str, reason: String },

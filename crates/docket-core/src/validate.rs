@@ -65,7 +65,11 @@ pub fn schema(name: &str) -> Result<(), ValidationError> {
         .bytes()
         .next()
         .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
+    // PostgreSQL reserves pg_* (CREATE SCHEMA refuses it) and information_schema is the
+    // catalog's: a queue must never land beside or inside them.
+    let reserved = name.starts_with("pg_") || name == "information_schema" || name == "public";
     if first_ok
+        && !reserved
         && name.len() <= 48
         && name
             .bytes()
@@ -283,6 +287,15 @@ mod tests {
         assert!(schema("Docket").is_err());
         assert!(schema("1abc").is_err());
         assert!(schema("a\"b").is_err());
+        for reserved in [
+            "pg_catalog",
+            "pg_toast",
+            "pg_x",
+            "information_schema",
+            "public",
+        ] {
+            assert!(schema(reserved).is_err(), "{reserved}");
+        }
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct Completer<S: Store> {
     metrics: Arc<Metrics>,
     batch: usize,
     flush: Duration,
+    /// Test-only panics (feature `fault-injection`).
+    pub(crate) faults: Arc<crate::faults::Faults>,
 }
 
 /// Attempts of one flush before giving up (the leases then expire and the reaper requeues
@@ -72,6 +74,7 @@ impl<S: Store> Completer<S> {
             metrics,
             batch: batch.max(1),
             flush,
+            faults: Default::default(),
         }
     }
 
@@ -94,6 +97,7 @@ impl<S: Store> Completer<S> {
                 }
                 return;
             };
+            self.faults.check("completer");
             buf.push(first);
             let deadline = tokio::time::Instant::now() + self.flush;
             while buf.len() < self.batch {

@@ -95,6 +95,7 @@ impl Fetcher {
                     _ = stop.cancelled() => return,
                 }
             }
+            self.shared.faults.check("fetcher");
             let mut permits = vec![first];
             // While claims come back full there is a backlog: wait a moment for more slots so
             // one statement claims many jobs instead of one each.

@@ -109,6 +109,7 @@ impl Heartbeater {
                 }
                 _ = stop.cancelled() => return,
             }
+            self.shared.faults.check("heartbeater");
             self.run_once().await;
         }
     }

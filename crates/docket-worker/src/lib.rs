@@ -20,6 +20,7 @@
 mod completer;
 pub mod config;
 mod executor;
+mod faults;
 mod fetcher;
 mod heartbeat;
 pub mod job;
@@ -28,6 +29,7 @@ pub mod metrics;
 mod notifier;
 pub mod registry;
 mod runtime;
+mod supervisor;
 mod tracker;
 pub mod worker;
 

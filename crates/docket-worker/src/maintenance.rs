@@ -200,6 +200,8 @@ pub(crate) struct Maintenance {
     pub prune_interval: Duration,
     /// Serverless mode: run only after a claim (see `WorkerConfig::serverless`).
     pub after_claims: Option<Arc<tokio::sync::Notify>>,
+    /// Test-only panics (feature `fault-injection`).
+    pub faults: Arc<crate::faults::Faults>,
 }
 
 /// The leader loop: every `schedule_interval` keeps trying to lead; while leading, enqueues
@@ -233,6 +235,7 @@ pub(crate) async fn run_maintenance(m: Maintenance, stop: CancellationToken) {
                 last_tick = Some(tokio::time::Instant::now());
             }
         }
+        m.faults.check("maintenance");
         if !m.leader.run_once().await {
             continue;
         }

@@ -88,6 +88,7 @@ impl Notifier {
                     n = listener.try_recv() => n,
                     _ = stop.cancelled() => return,
                 };
+                self.shared.faults.check("notifier");
                 match next {
                     Ok(Some(n)) => self.dispatch(n.channel(), n.payload()),
                     Ok(None) => {

@@ -29,6 +29,8 @@ pub(crate) struct Shared {
     /// Poked by a cancel notification: the heartbeater beats at once and stops the jobs
     /// whose cancellation the database recorded.
     pub beat_now: Notify,
+    /// Test-only panics (feature `fault-injection`).
+    pub faults: Arc<crate::faults::Faults>,
 }
 
 impl Shared {

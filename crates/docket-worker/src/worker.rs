@@ -8,7 +8,9 @@ use docket_core::{Lease, Store};
 use docket_postgres::PgStore;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
+
+use crate::supervisor::{Phase, Supervisor};
 
 use crate::completer::Completer;
 use crate::config::WorkerConfig;
@@ -78,6 +80,11 @@ pub enum WorkerError {
     /// A store failure at start.
     #[error(transparent)]
     Store(#[from] docket_core::StoreError),
+    /// A runtime service panicked or stopped on its own. The worker shut down (in-flight
+    /// jobs finished or released) rather than run on looking alive and doing nothing; exit
+    /// non-zero so the process supervisor restarts it.
+    #[error("worker service {service} failed: {reason}; the worker stopped")]
+    ServiceFailed { service: String, reason: String },
 }
 
 /// A worker process's runtime: fetchers per queue, executor tasks, the completer, the
@@ -153,6 +160,7 @@ impl Worker {
                 wakeups,
                 claimed: Arc::new(Notify::new()),
                 beat_now: Notify::new(),
+                faults: Default::default(),
             }),
             rx: std::sync::Mutex::new(Some(rx)),
             slots,
@@ -174,6 +182,13 @@ impl Worker {
     /// Jobs in flight right now.
     pub fn in_flight(&self) -> Vec<Lease> {
         self.shared.tracker.all().iter().map(|e| e.lease).collect()
+    }
+
+    /// Test-only: makes `service` (`fetcher`, `completer`, `heartbeater`, `notifier`,
+    /// `maintenance`) panic at its next turn.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_panic(&self, service: &str) {
+        self.shared.faults.arm(service);
     }
 
     /// True while this worker is the maintenance leader.
@@ -246,14 +261,22 @@ impl Worker {
             cfg.completion_batch,
             cfg.completion_flush,
         );
-        let completer_task = tokio::spawn(completer.run(rx, completer_close.clone()));
-        let mut services = Vec::new();
-        services.push(tokio::spawn(
+        let mut completer = completer;
+        completer.faults = self.shared.faults.clone();
+        let mut sup = Supervisor::default();
+        sup.spawn(
+            "completer",
+            Phase::Completer,
+            completer.run(rx, completer_close.clone()),
+        );
+        sup.spawn(
+            "heartbeater",
+            Phase::Service,
             Heartbeater {
                 shared: self.shared.clone(),
             }
             .run(services_stop.clone()),
-        ));
+        );
         let through_pooler = self.shared.store.pooler() == docket_postgres::PoolerMode::Transaction;
         if cfg.listen && through_pooler && cfg.listen_url.is_none() {
             // LISTEN is session state: through a transaction-mode pooler it would be lost
@@ -263,12 +286,14 @@ impl Worker {
                 "transaction-mode pooler and no listen_url: no LISTEN, polling only (give a direct URL as listen_url / --listen-url for wake-ups)"
             );
         } else if cfg.listen && !cfg.serverless {
-            services.push(tokio::spawn(
+            sup.spawn(
+                "notifier",
+                Phase::Service,
                 Notifier {
                     shared: self.shared.clone(),
                 }
                 .run(services_stop.clone()),
-            ));
+            );
         }
         if cfg.maintenance {
             let store = &self.shared.store;
@@ -282,26 +307,40 @@ impl Worker {
                 reap_interval: cfg.reap_interval,
                 prune_interval: cfg.prune_interval,
                 after_claims: cfg.serverless.then(|| self.shared.claimed.clone()),
+                faults: self.shared.faults.clone(),
             };
-            services.push(tokio::spawn(run_maintenance(m, services_stop.clone())));
+            sup.spawn(
+                "maintenance",
+                Phase::Service,
+                run_maintenance(m, services_stop.clone()),
+            );
         }
-        let fetchers: Vec<_> = cfg
-            .queues
-            .iter()
-            .map(|q| tokio::spawn(self.fetcher(&q.name).run(fetch_stop.clone())))
-            .collect();
+        for q in &cfg.queues {
+            sup.spawn(
+                "fetcher",
+                Phase::Fetch,
+                self.fetcher(&q.name).run(fetch_stop.clone()),
+            );
+        }
 
-        // Wait for the stop request (or, draining, for the queues to empty).
-        if drain {
-            self.wait_drained(&shutdown).await;
-        } else {
-            shutdown.graceful.cancelled().await;
+        // Wait for the stop request (or, draining, for the queues to empty) — or for a
+        // service to die, which stops the worker too.
+        let failed = tokio::select! {
+            _ = async {
+                if drain {
+                    self.wait_drained(&shutdown).await;
+                } else {
+                    shutdown.graceful.cancelled().await;
+                }
+            } => None,
+            f = sup.first_failure() => Some(f),
+        };
+        if let Some((service, reason)) = &failed {
+            error!(service = %service, reason = %reason, "a worker service died; stopping the worker");
         }
         info!("worker stopping: no new claims");
         fetch_stop.cancel();
-        for f in fetchers {
-            let _ = f.await;
-        }
+        sup.join(Phase::Fetch).await;
 
         // Let running jobs finish up to the deadline (unless told to stop now).
         let finished_in_time = tokio::select! {
@@ -336,7 +375,7 @@ impl Worker {
         // Write every queued outcome, then stop the services (heartbeats keep leases alive
         // until the very end).
         completer_close.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(30), completer_task).await;
+        let _ = tokio::time::timeout(Duration::from_secs(30), sup.join(Phase::Completer)).await;
         // Anything still here had no outcome written (hard stop, or the completer gave up):
         // release it directly so it does not wait for its lease to expire.
         let leftover: Vec<Lease> = self
@@ -369,10 +408,11 @@ impl Worker {
             }
         }
         services_stop.cancel();
-        for s in services {
-            let _ = s.await;
-        }
+        sup.join(Phase::Service).await;
         info!("worker stopped");
+        if let Some((service, reason)) = failed {
+            return Err(WorkerError::ServiceFailed { service, reason });
+        }
         Ok(RunReport {
             metrics: self.shared.metrics.snapshot(),
             released_at_shutdown: released,

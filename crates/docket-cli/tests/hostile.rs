@@ -1,0 +1,226 @@
+//! Hostile input and operator mistakes, through the binary: out-of-range values refused the
+//! same way on every entry point; a bad row that got in anyway shown, not fatal; job data
+//! printed terminal-safe and round-tripped exactly; schemas never dropped, created or
+//! migrated behind the operator's back; no password in a process's argv.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use docket_testkit::{fresh_schema, TestDb};
+
+const EXACT: &str =
+    r#"{"amount":12345678901234567890.123456789012345678,"big":123456789012345678901234567890}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_values_are_refused_at_every_entry_point() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    for args in [
+        vec!["enqueue", "--kind", "k", "--run-at", "0001-01-01T00:00:00Z"],
+        vec!["enqueue", "--kind", "k", "--run-at", "infinity"],
+        vec!["enqueue", "--kind", "k", "--args", r#"{"n": 1e999999}"#],
+        vec!["enqueue", "--kind", "k", "--priority", "101"],
+        vec!["enqueue", "--kind", "k", "--max-attempts", "0"],
+        vec!["enqueue", "--kind", "k", "--delay", "-1s"],
+        vec!["enqueue", "--kind", "bad kind"],
+    ] {
+        assert_fails(&cli, &args, 5, "");
+    }
+    // Bulk: the first bad line is named, and nothing of the file is written.
+    for (line, what) in [
+        (r#"{"kind":"k","run_at":"0200-01-01T00:00:00Z"}"#, "run_at"),
+        (r#"{"kind":"k","run_at":"infinity"}"#, "run_at"),
+        (r#"{"kind":"k","priority":500}"#, "priority"),
+        (r#"{"kind":"k","delay":1e300}"#, "delay"),
+        (r#"{"kind":"k","args":{"n":1e999999}}"#, "args"),
+        (r#"{"kind":"k","max_attempts":-3}"#, "max_attempts"),
+    ] {
+        let input = format!("{{\"kind\":\"k\"}}\n{line}\n");
+        let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &input);
+        assert_eq!(code(&o), 5, "{line}: {}", err(&o));
+        assert!(err(&o).contains("line 2"), "{line}: {}", err(&o));
+        assert!(err(&o).contains(what), "{line}: {}", err(&o));
+    }
+    assert_eq!(count(&db, "pending").await, 0, "nothing written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_row_is_listed_shown_and_failed_but_never_fatal() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    db.exec("ALTER TABLE {schema}.jobs DROP CONSTRAINT jobs_times_finite, DROP CONSTRAINT jobs_times_in_range").await;
+    for _ in 0..3 {
+        assert_eq!(
+            code(&cli.run(&["enqueue", "--queue", "q", "--kind", "k"])),
+            0
+        );
+    }
+    db.exec("UPDATE {schema}.jobs SET run_at = '-infinity' WHERE id = 1")
+        .await;
+    let o = cli.run(&["jobs", "list"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = cli.run(&["jobs", "show", "1"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains("run_at is -infinity"), "{}", out(&o));
+    let o = cli.run(&["stats", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    // The worker fails the one bad job and runs the others.
+    let o = cli.run(&[
+        "work", "--queue", "q", "--drain", "--poll", "100ms", "--exec", "true",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_eq!(count(&db, "succeeded").await, 2);
+    assert_eq!(count(&db, "dead").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_data_is_exact_and_printed_terminal_safe() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let (_d, dir) = scratch();
+    let o = cli.run(&["enqueue", "--queue", "q", "--kind", "k", "--args", EXACT]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let show = out(&cli.run(&["jobs", "show", "1", "--json"]));
+    assert!(
+        show.contains("12345678901234567890.123456789012345678"),
+        "{show}"
+    );
+    assert!(show.contains("123456789012345678901234567890"), "{show}");
+    // The command's stdin is the args exactly; its stderr (the stored error) carries escape
+    // sequences that must not reach an operator's terminal raw.
+    let script = format!(
+        r#"cat > {d}/stdin; printf '\033]0;owned\007\033[2J\342\200\256evil' >&2; exit 75"#,
+        d = dir.display()
+    );
+    let o = cli.run(&[
+        "work", "--queue", "q", "--drain", "--poll", "100ms", "--exec", &script,
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let stdin = std::fs::read_to_string(dir.join("stdin")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdin).unwrap(),
+        serde_json::from_str::<serde_json::Value>(EXACT).unwrap()
+    );
+    assert!(
+        stdin.contains("12345678901234567890.123456789012345678"),
+        "{stdin}"
+    );
+    let shown = out(&cli.run(&["jobs", "show", "1"]));
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{7}') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\\u{1b}]0;owned"), "{shown}");
+    let listed = out(&cli.run(&["jobs", "list"]));
+    assert!(!listed.contains('\u{1b}'), "{listed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_are_never_dropped_created_or_migrated_behind_the_operators_back() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    // An operator's own schema that happens to have the demo's name survives `demo`.
+    let base = fresh_schema();
+    let theirs = format!("{base}_demo");
+    db.exec(&format!("CREATE SCHEMA {theirs}")).await;
+    db.exec(&format!("CREATE TABLE {theirs}.orders (id int)"))
+        .await;
+    assert_fails(
+        &cli,
+        &["--schema", &base, "demo", "--jobs", "10"],
+        6,
+        "refusing to drop",
+    );
+    assert_eq!(
+        db.scalar(&format!("SELECT count(*) FROM {theirs}.orders"))
+            .await,
+        0
+    );
+    // Read-only and operator commands on a schema that does not exist: an error naming it,
+    // and no schema created.
+    let missing = fresh_schema();
+    for args in [
+        vec!["jobs", "list"],
+        vec!["jobs", "show", "1"],
+        vec!["stats"],
+        vec!["explain"],
+        vec!["keys", "list"],
+        vec!["cron", "list"],
+        vec!["queues", "pause", "q"],
+    ] {
+        let mut full = vec!["--schema", missing.as_str()];
+        full.extend(args.iter().copied());
+        let o = cli.run(&full);
+        assert_eq!(code(&o), 1, "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(&missing), "{args:?}: {}", err(&o));
+    }
+    let made = db
+        .scalar(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{missing}'"
+        ))
+        .await;
+    assert_eq!(made, 0);
+    // Reserved names.
+    for s in ["pg_catalog", "information_schema", "public", "pg_docket"] {
+        assert_fails(&cli, &["--schema", s, "migrate"], 5, "invalid schema name");
+    }
+    // A blank DATABASE_URL is an error, not the embedded cluster.
+    let o = cli
+        .cmd()
+        .env("DATABASE_URL", "  ")
+        .args(["stats"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("blank"), "{}", err(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_processes_started_by_bench_have_no_password_in_argv() {
+    let db = TestDb::new().await;
+    let url = db.url.replacen("postgres@", "postgres:hunter2@", 1);
+    assert!(url.contains("hunter2"));
+    let mut bench = docket(&db)
+        .env("DATABASE_URL", &url)
+        .args([
+            "bench",
+            "--scenario",
+            "drain",
+            "--jobs",
+            "3000",
+            "--workers",
+            "2",
+            "--concurrency",
+            "10",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut children_seen = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while bench.try_wait().unwrap().is_none() {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("__bench-worker") {
+                children_seen += 1;
+            }
+            assert!(!cmd.contains("hunter2"), "password in argv: {cmd}");
+        }
+        assert!(std::time::Instant::now() < deadline, "bench took too long");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = bench.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(children_seen > 0, "never saw a worker process to check");
+    assert!(!out(&o).contains("hunter2") && !err(&o).contains("hunter2"));
+    let _ = std::io::stdout().flush();
+}
