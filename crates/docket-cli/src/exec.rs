@@ -8,7 +8,9 @@
 //! - When the job must stop — cancelled, past its maximum runtime, shutdown deadline — the
 //!   group gets SIGTERM, then SIGKILL after the grace, and the job ends only when no process of
 //!   the group is left, even when `sh` exits first and a child that ignores SIGTERM lives on.
-//!   A lost lease (another worker may own the job) kills the group at once.
+//!   The same on a lost lease: the runtime's watchdog stops a job whose lease it cannot renew
+//!   early by more than the grace, so the group is gone before the database can hand the job
+//!   to another worker.
 //! - When the command exits by itself, anything it left running in its group (a background
 //!   grandchild) is ended the same way: nothing outlives its job, and a grandchild holding
 //!   stderr open cannot hold the job open.
@@ -21,7 +23,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use docket_worker::{JobContext, JobError, JobResult, StopReason};
+use docket_worker::{JobContext, JobError, JobResult};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Exit code meaning "try again later" (sysexits EX_TEMPFAIL).
@@ -121,18 +123,15 @@ async fn wait_empty(pgid: u32, within: Duration) -> bool {
     }
 }
 
-/// Ends every process of group `pgid`: SIGTERM and up to `grace` to go (unless `now`), then
-/// SIGKILL. Returns once the group is empty (or, should a process be unkillable, after a
-/// further 5 s).
-async fn end_group(pgid: u32, grace: Duration, now: bool) {
+/// Ends every process of group `pgid`: SIGTERM and up to `grace` to go, then SIGKILL.
+/// Returns once the group is empty (or, should a process be unkillable, after a further 5 s).
+async fn end_group(pgid: u32, grace: Duration) {
     if group_members(pgid).is_empty() {
         return;
     }
-    if !now {
-        signal_group(pgid, libc::SIGTERM);
-        if wait_empty(pgid, grace).await {
-            return;
-        }
+    signal_group(pgid, libc::SIGTERM);
+    if wait_empty(pgid, grace).await {
+        return;
     }
     signal_group(pgid, libc::SIGKILL);
     wait_empty(pgid, Duration::from_secs(5)).await;
@@ -223,14 +222,12 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
     let status = tokio::select! {
         s = &mut rx => s,
         _ = ctx.cancel.cancelled() => {
-            let now = ctx.stop_reason() == Some(StopReason::LeaseLost);
-            end_group(pgid, spec.kill_grace, now).await;
+            end_group(pgid, spec.kill_grace).await;
             rx.await
         }
     };
     // Whatever the command left behind in its group ends with the job.
-    let now = ctx.stop_reason() == Some(StopReason::LeaseLost);
-    end_group(pgid, spec.kill_grace, now).await;
+    end_group(pgid, spec.kill_grace).await;
     guard.armed = false;
     // Every writer in the group is gone, so EOF is at hand; one that left the group
     // (setsid) cannot hold the job open for more than a moment.

@@ -431,7 +431,7 @@ async fn a_lost_lease_terminates_then_kills_the_command() {
             "--lease",
             "3s",
             "--kill-grace",
-            "1s",
+            "700ms",
             "--no-maintenance",
         ])
         .stdout(Stdio::null())
@@ -484,7 +484,12 @@ async fn a_lost_lease_terminates_then_kills_the_command() {
 /// No DATABASE_URL: the embedded PostgreSQL is created, reused and stopped.
 #[tokio::test]
 async fn embedded_postgres_is_created_reused_and_stopped() {
-    let home = tempfile::tempdir().unwrap();
+    // The project sits in a directory only its owner may enter (a tempdir is 0700, like
+    // root's home): as root, the server's own user could not reach a cluster under it.
+    let outer = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(outer.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let home = tempfile::tempdir_in(outer.path()).unwrap();
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_docket"))
             .args(args)
@@ -509,6 +514,13 @@ async fn embedded_postgres_is_created_reused_and_stopped() {
     let o = run(&["embedded", "status", "--json"]);
     let s: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(s["running"], false);
+    // Where the cluster went: under the home, or (root, closed home) a place of its own,
+    // removed here so test runs leave nothing behind.
+    let dir = std::path::PathBuf::from(s["cluster_dir"].as_str().unwrap());
+    if !dir.starts_with(home.path()) {
+        assert!(home.path().join("pg-location").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// Without DATABASE_URL and without PostgreSQL's binaries: one clear line saying how to

@@ -60,9 +60,9 @@ fn worker(db: &TestDb, extra: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
-/// Statements sent from 2 s after the first one until the end that were more than 300 ms
-/// after the latest claim (the poll), and the number of claims.
-fn off_poll(stmts: &[(DateTime<Utc>, bool)]) -> (usize, usize) {
+/// Statements sent from 2 s after the first one until the worker was told to stop (`until`)
+/// that were more than 700 ms after the latest claim (the poll), and the number of claims.
+fn off_poll(stmts: &[(DateTime<Utc>, bool)], until: DateTime<Utc>) -> (usize, usize) {
     let Some(first) = stmts.first().map(|s| s.0) else {
         return (0, 0);
     };
@@ -73,12 +73,12 @@ fn off_poll(stmts: &[(DateTime<Utc>, bool)]) -> (usize, usize) {
         if is_claim {
             last_claim = Some(t);
         }
-        if t < settled {
+        if t < settled || t >= until {
             continue;
         }
         if is_claim {
             claims += 1;
-        } else if last_claim.is_none_or(|c| t - c > chrono::Duration::milliseconds(300)) {
+        } else if last_claim.is_none_or(|c| t - c > chrono::Duration::milliseconds(700)) {
             off += 1;
         }
     }
@@ -98,12 +98,13 @@ async fn an_idle_serverless_worker_queries_only_when_it_polls() {
     let app = format!("docket/{}", db.schema);
 
     // Observed for a fixed stretch of idleness: the length of the observation is the point.
-    let mut w = worker(&db, &["--serverless", "--poll", "1s"]);
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    let mut w = worker(&db, &["--serverless", "--poll", "2s"]);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let stop = Utc::now();
     signal(w.id(), "TERM");
     assert!(w.wait().unwrap().success());
     let stmts = statements(&cluster, &app);
-    let (off, claims) = off_poll(&stmts);
+    let (off, claims) = off_poll(&stmts, stop);
     assert!(
         claims >= 3,
         "the worker polled ({claims} claims of {} statements)",
@@ -114,11 +115,12 @@ async fn an_idle_serverless_worker_queries_only_when_it_polls() {
     // The same check fails for a default worker: its leader loop runs every second.
     let db2 = TestDb::on(&cluster.url(), 2).await;
     let app2 = format!("docket/{}", db2.schema);
-    let mut w = worker(&db2, &["--poll", "3s"]);
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    let mut w = worker(&db2, &["--poll", "4s"]);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let stop = Utc::now();
     signal(w.id(), "TERM");
     assert!(w.wait().unwrap().success());
-    let (off, _) = off_poll(&statements(&cluster, &app2));
+    let (off, _) = off_poll(&statements(&cluster, &app2), stop);
     assert!(off > 0, "a default worker queries between polls");
 }
 

@@ -239,8 +239,10 @@ pub fn run_at(t: chrono::DateTime<chrono::Utc>) -> Result<(), ValidationError> {
 }
 
 /// Truncates an error message to at most `max` bytes on a char boundary, marking the cut.
+/// Passwords in connection strings are redacted first: a handler's error may quote one
+/// (a driver's message, a URL with credentials), and stored errors are shown to operators.
 pub fn truncate_message(msg: &str, max: usize) -> String {
-    let clean: String = msg.replace('\0', "\u{FFFD}");
+    let clean: String = crate::redact::redact(msg).replace('\0', "\u{FFFD}");
     if clean.len() <= max {
         return clean;
     }
@@ -325,5 +327,9 @@ mod tests {
         assert!(t.len() <= 4096);
         assert!(t.ends_with("..."));
         assert_eq!(truncate_message("short", 10), "short");
+        assert_eq!(
+            truncate_message("connect postgres://u:pw@h/db failed", 100),
+            "connect postgres://u:***@h/db failed"
+        );
     }
 }

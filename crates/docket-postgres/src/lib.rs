@@ -23,7 +23,8 @@ pub mod lab;
 pub mod local_cluster;
 pub mod migrate;
 pub mod queries;
-pub mod redact;
+/// Re-exported from the core (stored errors are redacted there too).
+pub use docket_core::redact;
 pub mod roles;
 mod rows;
 pub mod store;

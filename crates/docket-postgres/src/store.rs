@@ -73,7 +73,7 @@ impl PgStore {
             pool: inner.pool.clone(),
             schema: inner.schema.clone(),
             q: Queries::render(&inner.schema),
-            limits: inner.limits.clone(),
+            limits: inner.limits,
             pooler: inner.pooler,
         };
         change(&mut new);

@@ -258,3 +258,75 @@ async fn a_bad_row_that_got_in_anyway_is_shown_and_failed_never_fatal() {
         );
     }
 }
+
+mod generated {
+    //! Random JSON documents (nested, with escapes, unicode, big and exponent numbers):
+    //! the client's size is the server's, and validation never panics.
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            (any::<u32>(), 0u32..1_000_000, -40i32..40)
+                .prop_map(|(i, f, e)| format!("{i}.{f}e{e}")),
+            (1u64..u64::MAX, 1u64..u64::MAX).prop_map(|(a, b)| format!("{a}{b}.{b}{a}")),
+            Just("-0".to_string()),
+            Just("0.000".to_string()),
+        ]
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number().prop_map(|n| serde_json::from_str(&n).unwrap()),
+            "[^\u{0}]{0,12}".prop_map(Value::String),
+            "[\u{1}-\u{1f}\"\\\\/é€😀\u{2028}]{0,6}".prop_map(Value::String),
+        ]
+    }
+
+    fn doc() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z\u{e9}\"]{0,5}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    #[test]
+    fn random_documents_measure_the_same_on_both_sides() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let db = rt.block_on(docket_testkit::TestDb::new());
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 300,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&doc(), |v| {
+                let _ = docket_core::validate::new_job(
+                    &docket_core::NewJob::new("q", "k", v.clone()),
+                    &docket_core::validate::Limits::default(),
+                );
+                let text = serde_json::to_string(&v).unwrap();
+                let theirs: i32 = rt
+                    .block_on(
+                        sqlx::query_scalar("SELECT octet_length($1::jsonb::text)")
+                            .bind(&text)
+                            .fetch_one(&db.pool),
+                    )
+                    .unwrap();
+                prop_assert_eq!(
+                    docket_core::validate::jsonb_text_len(&v),
+                    theirs as usize,
+                    "{}",
+                    text
+                );
+                Ok(())
+            })
+            .unwrap();
+    }
+}

@@ -305,11 +305,17 @@ const MAX_HISTORY: i32 = 32;
 
 impl MJob {
     fn record_error(&mut self, class: &str, owner: usize) {
+        self.record_entry(class, WORKERS[owner].into());
+    }
+
+    /// A history entry written on behalf of `who` (a worker, or for an operator's cancel
+    /// request the database role that asked).
+    fn record_entry(&mut self, class: &str, who: String) {
         self.errors += 1;
         self.last_error = Some(LastError {
             attempt: self.attempt,
             class: class.into(),
-            owner: WORKERS[owner].into(),
+            owner: who,
         });
     }
 }
@@ -791,14 +797,26 @@ async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> 
             };
             let got = store.cancel(id).await;
             let st = m.job(id).state;
+            // The first request of a job is audited in its history, naming the role.
+            let role: String = sqlx::query_scalar("SELECT session_user::text")
+                .fetch_one(store.pool())
+                .await
+                .map_err(|e| fail(format!("session_user: {e}")))?;
             match (st, got) {
                 (JobState::Pending, Ok(CancelOutcome::Cancelled)) => {
                     let j = m.job_mut(id);
                     j.state = JobState::Cancelled;
+                    if !j.cancel_requested {
+                        j.record_entry("cancel_requested", role);
+                    }
                     j.cancel_requested = true;
                 }
                 (JobState::Running, Ok(CancelOutcome::Requested)) => {
-                    m.job_mut(id).cancel_requested = true;
+                    let j = m.job_mut(id);
+                    if !j.cancel_requested {
+                        j.record_entry("cancel_requested", role);
+                    }
+                    j.cancel_requested = true;
                 }
                 (s, Err(StoreError::WrongState { id: eid, state, .. }))
                     if s.is_terminal() && eid == id && state == s => {}
