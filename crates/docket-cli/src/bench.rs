@@ -86,7 +86,7 @@ fn floor_script(explicit: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 /// Runs the SQL floor: (jobs/s, the JSON it printed).
-fn run_floor(
+pub(crate) fn run_floor(
     script: &Option<PathBuf>,
     url: &str,
     synchronous_commit: &str,
@@ -144,8 +144,20 @@ fn without_password(url: &str) -> String {
 pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     let store = ctx.connect(a.connections).await?;
     let mut reg = Registry::default();
-    reg.register_fn("noop", |_a, _c| async { Ok(()) });
+    let sleep = Duration::from_millis(a.sleep_ms);
+    reg.register_fn("noop", move |_a, _c| async move {
+        if !sleep.is_zero() {
+            tokio::time::sleep(sleep).await;
+        }
+        Ok(())
+    });
     let mut cfg = WorkerConfig::default().queue("bench", a.concurrency);
+    if a.defaults {
+        let w = Worker::new(store, reg, cfg)?;
+        let r = w.drain(crate::shutdown_with_parent()).await?;
+        eprintln!("bench worker: {}", serde_json::to_string(&r.metrics)?);
+        return Ok(());
+    }
     cfg.claim_batch = a.batch;
     // Maintenance (leader, reaper, pruner) only for the churn scenario, which prunes.
     cfg.maintenance = a.retention_s.is_some();
@@ -201,7 +213,7 @@ pub(crate) fn spawn_workers(
 /// running anywhere). The end used to be found by polling `any_active` from here every
 /// 20 ms; each poll walked the dead index entries a drain leaves behind (2.7 ms mean,
 /// measured with pg_stat_statements), about a tenth of a core taken from the drain itself.
-async fn wait_exited(children: &mut [std::process::Child]) -> anyhow::Result<()> {
+pub(crate) async fn wait_exited(children: &mut [std::process::Child]) -> anyhow::Result<()> {
     let mut running: Vec<usize> = (0..children.len()).collect();
     while !running.is_empty() {
         let mut still = Vec::new();
@@ -453,12 +465,20 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
     if ![
-        "all", "drain", "enqueue", "latency", "scale", "charts", "churn",
+        "all",
+        "drain",
+        "concurrency",
+        "mixed",
+        "enqueue",
+        "latency",
+        "scale",
+        "charts",
+        "churn",
     ]
     .contains(&a.scenario.as_str())
     {
         return Err(CliError::invalid(format!(
-            "unknown scenario {:?} (drain, enqueue, latency, scale, churn, charts, all)",
+            "unknown scenario {:?} (drain, concurrency, mixed, enqueue, latency, scale, churn, charts, all)",
             a.scenario
         ))
         .into());
@@ -489,6 +509,14 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
                 crate::output::json(&serde_json::json!({"scenario": "churn_sample", "sample": s}))?;
             }
         }
+        return print(&[r], a.json);
+    }
+    if a.scenario == "concurrency" {
+        let r = crate::bench_concurrency::concurrency(&ctx, &a).await?;
+        return print(&r, a.json);
+    }
+    if a.scenario == "mixed" {
+        let r = crate::bench_concurrency::mixed(&ctx, &a).await?;
         return print(&[r], a.json);
     }
     if want("drain") {

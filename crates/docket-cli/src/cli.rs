@@ -472,6 +472,15 @@ pub struct BenchArgs {
     /// Steady enqueue rate of the churn scenario, jobs/s.
     #[arg(long, default_value_t = 2000)]
     pub rate: u64,
+    /// Concurrency scenario: slots of the one worker process.
+    #[arg(long, value_delimiter = ',', default_value = "10,50,200")]
+    pub levels: Vec<usize>,
+    /// Concurrency scenario: jobs per drain.
+    #[arg(long, value_delimiter = ',', default_value = "20000,200000")]
+    pub counts: Vec<u64>,
+    /// Concurrency scenario: drains per configuration (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
     /// synchronous_commit for every connection of the run, Docket's and the floor's (the
     /// targets are stated for the server default, on).
     #[arg(long, default_value = "on")]
@@ -497,4 +506,11 @@ pub struct BenchWorkerArgs {
     /// Exit once nothing of the queue is ready or running (the drain scenario).
     #[arg(long)]
     pub drain: bool,
+    /// Library defaults (`WorkerConfig::default().queue(q, concurrency)`), nothing tuned:
+    /// what a user's one-process worker does.
+    #[arg(long)]
+    pub defaults: bool,
+    /// Each job's handler sleeps this long (mixed work).
+    #[arg(long, default_value_t = 0)]
+    pub sleep_ms: u64,
 }

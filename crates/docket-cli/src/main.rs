@@ -10,6 +10,7 @@
 mod bench;
 mod bench_chart;
 mod bench_churn;
+mod bench_concurrency;
 mod bench_scale;
 mod cli;
 mod controls;

@@ -158,15 +158,10 @@ async fn kill_minus_nine_through_pgbouncer() {
     let lines: String = (0..N)
         .map(|i| format!("{{\"queue\":\"x\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
         .collect();
-    let mut c = via(&db, &url)
-        .args(["enqueue", "--bulk", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    c.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
-    assert!(c.wait().unwrap().success());
+    let mut bulk = via(&db, &url);
+    bulk.args(["enqueue", "--bulk", "-"]);
+    let o = run_with_stdin(bulk, &lines);
+    assert_eq!(code(&o), 0, "{}", err(&o));
     db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
         .await;
 

@@ -14,7 +14,7 @@ use docket_testkit::{PrivateCluster, TestDb};
 
 /// Timestamps of the statements a session tagged `app` sent, and which were claims. A log
 /// entry starts with its timestamp; a statement's further lines follow without one.
-fn statements(cluster: &PrivateCluster, app: &str) -> Vec<(DateTime<Utc>, bool)> {
+fn statements(cluster: &PrivateCluster, app: &str) -> Vec<(DateTime<Utc>, bool, String)> {
     let log = std::fs::read_to_string(cluster.cluster.log_file()).unwrap();
     let tag = format!("[{app}] LOG:");
     let mut entries: Vec<(DateTime<Utc>, String)> = Vec::new();
@@ -37,7 +37,7 @@ fn statements(cluster: &PrivateCluster, app: &str) -> Vec<(DateTime<Utc>, bool)>
     }
     entries
         .into_iter()
-        .map(|(t, text)| (t, text.contains("claim(")))
+        .map(|(t, text)| (t, text.contains("claim("), text))
         .collect()
 }
 
@@ -61,28 +61,27 @@ fn worker(db: &TestDb, extra: &[&str]) -> std::process::Child {
 }
 
 /// Statements sent from 2 s after the first one until the worker was told to stop (`until`)
-/// that were more than 700 ms after the latest claim (the poll), and the number of claims.
-fn off_poll(stmts: &[(DateTime<Utc>, bool)], until: DateTime<Utc>) -> (usize, usize) {
+/// that were more than 1.5 s from every claim (the polls), and the number of claims. Half the
+/// serverless worker's poll: a loaded machine may run the maintenance that follows a claim,
+/// or the claim itself (a new connection), late — but not that late.
+fn off_poll(stmts: &[(DateTime<Utc>, bool, String)], until: DateTime<Utc>) -> (Vec<String>, usize) {
     let Some(first) = stmts.first().map(|s| s.0) else {
-        return (0, 0);
+        return (Vec::new(), 0);
     };
     let settled = first + chrono::Duration::seconds(2);
-    let mut last_claim: Option<DateTime<Utc>> = None;
-    let (mut off, mut claims) = (0, 0);
-    for &(t, is_claim) in stmts {
-        if is_claim {
-            last_claim = Some(t);
-        }
-        if t < settled || t >= until {
-            continue;
-        }
-        if is_claim {
-            claims += 1;
-        } else if last_claim.is_none_or(|c| t - c > chrono::Duration::milliseconds(700)) {
-            off += 1;
-        }
-    }
-    (off, claims)
+    let claims: Vec<DateTime<Utc>> = stmts.iter().filter(|s| s.1).map(|s| s.0).collect();
+    let near = |t: DateTime<Utc>| {
+        claims
+            .iter()
+            .any(|&c| (t - c).abs() <= chrono::Duration::milliseconds(1500))
+    };
+    let window = |t: DateTime<Utc>| t >= settled && t < until;
+    let off = stmts
+        .iter()
+        .filter(|(t, is_claim, _)| window(*t) && !is_claim && !near(*t))
+        .map(|(_, _, text)| text.chars().take(160).collect())
+        .collect();
+    (off, claims.iter().filter(|&&c| window(c)).count())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,30 +97,30 @@ async fn an_idle_serverless_worker_queries_only_when_it_polls() {
     let app = format!("docket/{}", db.schema);
 
     // Observed for a fixed stretch of idleness: the length of the observation is the point.
-    let mut w = worker(&db, &["--serverless", "--poll", "2s"]);
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    let mut w = worker(&db, &["--serverless", "--poll", "3s"]);
+    tokio::time::sleep(Duration::from_secs(11)).await;
     let stop = Utc::now();
     signal(w.id(), "TERM");
     assert!(w.wait().unwrap().success());
     let stmts = statements(&cluster, &app);
     let (off, claims) = off_poll(&stmts, stop);
     assert!(
-        claims >= 3,
+        claims >= 2,
         "the worker polled ({claims} claims of {} statements)",
         stmts.len()
     );
-    assert_eq!(off, 0, "statements between polls");
+    assert!(off.is_empty(), "statements between polls: {off:#?}");
 
     // The same check fails for a default worker: its leader loop runs every second.
     let db2 = TestDb::on(&cluster.url(), 2).await;
     let app2 = format!("docket/{}", db2.schema);
-    let mut w = worker(&db2, &["--poll", "4s"]);
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    let mut w = worker(&db2, &["--poll", "6s"]);
+    tokio::time::sleep(Duration::from_secs(11)).await;
     let stop = Utc::now();
     signal(w.id(), "TERM");
     assert!(w.wait().unwrap().success());
     let (off, _) = off_poll(&statements(&cluster, &app2), stop);
-    assert!(off > 0, "a default worker queries between polls");
+    assert!(!off.is_empty(), "a default worker queries between polls");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -51,9 +51,6 @@ impl Fetcher {
         if offered == 0 {
             return Ok((0, 0));
         }
-        // Wakes only a waiting maintenance loop (no stored permit): one that is still
-        // pausing between its ticks must not run later, between two polls.
-        self.shared.claimed.notify_waiters();
         let lease = self.shared.config.lease;
         // Measured before sending: the database's expiry is at least this late.
         let sent_at = Instant::now();
@@ -68,6 +65,9 @@ impl Fetcher {
                 starvation: self.shared.config.starvation_bound,
             })
             .await?;
+        // Wakes only a waiting maintenance loop (no stored permit): one that is still
+        // pausing between its ticks must not run later, between two polls.
+        self.shared.claimed.notify_waiters();
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
         Metrics::add(&self.shared.metrics.claims, 1);
         let n = jobs.len();

@@ -89,22 +89,27 @@ impl Cli<'_> {
         self.cmd().args(args).output().expect("run docket")
     }
     pub fn run_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .cmd()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        let mut c = self.cmd();
+        c.args(args);
+        run_with_stdin(c, input)
     }
+}
+
+/// Runs `cmd` with `input` on its stdin; returns its output.
+pub fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 pub fn out(o: &Output) -> String {

@@ -1,0 +1,149 @@
+//! `docket bench --scenario concurrency` and `--scenario mixed`: what one worker process with
+//! the library's defaults does — `WorkerConfig::default().queue(q, W)` on a pool of 10, as the
+//! README shows — at the concurrencies users run, next to the SQL floor measured before and
+//! after in the same invocation.
+//!
+//! Time is taken from the database's own timestamps, from the first claim (`attempted_at`)
+//! to the last completion (`finished_at`), so neither process start-up nor how long the
+//! worker takes to notice that the queue is empty (its default 2 s poll) is counted, and
+//! nothing polls the table while it drains.
+
+use docket_core::{NewJob, Store};
+use serde_json::json;
+
+use crate::bench::{fresh_store, run_floor, wait_exited, BenchResult};
+use crate::cli::BenchArgs;
+use crate::fail::CliError;
+use crate::Ctx;
+
+/// One drain by one default worker process: jobs/s between first claim and last completion.
+async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<f64> {
+    let store = fresh_store(ctx, 4).await?;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new("bench", "noop", json!({ "n": i })))
+        .collect();
+    for chunk in jobs.chunks(10_000) {
+        store.enqueue_many(chunk).await?;
+    }
+    drop(jobs);
+    sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
+        .execute(store.pool())
+        .await?;
+    let mut c = ctx.child("__bench-worker")?;
+    c.args([
+        "--concurrency",
+        &slots.to_string(),
+        "--batch",
+        "100",
+        "--connections",
+        "10",
+    ])
+    .args(["--defaults", "--sleep-ms", &sleep_ms.to_string()]);
+    let mut children = vec![c.spawn()?];
+    let waited = wait_exited(&mut children).await;
+    crate::stop_children(&mut children);
+    waited?;
+    let (done, max_attempt, secs): (i64, i32, Option<f64>) = sqlx::query_as(&format!(
+        "SELECT count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0),
+                extract(epoch FROM max(finished_at) - min(attempted_at))::float8
+         FROM {}.jobs",
+        ctx.schema
+    ))
+    .fetch_one(store.pool())
+    .await?;
+    if done as u64 != n || max_attempt != 1 {
+        return Err(CliError::new(
+            1,
+            format!(
+                "drain verification failed: {done} of {n} succeeded, max attempt {max_attempt}"
+            ),
+        )
+        .into());
+    }
+    Ok(n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// W = each of `a.levels`, N = each of `a.counts`, `a.runs` drains each (median), the floor
+/// before and after.
+pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
+    if a.runs == 0 || a.levels.is_empty() || a.counts.is_empty() {
+        return Err(CliError::invalid("--runs, --levels and --counts must not be empty").into());
+    }
+    let floor = || {
+        run_floor(
+            &a.floor_script,
+            &ctx.url,
+            &a.synchronous_commit,
+            200_000,
+            4,
+            100,
+        )
+    };
+    let before = floor().map(|f| f.0);
+    let mut measured = Vec::new();
+    for &n in &a.counts {
+        for &w in &a.levels {
+            let mut rates = Vec::new();
+            for _ in 0..a.runs {
+                rates.push(one_drain(ctx, n, w, 0).await?);
+            }
+            measured.push((n, w, rates));
+        }
+    }
+    let after = floor().map(|f| f.0);
+    let floor = match (before, after) {
+        (Some(b), Some(a)) => Some((b + a) / 2.0),
+        (b, a) => b.or(a),
+    };
+    Ok(measured
+        .into_iter()
+        .map(|(n, w, rates)| {
+            let m = median(rates.clone());
+            BenchResult {
+                scenario: "concurrency".into(),
+                jobs: Some(n),
+                workers: Some(1),
+                concurrency: Some(w),
+                jobs_per_s: Some(m),
+                seconds: Some(n as f64 / m),
+                floor_jobs_per_s: floor,
+                ratio: floor.map(|f| m / f),
+                note: Some(format!(
+                    "one process, library defaults; median of {} runs; floor before {} / after {}",
+                    rates.len(),
+                    before.map_or("-".into(), |f| format!("{f:.0}")),
+                    after.map_or("-".into(), |f| format!("{f:.0}"))
+                )),
+                extra: Some(json!({ "runs_jobs_per_s": rates })),
+                ..Default::default()
+            }
+        })
+        .collect())
+}
+
+/// 20,000 jobs whose handlers sleep 5 ms, one default process with 50 slots: the time
+/// against the ideal (N × 5 ms / 50).
+pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
+    let (n, w, sleep_ms) = (a.jobs.min(1_000_000), 50usize, 5u64);
+    let rate = one_drain(ctx, n, w, sleep_ms).await?;
+    let secs = n as f64 / rate;
+    let ideal = n as f64 * sleep_ms as f64 / 1000.0 / w as f64;
+    Ok(BenchResult {
+        scenario: "mixed".into(),
+        jobs: Some(n),
+        workers: Some(1),
+        concurrency: Some(w),
+        seconds: Some(secs),
+        jobs_per_s: Some(rate),
+        ratio: Some(secs / ideal),
+        note: Some(format!(
+            "handlers sleep {sleep_ms} ms; ratio = time / ideal ({ideal:.2} s), target <= 1.15"
+        )),
+        ..Default::default()
+    })
+}
