@@ -134,10 +134,13 @@ pub fn shutdown_with_parent() -> docket_worker::Shutdown {
 
 /// SIGTERM (a graceful stop) to every child, then waits for all of them.
 pub fn stop_children(children: &mut [std::process::Child]) {
-    for c in children.iter() {
-        let _ = std::process::Command::new("kill")
-            .arg(c.id().to_string())
-            .status();
+    for c in children.iter_mut() {
+        if matches!(c.try_wait(), Ok(None)) {
+            let _ = std::process::Command::new("kill")
+                .arg(c.id().to_string())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
     for c in children.iter_mut() {
         let _ = c.wait();

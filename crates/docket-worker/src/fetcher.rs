@@ -23,6 +23,8 @@ pub(crate) struct Fetcher {
     pub wake: Arc<Notify>,
     /// Told when a claim came back empty (drain mode checks then whether all is done).
     pub idle: Arc<Notify>,
+    /// This queue's slots in this process: no claim can be larger.
+    pub concurrency: usize,
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -98,9 +100,12 @@ impl Fetcher {
             self.shared.faults.check("fetcher");
             let mut permits = vec![first];
             // While claims come back full there is a backlog: wait a moment for more slots so
-            // one statement claims many jobs instead of one each.
+            // one statement claims many jobs instead of one each — but never for more slots
+            // than the queue has (with 10 slots, waiting for the 11th cost the whole
+            // coalescing window on every claim: a 10-slot worker ran at a quarter of its pace).
+            let target = self.shared.config.claim_batch.min(self.concurrency).max(1);
             let coalesce_until = tokio::time::Instant::now() + self.shared.config.claim_coalesce;
-            while permits.len() < self.shared.config.claim_batch {
+            while permits.len() < target {
                 match self.slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) if !immediate => break,

@@ -219,6 +219,13 @@ impl Worker {
             slots: self.slots[queue].clone(),
             wake: self.shared.wakeups[queue].clone(),
             idle: self.idle.clone(),
+            concurrency: self
+                .shared
+                .config
+                .queues
+                .iter()
+                .find(|q| q.name == queue)
+                .map_or(1, |q| q.concurrency),
         }
     }
 
