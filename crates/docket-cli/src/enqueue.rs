@@ -131,8 +131,13 @@ pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads and validates every line first (reporting the first bad line by number), then
-/// inserts everything in one transaction in chunks: a file goes in whole or not at all.
+/// Lines per insert: a chunk is validated, encoded and sent (by COPY) before the next is
+/// read, so memory stays bounded by the chunk whatever the file's size.
+const CHUNK: usize = 10_000;
+
+/// Streams the file in chunks into one transaction: a file goes in whole or not at all (a bad
+/// line, reported by number, rolls back every chunk sent before it), and memory stays
+/// bounded (measured: tests/bulk.rs).
 async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
     let reader: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin())
@@ -142,30 +147,14 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
                 .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?,
         )
     };
-    let mut jobs = Vec::new();
-    for (i, line) in BufReader::new(reader).lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| CliError::invalid(format!("line {n}: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed: Line = serde_json::from_str(&line).map_err(|e| {
-            CliError::invalid(format!("line {n}: {e}")).hint("nothing from this file was inserted")
-        })?;
-        let job = parsed.into_job().map_err(|e| {
-            CliError::invalid(format!("line {n}: {}", e.message))
-                .hint("nothing from this file was inserted")
-        })?;
-        jobs.push(job);
-    }
     let store = ctx.store(2).await?;
     let bar = if std::io::stderr().is_terminal() {
-        ProgressBar::new(jobs.len() as u64)
+        ProgressBar::new_spinner()
     } else {
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} jobs {per_sec}").expect("template"),
+        ProgressStyle::with_template("{spinner} {pos} jobs {per_sec}").expect("template"),
     );
     let mut tx = store
         .pool()
@@ -174,11 +163,32 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
         .map_err(docket_postgres::errors::db_err)?;
     let mut inserted = 0usize;
     let mut duplicates = 0usize;
-    for chunk in jobs.chunks(10_000) {
-        let res = store.enqueue_many_tx(&mut tx, chunk).await?;
-        duplicates += res.iter().filter(|e| e.duplicate).count();
-        inserted += res.len() - res.iter().filter(|e| e.duplicate).count();
-        bar.inc(chunk.len() as u64);
+    let mut chunk: Vec<NewJob> = Vec::with_capacity(CHUNK);
+    let bad = |n: usize, msg: String| {
+        CliError::invalid(format!("line {n}: {msg}")).hint("nothing from this file was inserted")
+    };
+    let mut lines = BufReader::new(reader).lines().enumerate();
+    loop {
+        let next = lines.next();
+        if let Some((i, line)) = &next {
+            let n = i + 1;
+            let line = line.as_ref().map_err(|e| bad(n, e.to_string()))?;
+            if !line.trim().is_empty() {
+                let parsed: Line = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
+                chunk.push(parsed.into_job().map_err(|e| bad(n, e.message))?);
+            }
+        }
+        if chunk.len() >= CHUNK || (next.is_none() && !chunk.is_empty()) {
+            let res = store.enqueue_many_tx(&mut tx, &chunk).await?;
+            let dups = res.iter().filter(|e| e.duplicate).count();
+            duplicates += dups;
+            inserted += res.len() - dups;
+            bar.inc(chunk.len() as u64);
+            chunk.clear();
+        }
+        if next.is_none() {
+            break;
+        }
     }
     tx.commit().await.map_err(docket_postgres::errors::db_err)?;
     bar.finish_and_clear();

@@ -15,6 +15,18 @@ use crate::errors::{db_err, sqlstate};
 use crate::queries::Queries;
 use crate::rows;
 
+/// Jobs per statement of [`PgStore::enqueue_stream`].
+pub const BULK_CHUNK: usize = 10_000;
+
+/// What a streamed bulk enqueue wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BulkEnqueued {
+    /// New jobs.
+    pub inserted: u64,
+    /// Jobs whose unique key an unfinished job held (not inserted).
+    pub duplicates: u64,
+}
+
 /// The PostgreSQL store. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -220,6 +232,47 @@ impl PgStore {
         jobs: &[NewJob],
     ) -> Result<Vec<Enqueued>> {
         self.enqueue_in_tx(conn, jobs).await
+    }
+
+    /// Enqueues every job of `jobs` in one transaction, [`BULK_CHUNK`] at a time (by COPY
+    /// when worthwhile): all of them or, on the first invalid job or error, none; memory is
+    /// bounded by one chunk however long the stream (a million-line import does not hold a
+    /// million jobs). Returns counts, not ids, for the same reason.
+    pub async fn enqueue_stream<S>(&self, jobs: S) -> Result<BulkEnqueued>
+    where
+        S: futures::Stream<Item = NewJob> + Send,
+    {
+        use futures::StreamExt;
+        let mut jobs = std::pin::pin!(jobs);
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut out = BulkEnqueued::default();
+        let mut chunk = Vec::with_capacity(BULK_CHUNK);
+        loop {
+            let next = jobs.next().await;
+            let end = next.is_none();
+            chunk.extend(next);
+            if chunk.len() >= BULK_CHUNK || (end && !chunk.is_empty()) {
+                let res = self.enqueue_in_tx(&mut tx, &chunk).await?;
+                let dups = res.iter().filter(|e| e.duplicate).count() as u64;
+                out.duplicates += dups;
+                out.inserted += res.len() as u64 - dups;
+                chunk.clear();
+            }
+            if end {
+                break;
+            }
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// [`PgStore::enqueue_stream`] over an iterator.
+    pub async fn enqueue_iter<I>(&self, jobs: I) -> Result<BulkEnqueued>
+    where
+        I: IntoIterator<Item = NewJob>,
+        I::IntoIter: Send,
+    {
+        self.enqueue_stream(futures::stream::iter(jobs)).await
     }
 
     /// Completes a claimed job inside the caller's transaction (in-transaction mode): the

@@ -386,3 +386,32 @@ async fn copy_path_stores_exactly_what_the_function_path_stores() {
     tx.rollback().await.unwrap();
     assert_eq!(count(&db).await, before, "rolled back with its transaction");
 }
+
+#[tokio::test]
+async fn enqueue_stream_takes_any_number_of_jobs_all_or_nothing() {
+    let db = TestDb::new().await;
+    let n = docket_postgres::store::BULK_CHUNK * 2 + 7;
+    let jobs = (0..n).map(|i| NewJob::new("s", "k", json!({ "i": i })));
+    let out = db.store.enqueue_iter(jobs).await.unwrap();
+    assert_eq!(out.inserted, n as u64);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs").await,
+        n as i64
+    );
+    // The last job is invalid: the chunks already sent are rolled back with it.
+    let jobs = (0..n).map(|i| {
+        let j = NewJob::new("t", "k", json!({ "i": i }));
+        if i == n - 1 {
+            j.priority(500)
+        } else {
+            j
+        }
+    });
+    let e = db.store.enqueue_iter(jobs).await.unwrap_err();
+    assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE queue = 't'")
+            .await,
+        0
+    );
+}
