@@ -24,6 +24,21 @@ pub(crate) fn register_font() -> bool {
 
 /// Throughput (jobs/s) against concurrency per worker, with the floor as a line.
 pub fn throughput(path: &Path, points: &[(usize, f64)], floor: f64) -> anyhow::Result<()> {
+    throughput_titled(
+        path,
+        points,
+        floor,
+        "Docket drain throughput vs concurrency (2 worker processes)",
+    )
+}
+
+/// [`throughput`] with its own caption.
+pub fn throughput_titled(
+    path: &Path,
+    points: &[(usize, f64)],
+    floor: f64,
+    caption: &str,
+) -> anyhow::Result<()> {
     let labels = register_font();
     let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -32,10 +47,7 @@ pub fn throughput(path: &Path, points: &[(usize, f64)], floor: f64) -> anyhow::R
     let mut b = ChartBuilder::on(&root);
     b.margin(20).x_label_area_size(45).y_label_area_size(80);
     if labels {
-        b.caption(
-            "Docket drain throughput vs concurrency (2 worker processes)",
-            ("sans-serif", 22),
-        );
+        b.caption(caption, ("sans-serif", 22));
     }
     let mut chart = b.build_cartesian_2d(0f64..max_x, 0f64..max_y)?;
     let mut mesh = chart.configure_mesh();

@@ -37,6 +37,19 @@ pub struct WorkerConfig {
     /// While there is a backlog (the last claim came back full), how long the fetcher waits
     /// for more free slots so one claim takes many jobs. Defaults to 2 ms.
     pub claim_coalesce: Duration,
+    /// Jobs a queue may claim ahead of its free slots (the prefetch buffer), so that claiming
+    /// is not bound to concurrency: a worker with 10 slots claims batches of up to
+    /// `claim_batch` and starts them as slots free, instead of one round trip per 10 jobs. A
+    /// buffered job is leased, fenced and heartbeated like a running one, counts as running
+    /// for every limit (the database says `running`), and never starts once its lease is
+    /// lost or about to be. The depth halves whenever buffered jobs time out (long jobs need
+    /// no buffer) and grows back while claims come back full. 0 claims only for free slots.
+    /// Defaults to 100.
+    pub prefetch: usize,
+    /// How long a buffered job may wait for a slot before it goes back to the queue (released:
+    /// its attempt is not counted), so a busy worker does not hoard what an idle one could run.
+    /// Defaults to 1 s.
+    pub prefetch_timeout: Duration,
     /// Largest completion batch. Defaults to 500.
     pub completion_batch: usize,
     /// How long the completer waits to fill a batch. Defaults to 2 ms.
@@ -97,6 +110,8 @@ impl Default for WorkerConfig {
             starvation_bound: Some(Duration::from_secs(60)),
             claim_batch: 100,
             claim_coalesce: Duration::from_millis(2),
+            prefetch: 100,
+            prefetch_timeout: Duration::from_secs(1),
             completion_batch: 500,
             completion_flush: Duration::from_millis(2),
             max_runtime: Duration::from_secs(300),

@@ -45,6 +45,11 @@ pub(crate) async fn execute(
 ) {
     let lease = job.lease();
     let entry = shared.tracker.insert(lease, Some(permit), deadline);
+    // Claimed ahead of a free slot (prefetch): wait for one — leased, heartbeated, and never
+    // started once the lease is lost or about to be.
+    let Some(run_slot) = wait_for_slot(&shared, &entry, &job.queue).await else {
+        return;
+    };
     let ctx = JobContext {
         id: job.id,
         attempt: job.attempt,
@@ -71,6 +76,7 @@ pub(crate) async fn execute(
         return;
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
+    let run_slot = Some(run_slot);
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
         Handler::InTransaction(f) => {
@@ -88,10 +94,63 @@ pub(crate) async fn execute(
             }
         }
     };
+    // The slot is free as soon as the handler is done: the next buffered job starts while
+    // this one's outcome is being written.
+    drop(run_slot);
     let completion = outcome(&shared, &entry, lease, ended, max_runtime);
     match completion {
         Some(c) => finish(&shared, &entry, c).await,
         None => shared.tracker.remove(lease),
+    }
+}
+
+/// Waits for one of the queue's run slots. `None` when the job must not start: its lease is
+/// lost (nothing is written: the lease is someone else's), or it was cancelled, timed out in
+/// the buffer, the worker is shutting down, or its lease is about to run out (it is released:
+/// back to the queue at once, its attempt not counted).
+async fn wait_for_slot(
+    shared: &Arc<Shared>,
+    entry: &Arc<InFlight>,
+    queue: &str,
+) -> Option<OwnedSemaphorePermit> {
+    let slots = shared.run_slots.get(queue)?.clone();
+    let slot = match slots.clone().try_acquire_owned() {
+        Ok(p) => Some(p),
+        Err(_) => tokio::select! {
+            p = slots.acquire_owned() => p.ok(),
+            _ = entry.cancel.cancelled() => None,
+            _ = shared.buffer_release.cancelled() => None,
+            _ = tokio::time::sleep(shared.config.prefetch_timeout) => {
+                // Waited too long: this worker claimed deeper than it runs. Halve the depth.
+                if let Some(d) = shared.depth.get(queue) {
+                    let _ = d.fetch_update(
+                        std::sync::atomic::Ordering::Relaxed,
+                        std::sync::atomic::Ordering::Relaxed,
+                        |d| Some(d / 2),
+                    );
+                }
+                None
+            }
+        },
+    };
+    let margin = (shared.config.lease / 10)
+        .max(shared.config.cancel_grace)
+        .min(shared.config.lease / 3);
+    let nearly_expired = entry
+        .deadline()
+        .checked_sub(margin)
+        .is_none_or(|t| std::time::Instant::now() >= t);
+    match (slot, entry.reason()) {
+        (Some(p), None) if !nearly_expired && !shared.buffer_release.is_cancelled() => Some(p),
+        (_, Some(StopReason::LeaseLost)) => {
+            shared.tracker.remove(entry.lease);
+            shared.credit_returned.notify_one();
+            None
+        }
+        _ => {
+            finish(shared, entry, Completion::Release(entry.lease)).await;
+            None
+        }
     }
 }
 
@@ -299,4 +358,5 @@ async fn finish(shared: &Shared, entry: &InFlight, c: Completion) {
         return;
     }
     entry.release_slot();
+    shared.credit_returned.notify_one();
 }

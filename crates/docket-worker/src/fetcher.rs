@@ -23,8 +23,10 @@ pub(crate) struct Fetcher {
     pub wake: Arc<Notify>,
     /// Told when a claim came back empty (drain mode checks then whether all is done).
     pub idle: Arc<Notify>,
-    /// This queue's slots in this process: no claim can be larger.
+    /// This queue's slots in this process.
     pub concurrency: usize,
+    /// The current prefetch depth (shared with the executor, which halves it on time-outs).
+    pub depth: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -32,6 +34,18 @@ fn jittered(d: Duration) -> Duration {
 }
 
 impl Fetcher {
+    /// Jobs this queue may hold now (running plus buffered): its slots plus the current
+    /// prefetch depth.
+    fn allowance(&self) -> usize {
+        self.concurrency + self.depth.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Jobs held now (credits taken).
+    fn held(&self) -> usize {
+        (self.concurrency + self.shared.config.prefetch)
+            .saturating_sub(self.slots.available_permits())
+    }
+
     /// Claims once for the free slots and starts the jobs. Returns how many were claimed and
     /// how many slots were offered.
     pub async fn run_once(&self) -> Result<(usize, usize), docket_core::StoreError> {
@@ -98,12 +112,23 @@ impl Fetcher {
                 }
             }
             self.shared.faults.check("fetcher");
+            // The depth may have shrunk below what is held: wait for a job to end.
+            if self.held() > self.allowance() {
+                drop(first);
+                tokio::select! {
+                    _ = self.shared.credit_returned.notified() => {}
+                    _ = tokio::time::sleep(self.shared.config.poll_interval) => {}
+                    _ = stop.cancelled() => return,
+                }
+                continue;
+            }
             let mut permits = vec![first];
-            // While claims come back full there is a backlog: wait a moment for more slots so
-            // one statement claims many jobs instead of one each — but never for more slots
-            // than the queue has (with 10 slots, waiting for the 11th cost the whole
-            // coalescing window on every claim: a 10-slot worker ran at a quarter of its pace).
-            let target = self.shared.config.claim_batch.min(self.concurrency).max(1);
+            // While claims come back full there is a backlog: wait a moment for more credits
+            // so one statement claims many jobs instead of one each — but never for more than
+            // the queue may hold (with 10 slots and no prefetch, waiting for an 11th cost the
+            // whole coalescing window on every claim).
+            let room = self.allowance().saturating_sub(self.held()) + 1;
+            let target = self.shared.config.claim_batch.min(room).max(1);
             let coalesce_until = tokio::time::Instant::now() + self.shared.config.claim_coalesce;
             while permits.len() < target {
                 match self.slots.clone().try_acquire_owned() {
@@ -124,6 +149,16 @@ impl Fetcher {
                 Ok((n, offered)) => {
                     error_backoff = Duration::from_millis(100);
                     immediate = n == offered;
+                    if immediate {
+                        // A backlog: let the buffer deepen again (time-outs halve it).
+                        let max = self.shared.config.prefetch;
+                        let grow = (self.concurrency / 2).max(1);
+                        let _ = self.depth.fetch_update(
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                            |d| Some((d + grow).min(max)),
+                        );
+                    }
                     if n == 0 {
                         self.idle.notify_one();
                     }

@@ -31,6 +31,15 @@ pub(crate) struct Shared {
     pub beat_now: Notify,
     /// Test-only panics (feature `fault-injection`).
     pub faults: Arc<crate::faults::Faults>,
+    /// Per queue: its run slots (its concurrency). Claim credits are the fetcher's.
+    pub run_slots: HashMap<String, Arc<tokio::sync::Semaphore>>,
+    /// Per queue: the current prefetch depth (see `WorkerConfig::prefetch`).
+    pub depth: HashMap<String, Arc<std::sync::atomic::AtomicUsize>>,
+    /// Fired at shutdown: buffered jobs go back to the queue at once.
+    pub buffer_release: tokio_util::sync::CancellationToken,
+    /// Poked when a claim credit comes back (a job ended), for a fetcher that has used its
+    /// prefetch depth up.
+    pub credit_returned: Notify,
 }
 
 impl Shared {

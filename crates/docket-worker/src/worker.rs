@@ -134,10 +134,27 @@ impl Worker {
         }
         let capacity: usize = config.queues.iter().map(|q| q.concurrency).sum();
         let (tx, rx) = mpsc::channel(capacity.max(config.completion_batch) * 2);
+        // Claim credits: the queue's slots plus its prefetch depth; run slots: its slots.
         let slots = config
             .queues
             .iter()
+            .map(|q| {
+                let credits = q.concurrency + config.prefetch;
+                (q.name.clone(), Arc::new(Semaphore::new(credits)))
+            })
+            .collect();
+        let run_slots = config
+            .queues
+            .iter()
             .map(|q| (q.name.clone(), Arc::new(Semaphore::new(q.concurrency))))
+            .collect();
+        let depth = config
+            .queues
+            .iter()
+            .map(|q| {
+                let d = Arc::new(std::sync::atomic::AtomicUsize::new(config.prefetch));
+                (q.name.clone(), d)
+            })
             .collect();
         let wakeups = config
             .queues
@@ -161,6 +178,10 @@ impl Worker {
                 claimed: Arc::new(Notify::new()),
                 beat_now: Notify::new(),
                 faults: Default::default(),
+                run_slots,
+                depth,
+                buffer_release: CancellationToken::new(),
+                credit_returned: Notify::new(),
             }),
             rx: std::sync::Mutex::new(Some(rx)),
             slots,
@@ -226,6 +247,7 @@ impl Worker {
                 .iter()
                 .find(|q| q.name == queue)
                 .map_or(1, |q| q.concurrency),
+            depth: self.shared.depth[queue].clone(),
         }
     }
 
@@ -348,6 +370,8 @@ impl Worker {
         info!("worker stopping: no new claims");
         fetch_stop.cancel();
         sup.join(Phase::Fetch).await;
+        // Jobs claimed ahead of their slots go back to the queue now, uncounted.
+        self.shared.buffer_release.cancel();
 
         // Let running jobs finish up to the deadline (unless told to stop now).
         let finished_in_time = tokio::select! {

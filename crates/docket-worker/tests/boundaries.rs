@@ -242,6 +242,9 @@ async fn low_priority_wait_under_flood(
     let mut cfg = config("q", 1);
     cfg.starvation_bound = starvation;
     cfg.poll_interval = Duration::from_millis(50);
+    // The claim's own order is under test: no prefetch, or the low-priority job would simply
+    // be claimed with the first batch (a buffer holds claimed jobs in claim order).
+    cfg.prefetch = 0;
     let mut ws = Vec::new();
     for _ in 0..workers {
         ws.push(start(&db, reg.clone(), cfg.clone()).await);
