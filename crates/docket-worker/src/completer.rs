@@ -53,6 +53,11 @@ pub struct Completer<S: Store> {
     pub(crate) faults: Arc<crate::faults::Faults>,
 }
 
+/// Flushes written at once. One at a time, a drain's completions queued behind each other
+/// (batches of 500 every ~100 ms while the table was fresh, measured in the concurrency
+/// benchmark); the writes are fenced per row, so their order does not matter.
+const FLUSHES_IN_FLIGHT: usize = 4;
+
 /// Attempts of one flush before giving up (the leases then expire and the reaper requeues
 /// the jobs: at-least-once, never lost).
 const FLUSH_TRIES: u32 = 10;
@@ -80,8 +85,24 @@ impl<S: Store> Completer<S> {
 
     /// Runs until `close` fires (or every sender is dropped), then writes what is left in
     /// the channel and returns.
-    pub async fn run(self, mut rx: mpsc::Receiver<Completion>, close: CancellationToken) {
-        let mut buf = Vec::with_capacity(self.batch);
+    pub async fn run(self, mut rx: mpsc::Receiver<Completion>, close: CancellationToken)
+    where
+        S: Send + Sync + 'static,
+    {
+        let me = Arc::new(self);
+        let slots = Arc::new(tokio::sync::Semaphore::new(FLUSHES_IN_FLIGHT));
+        let mut flushes = tokio::task::JoinSet::new();
+        // A flush that panicked is the completer's panic (the supervisor must see it).
+        let reap = |set: &mut tokio::task::JoinSet<()>| {
+            while let Some(r) = set.try_join_next() {
+                if let Err(e) = r {
+                    if e.is_panic() {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                }
+            }
+        };
+        let mut buf = Vec::with_capacity(me.batch);
         loop {
             let first = tokio::select! {
                 biased;
@@ -93,14 +114,21 @@ impl<S: Store> Completer<S> {
                     buf.push(c);
                 }
                 if !buf.is_empty() {
-                    self.run_once(std::mem::take(&mut buf)).await;
+                    me.run_once(std::mem::take(&mut buf)).await;
+                }
+                while let Some(r) = flushes.join_next().await {
+                    if let Err(e) = r {
+                        if e.is_panic() {
+                            std::panic::resume_unwind(e.into_panic());
+                        }
+                    }
                 }
                 return;
             };
-            self.faults.check("completer");
+            me.faults.check("completer");
             buf.push(first);
-            let deadline = tokio::time::Instant::now() + self.flush;
-            while buf.len() < self.batch {
+            let deadline = tokio::time::Instant::now() + me.flush;
+            while buf.len() < me.batch {
                 match rx.try_recv() {
                     Ok(c) => buf.push(c),
                     Err(mpsc::error::TryRecvError::Disconnected) => break,
@@ -112,7 +140,14 @@ impl<S: Store> Completer<S> {
                     }
                 }
             }
-            self.run_once(std::mem::take(&mut buf)).await;
+            reap(&mut flushes);
+            let permit = slots.clone().acquire_owned().await.expect("never closed");
+            let batch = std::mem::take(&mut buf);
+            let w = me.clone();
+            flushes.spawn(async move {
+                w.run_once(batch).await;
+                drop(permit);
+            });
         }
     }
 
