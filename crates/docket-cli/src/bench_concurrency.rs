@@ -8,27 +8,16 @@
 //! worker takes to notice that the queue is empty (its default 2 s poll) is counted, and
 //! nothing polls the table while it drains.
 
-use docket_core::{NewJob, Store};
 use serde_json::json;
 
-use crate::bench::{fresh_store, run_floor, wait_exited, BenchResult};
+use crate::bench::{load_drain, run_floor, verify_drained, wait_exited, BenchResult};
 use crate::cli::BenchArgs;
 use crate::fail::CliError;
 use crate::Ctx;
 
 /// One drain by one default worker process: jobs/s between first claim and last completion.
 async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<f64> {
-    let store = fresh_store(ctx, 4).await?;
-    let jobs: Vec<NewJob> = (0..n)
-        .map(|i| NewJob::new("bench", "noop", json!({ "n": i })))
-        .collect();
-    for chunk in jobs.chunks(10_000) {
-        store.enqueue_many(chunk).await?;
-    }
-    drop(jobs);
-    sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
-        .execute(store.pool())
-        .await?;
+    let store = load_drain(ctx, n).await?;
     let mut c = ctx.child("__bench-worker")?;
     c.args([
         "--concurrency",
@@ -43,23 +32,7 @@ async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Re
     let waited = wait_exited(&mut children).await;
     crate::stop_children(&mut children);
     waited?;
-    let (done, max_attempt, secs): (i64, i32, Option<f64>) = sqlx::query_as(&format!(
-        "SELECT count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0),
-                extract(epoch FROM max(finished_at) - min(attempted_at))::float8
-         FROM {}.jobs",
-        ctx.schema
-    ))
-    .fetch_one(store.pool())
-    .await?;
-    if done as u64 != n || max_attempt != 1 {
-        return Err(CliError::new(
-            1,
-            format!(
-                "drain verification failed: {done} of {n} succeeded, max attempt {max_attempt}"
-            ),
-        )
-        .into());
-    }
+    let secs = verify_drained(ctx, &store, n).await?;
     Ok(n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6))
 }
 

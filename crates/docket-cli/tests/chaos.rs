@@ -13,9 +13,7 @@ use rand::Rng;
 
 /// Enqueues `n` jobs in queue `x` with a short backoff (so reaped jobs come back quickly).
 async fn load(db: &TestDb, n: usize) {
-    let lines: String = (0..n)
-        .map(|i| format!("{{\"queue\":\"x\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
-        .collect();
+    let lines: String = ndjson("x", n);
     let mut c = docket(db)
         .args(["enqueue", "--bulk", "-"])
         .stdin(std::process::Stdio::piped())

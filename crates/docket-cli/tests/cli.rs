@@ -223,9 +223,7 @@ async fn a_database_that_is_down_is_exit_3_with_a_hint() {
 async fn bulk_enqueue_is_all_or_nothing_and_fast() {
     let db = TestDb::new().await;
     let cli = Cli { db: &db };
-    let good: String = (0..100_000)
-        .map(|i| format!("{{\"queue\":\"bulk\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
-        .collect();
+    let good: String = ndjson("bulk", 100_000);
     let t = Instant::now();
     let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &good);
     assert_eq!(code(&o), 0, "{}", err(&o));

@@ -216,6 +216,8 @@ async fn worker_processes_started_by_bench_have_no_password_in_argv() {
             assert!(!cmd.contains("hunter2"), "password in argv: {cmd}");
         }
         assert!(std::time::Instant::now() < deadline, "bench took too long");
+        // Sampling argv while the bench runs: there is no event to wait on for "a process
+        // appeared"; each worker lives for the whole drain, so 20 ms sampling sees them all.
         std::thread::sleep(Duration::from_millis(20));
     }
     let o = bench.wait_with_output().unwrap();

@@ -49,9 +49,7 @@ async fn cli_contract_through_pgbouncer() {
     .parse()
     .unwrap();
     // Bulk: 1,500 lines take the COPY path.
-    let lines: String = (0..1500)
-        .map(|i| format!("{{\"queue\":\"q\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
-        .collect();
+    let lines: String = ndjson("q", 1500);
     let mut child = via(&db, &url)
         .args(["enqueue", "--bulk", "-"])
         .stdin(Stdio::piped())
@@ -155,9 +153,7 @@ async fn kill_minus_nine_through_pgbouncer() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     const N: i64 = 3000;
-    let lines: String = (0..N)
-        .map(|i| format!("{{\"queue\":\"x\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
-        .collect();
+    let lines: String = ndjson("x", N as usize);
     let mut bulk = via(&db, &url);
     bulk.args(["enqueue", "--bulk", "-"]);
     let o = run_with_stdin(bulk, &lines);

@@ -101,6 +101,7 @@ impl PgBouncer {
                 "pgbouncer did not start: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
+            // Readiness is only observable by connecting (PgBouncer has no ready signal).
             std::thread::sleep(Duration::from_millis(20));
         }
         PgBouncer { child, dir, port }

@@ -133,9 +133,7 @@ async fn wait_for_slot(
             }
         },
     };
-    let margin = (shared.config.lease / 10)
-        .max(shared.config.cancel_grace)
-        .min(shared.config.lease / 3);
+    let margin = stop_margin(&shared.config);
     let nearly_expired = entry
         .deadline()
         .checked_sub(margin)
@@ -154,6 +152,15 @@ async fn wait_for_slot(
     }
 }
 
+/// How long before its local lease deadline a job must stop (a running one) or must not
+/// start (a buffered one): a tenth of the lease, or the cancel grace when longer, at most a
+/// third of the lease (see [`must_stop`]).
+fn stop_margin(config: &crate::config::WorkerConfig) -> Duration {
+    (config.lease / 10)
+        .max(config.cancel_grace)
+        .min(config.lease / 3)
+}
+
 /// Completes when the job must stop: its token fired (lease lost by heartbeat, operator
 /// cancel, shutdown), it ran past `max_runtime`, or its lease is about to run out without a
 /// successful heartbeat — a lease the worker cannot renew may belong to someone else by now
@@ -163,9 +170,7 @@ async fn wait_for_slot(
 /// worker claim the job. Capped at a third of the lease, so heartbeats keep their slack.
 async fn must_stop(shared: &Shared, entry: &Arc<InFlight>, max_runtime: Duration) {
     let watchdog = async {
-        let margin = (shared.config.lease / 10)
-            .max(shared.config.cancel_grace)
-            .min(shared.config.lease / 3);
+        let margin = stop_margin(&shared.config);
         loop {
             let d = entry.deadline();
             tokio::time::sleep_until(d.checked_sub(margin).unwrap_or(d).into()).await;

@@ -95,6 +95,13 @@ impl Cli<'_> {
     }
 }
 
+/// `n` NDJSON lines of kind `k` in `queue`, args `{"i": n}`: a bulk file for the tests.
+pub fn ndjson(queue: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"queue\":\"{queue}\",\"kind\":\"k\",\"args\":{{\"i\":{i}}}}}\n"))
+        .collect()
+}
+
 /// Runs `cmd` with `input` on its stdin; returns its output.
 pub fn run_with_stdin(mut cmd: Command, input: &str) -> Output {
     let mut child = cmd
