@@ -172,6 +172,113 @@ async fn a_paused_worker_cannot_overwrite_its_successor() {
     checker::check(&db, &runs, &["succeeded"]).await;
 }
 
+/// 3b. The same interleaving with the worker's own guards switched off (test-only
+/// `DOCKET_NO_WORKER_GUARDS`): A keeps no watchdog and ignores lost leases, so when it resumes
+/// it really sends its completion — while B holds the lease and is still running. The
+/// database fence alone refuses it: B's row is untouched, B completes, and the checker finds
+/// no write by A's token.
+#[tokio::test]
+async fn without_worker_guards_the_database_alone_fences_a_resumed_worker() {
+    let db = TestDb::new().await;
+    checker::install_audit(&db).await;
+    let (_d, dir) = scratch();
+    let log = dir.join("exec.log");
+    let a_err = dir.join("a.stderr");
+    let b_err = dir.join("b.stderr");
+    let id = enqueue_one(&db, "k").await;
+    // Attempt 1 (A) takes 1 s; attempt 2 (B) runs until the test lets it finish.
+    let release = dir.join("release-b");
+    let body = format!(
+        r#"if [ "$DOCKET_ATTEMPT" = 1 ]; then sleep 1; else while [ ! -e {r} ]; do sleep 0.05; done; fi"#,
+        r = release.display()
+    );
+    let mut a = spawn_worker_env(
+        &db,
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, &body),
+        ],
+        Some(&a_err),
+        &[("DOCKET_NO_WORKER_GUARDS", "1")],
+    );
+    eventually(Duration::from_secs(20), "A started the job", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
+    })
+    .await;
+    signal(a.id(), "STOP");
+    wait_lease_expired(&db).await;
+    assert_eq!(db.store.reap(10).await.unwrap().requeued(), 1);
+    let mut b = spawn_worker(
+        &db,
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "30s",
+            "--poll",
+            "100ms",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, &body),
+        ],
+        Some(&b_err),
+    );
+    eventually(Duration::from_secs(30), "B started attempt 2", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| {
+            l.lines()
+                .any(|l| l.starts_with("start") && l.split_whitespace().nth(2) == Some("2"))
+        })
+    })
+    .await;
+    let held = db.store.get(id).await.unwrap();
+    assert_eq!((held.state, held.attempt), (JobState::Running, 2));
+    // A wakes up with its command long finished and sends the completion of attempt 1.
+    signal(a.id(), "CONT");
+    eventually(
+        Duration::from_secs(20),
+        "A's completion was fenced off",
+        || async {
+            std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("fenced off: lease lost"))
+        },
+    )
+    .await;
+    let after = db.store.get(id).await.unwrap();
+    assert_eq!(
+        (after.state, after.attempt, after.lease_owner.clone()),
+        (JobState::Running, 2, held.lease_owner.clone()),
+        "A's late completion changed B's running job"
+    );
+    std::fs::write(&release, "").unwrap();
+    eventually(Duration::from_secs(30), "B completes the job", || async {
+        db.store.get(id).await.unwrap().state == JobState::Succeeded
+    })
+    .await;
+    signal(a.id(), "TERM");
+    signal(b.id(), "TERM");
+    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
+    checker::assert_exit(
+        "A",
+        sa,
+        &std::fs::read_to_string(&a_err).unwrap(),
+        checker::Exit::Clean,
+    );
+    checker::assert_exit(
+        "B",
+        sb,
+        &std::fs::read_to_string(&b_err).unwrap(),
+        checker::Exit::Clean,
+    );
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
+    let report = checker::check(&db, &runs, &["succeeded"]).await;
+    assert_eq!((report.reaped, report.rerun_jobs), (1, 1));
+}
+
 /// 4. A worker crashes after an external side effect but before completion: the re-run gets
 /// the same job id, and a handler that dedupes on it performs the effect once.
 #[tokio::test]

@@ -10,6 +10,7 @@
 //! - [`control`]: queue pause, concurrency and rate limits, key limits.
 //! - [`periodic`]: cron schedules with a time zone and the missed-tick policy.
 //! - [`redact`]: passwords out of anything printed, logged or stored.
+//! - [`mutants`]: deliberately broken variants (test builds only) that prove the suite can fail.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -19,6 +20,7 @@ pub mod control;
 pub mod duration;
 pub mod error;
 pub mod job;
+pub mod mutants;
 pub mod periodic;
 pub mod redact;
 pub mod store;

@@ -8,8 +8,11 @@
 -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
 -- planner scan jobs_lease_idx (every running lease plus its dead entries) and hash-join it
 -- instead, which measured 8x slower per row under load; the owner test carries it.
+-- The writer's token travels with the write: `attempt = <claimed attempt>` is a no-op while
+-- the fence holds, and makes a write that slipped past a broken fence visible to the audit
+-- trigger of the invariant checker (docket-testkit) as a change of token.
 UPDATE {{schema}}.jobs AS j
-SET state = 'succeeded', finished_at = statement_timestamp(), lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(), lease_owner = NULL, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
 WHERE j.id = c.id
   -- state = 'running': implied by lease_owner = owner (CHECK jobs_running_has_lease);

@@ -8,8 +8,12 @@
 -- Backoff grows with the number of recorded failures (not with attempt, which also counts
 -- snoozes and releases).
 -- Invariants: fenced exactly like complete_many.
+-- The writer's token travels with the write: `attempt = <claimed attempt>` is a no-op while
+-- the fence holds, and makes a write that slipped past a broken fence visible to the audit
+-- trigger of the invariant checker (docket-testkit) as a change of token.
 UPDATE {{schema}}.jobs AS j
-SET state = CASE
+SET attempt = f.attempt,
+    state = CASE
         WHEN f.class = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
         WHEN f.class = 'discard' OR j.attempt >= j.max_attempts THEN 'dead'
         ELSE 'pending' END,

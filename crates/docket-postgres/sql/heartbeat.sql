@@ -3,8 +3,12 @@
 -- Returns the new expiry and whether an operator asked to cancel the job.
 -- Invariants: fenced exactly like complete_many; a lease that already expired is not revived
 -- (the reaper may be handing the job to someone else), so the worker must stop.
+-- The writer's token travels with the write: `attempt = <claimed attempt>` and `lease_owner = <owner>` are no-ops while
+-- the fence holds, and make a write that slipped past a broken fence visible to the audit
+-- trigger of the invariant checker (docket-testkit) as a change of token.
 UPDATE {{schema}}.jobs AS j
-SET lease_expires_at = now() + $4 * interval '1 millisecond'
+SET attempt = c.attempt, lease_owner = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond'
 FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
 WHERE j.id = c.id
   -- state = 'running': implied by lease_owner = owner (CHECK jobs_running_has_lease);

@@ -5,8 +5,12 @@
 -- The attempt counter is the fencing generation and never goes down, so the budget is given
 -- back by raising max_attempts by one instead.
 -- Invariants: fenced exactly like complete_many.
+-- The writer's token travels with the write: `attempt = <claimed attempt>` is a no-op while
+-- the fence holds, and makes a write that slipped past a broken fence visible to the audit
+-- trigger of the invariant checker (docket-testkit) as a change of token.
 UPDATE {{schema}}.jobs AS j
-SET state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+SET attempt = s.attempt,
+    state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
     finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
     run_at = now() + s.delay_ms * interval '1 millisecond',
     max_attempts = j.max_attempts + 1,

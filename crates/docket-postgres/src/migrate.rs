@@ -340,6 +340,37 @@ pub fn migrate_with<'a>(
             .await
             .map_err(db_err)?;
         }
+        if let Some(m) = docket_core::mutants::current() {
+            mutate_functions(&mut tx, schema, m).await?;
+        }
         tx.commit().await.map_err(db_err)
     })
+}
+
+/// Rewrites the schema's `claim*` functions into the mutant `m` (test builds only; see
+/// [`docket_core::mutants`]). Idempotent: a schema mutated before has nothing left to edit.
+async fn mutate_functions(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    schema: &str,
+    m: docket_core::mutants::Mutant,
+) -> Result<(), StoreError> {
+    for (from, to) in m.function_edits() {
+        let defs: Vec<String> = sqlx::query_scalar(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE n.nspname = $1 AND p.proname LIKE 'claim%' AND p.prokind = 'f'",
+        )
+        .persistent(false)
+        .bind(schema)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(db_err)?;
+        // None left to edit: this schema was migrated by a mutant process before.
+        let hits = defs.iter().filter(|d| d.contains(from));
+        for def in hits {
+            sqlx::Executor::execute(&mut **tx, def.replace(from, to).as_str())
+                .await
+                .map_err(db_err)?;
+        }
+    }
+    Ok(())
 }

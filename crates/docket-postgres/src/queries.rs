@@ -17,10 +17,23 @@ macro_rules! queries {
         impl Queries {
             /// Renders every statement for `schema` (already validated as an identifier).
             pub fn render(schema: &str) -> Self {
-                Queries {
+                #[allow(unused_mut)]
+                let mut q = Queries {
                     $($name: include_str!(concat!("../sql/", stringify!($name), ".sql"))
                         .replace("{{schema}}", schema),)*
+                };
+                if let Some(m) = docket_core::mutants::current() {
+                    for (file, from, to) in m.sql_edits() {
+                        let text = match *file {
+                            $(stringify!($name) => &mut q.$name,)*
+                            other => panic!("mutant {}: no statement {other}", m.name()),
+                        };
+                        // Loud, so that a reworded statement cannot disarm a mutant quietly.
+                        assert!(text.contains(from), "mutant {}: {from:?} not in {file}.sql", m.name());
+                        *text = text.replace(from, to);
+                    }
                 }
+                q
             }
 
             /// File names of the registry, for the "every file is used" test.
@@ -85,6 +98,19 @@ queries!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mutant whose text no longer occurs in its statement would be caught by nothing
+    /// and look caught (the store panics on it): every edit must match the current SQL.
+    #[test]
+    fn every_mutant_edit_matches_its_statement() {
+        for m in docket_core::mutants::Mutant::ALL {
+            for (file, from, _) in m.sql_edits() {
+                let path = format!("{}/sql/{file}.sql", env!("CARGO_MANIFEST_DIR"));
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(text.contains(from), "{}: {from:?} not in {path}", m.name());
+            }
+        }
+    }
 
     #[test]
     fn every_sql_file_is_registered_and_every_entry_has_a_file() {

@@ -98,3 +98,51 @@ async fn naive_claim_duplicates_work_and_docket_claim_does_not() {
         .unwrap();
     assert_eq!((fu.done, fu.duplicated), (500, 0), "{fu:?}");
 }
+
+/// SKIP LOCKED: a job row locked by another transaction (a claimer mid-statement, an
+/// operator's open transaction) is passed over, not waited for: the claim returns the other
+/// jobs at once, and the locked one is claimable once its lock is gone.
+#[tokio::test]
+async fn a_claim_skips_a_locked_row_instead_of_waiting_for_it() {
+    let db = TestDb::new().await;
+    let first = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!("locked")).priority(-5))
+        .await
+        .unwrap()
+        .id;
+    db.store
+        .enqueue_many(
+            &(0..5)
+                .map(|i| NewJob::new("q", "k", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    let mut locker = db.pool.begin().await.unwrap();
+    sqlx::query(&format!(
+        "SELECT 1 FROM {}.jobs WHERE id = $1 FOR UPDATE",
+        db.schema
+    ))
+    .bind(first.0)
+    .execute(&mut *locker)
+    .await
+    .unwrap();
+    let req = ClaimRequest {
+        queue: "q".into(),
+        limit: 10,
+        owner: "w".into(),
+        lease: Duration::from_secs(60),
+        starvation: None,
+    };
+    let got = tokio::time::timeout(Duration::from_secs(10), db.store.claim(&req))
+        .await
+        .expect("the claim waited for the locked row")
+        .unwrap();
+    let ids: HashSet<JobId> = got.iter().map(|j| j.id).collect();
+    assert_eq!(ids.len(), 5);
+    assert!(!ids.contains(&first), "the locked row was claimed");
+    locker.commit().await.unwrap();
+    let got = db.store.claim(&req).await.unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
+}

@@ -1,17 +1,27 @@
-//! The invariant checker for crash and chaos tests.
+//! The invariant checker for crash, chaos and interleaving tests.
 //!
-//! Two records are kept: an append-only `audit` table filled by a trigger on every state or
-//! attempt change of a job (what the database accepted, stamped with the statement's time),
-//! and an execution log written by the handlers themselves (what ran, when). The checker
-//! then asserts:
-//! - completeness: every job ended in an expected terminal state, none lost or left running;
-//! - at most one accepted completion per job;
-//! - every accepted outcome came from the newest token, under a lease that was still valid
-//!   when it was written (no stale worker ever won). This is also the mutual-exclusion check:
-//!   an accepted execution's lease runs from its claim to its accepted outcome, so two
-//!   accepted executions of one job overlap exactly when an outcome of attempt `a` is
-//!   accepted after attempt `a + 1` was claimed;
-//! - every accepted success has a record of the execution that produced it.
+//! Two records are kept: an append-only `audit` table filled by a trigger on **every** update
+//! and delete of a job (what the database accepted, with the statement that wrote it and that
+//! statement's time), and an execution log written by the handlers themselves (what ran,
+//! when). Every fenced statement carries its writer's token into the row it changes
+//! (`SET attempt = <claimed attempt>`, and the heartbeat also `lease_owner = <owner>`; no-ops
+//! while the fence holds), so a write that slipped past a broken fence shows up as a change of
+//! token. The writer is named by the statement's header comment (`-- complete_many: …`), read
+//! with `current_query()`.
+//!
+//! The rules, each a query over the audit:
+//! - **token**: no write by a worker statement (complete, fail, snooze/release, heartbeat) lands
+//!   on a row whose current token differs from the writer's, or on a row that was not running;
+//! - **lease**: no worker write is accepted after the row's lease expired (a success after
+//!   expiry included), and the heartbeat never revives an expired lease;
+//! - **reaper**: no reap of a lease that had not expired, and only of running rows;
+//! - **terminal**: at most one accepted terminal write per job and attempt, at most one
+//!   success per job;
+//! - **claims**: a claim moves `pending → running` and increments the token by one;
+//! - **deletes**: only finished jobs are deleted;
+//! - **executions** (with the log, which is then mandatory): every accepted success has the
+//!   execution that produced it, and no two attempts of one job overlap in time;
+//! - **completeness**: every job ended in an expected state.
 
 use std::collections::HashMap;
 
@@ -22,20 +32,29 @@ pub async fn install_audit(db: &TestDb) {
     let s = &db.schema;
     sqlx::raw_sql(&format!(
         "CREATE TABLE {s}.audit (
-             seq bigserial PRIMARY KEY, job_id bigint NOT NULL,
+             seq bigserial PRIMARY KEY, job_id bigint NOT NULL, op text NOT NULL, writer text NOT NULL,
              old_state text, new_state text, old_attempt int, new_attempt int,
              old_owner text, new_owner text, old_lease_expires_at timestamptz,
-             at timestamptz NOT NULL);
+             new_lease_expires_at timestamptz, at timestamptz NOT NULL);
          CREATE FUNCTION {s}.audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+         DECLARE w text := coalesce(substring(current_query() FROM '^\\s*--\\s*([a-z_]+):'), 'other');
          BEGIN
-             INSERT INTO {s}.audit (job_id, old_state, new_state, old_attempt, new_attempt,
-                                    old_owner, new_owner, old_lease_expires_at, at)
-             VALUES (NEW.id, OLD.state, NEW.state, OLD.attempt, NEW.attempt,
-                     OLD.lease_owner, NEW.lease_owner, OLD.lease_expires_at, statement_timestamp());
+             IF TG_OP = 'DELETE' THEN
+                 INSERT INTO {s}.audit (job_id, op, writer, old_state, old_attempt, old_owner,
+                                        old_lease_expires_at, at)
+                 VALUES (OLD.id, 'D', w, OLD.state, OLD.attempt, OLD.lease_owner,
+                         OLD.lease_expires_at, statement_timestamp());
+             ELSE
+                 INSERT INTO {s}.audit (job_id, op, writer, old_state, new_state, old_attempt,
+                                        new_attempt, old_owner, new_owner, old_lease_expires_at,
+                                        new_lease_expires_at, at)
+                 VALUES (NEW.id, 'U', w, OLD.state, NEW.state, OLD.attempt, NEW.attempt,
+                         OLD.lease_owner, NEW.lease_owner, OLD.lease_expires_at,
+                         NEW.lease_expires_at, statement_timestamp());
+             END IF;
              RETURN NULL;
          END $$;
-         CREATE TRIGGER audit AFTER UPDATE ON {s}.jobs FOR EACH ROW
-         WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.attempt IS DISTINCT FROM NEW.attempt)
+         CREATE TRIGGER audit AFTER UPDATE OR DELETE ON {s}.jobs FOR EACH ROW
          EXECUTE FUNCTION {s}.audit_fn();"
     ))
     .execute(&db.pool)
@@ -91,19 +110,107 @@ pub struct CheckReport {
     pub rerun_jobs: usize,
     /// Leases the reaper took back.
     pub reaped: i64,
+    /// Audited writes, by writer statement.
+    pub writes: HashMap<String, i64>,
 }
 
-/// Runs every check; panics with the first violation.
-pub async fn check(db: &TestDb, executions: &[Execution], terminal: &[&str]) -> CheckReport {
+/// The audit rules as `(rule, query)`; each query returns the violating rows as text.
+fn rules(s: &str) -> Vec<(&'static str, String)> {
+    const WORKER: &str = "('complete_many', 'fail_many', 'snooze_many', 'heartbeat')";
+    vec![
+        (
+            "token: a worker write landed on a row whose current token was another",
+            format!(
+                "SELECT format('job %s: %s by token %s (owner %s) landed on token %s (owner %s), state %s',
+                               job_id, writer, new_attempt, new_owner, old_attempt, old_owner, old_state)
+                 FROM {s}.audit WHERE op = 'U' AND writer IN {WORKER}
+                   AND (new_attempt IS DISTINCT FROM old_attempt
+                        OR (writer = 'heartbeat' AND new_owner IS DISTINCT FROM old_owner)
+                        OR old_state <> 'running')"
+            ),
+        ),
+        (
+            "lease: a worker write was accepted after the lease expired",
+            format!(
+                "SELECT format('job %s: %s of attempt %s at %s, lease expired %s',
+                               job_id, writer, old_attempt, at, old_lease_expires_at)
+                 FROM {s}.audit WHERE op = 'U' AND writer IN {WORKER}
+                   AND (old_lease_expires_at IS NULL OR old_lease_expires_at <= at)"
+            ),
+        ),
+        (
+            "reaper: a lease was reaped before it expired",
+            format!(
+                "SELECT format('job %s: reaped attempt %s at %s, lease until %s (state %s)',
+                               job_id, old_attempt, at, old_lease_expires_at, old_state)
+                 FROM {s}.audit WHERE op = 'U' AND writer = 'reap'
+                   AND (old_state <> 'running' OR old_lease_expires_at >= at)"
+            ),
+        ),
+        (
+            "terminal: more than one accepted terminal write for one attempt",
+            format!(
+                "SELECT format('job %s attempt %s: %s terminal writes', job_id, old_attempt, count(*))
+                 FROM {s}.audit WHERE op = 'U'
+                   AND new_state IN ('succeeded', 'dead', 'cancelled')
+                   AND old_state NOT IN ('succeeded', 'dead', 'cancelled')
+                 GROUP BY job_id, old_attempt HAVING count(*) > 1"
+            ),
+        ),
+        (
+            "terminal: a job succeeded more than once",
+            format!(
+                "SELECT format('job %s: %s successes', job_id, count(*)) FROM {s}.audit
+                 WHERE op = 'U' AND new_state = 'succeeded' AND old_state <> 'succeeded'
+                 GROUP BY job_id HAVING count(*) > 1"
+            ),
+        ),
+        (
+            "claims: a claim that did not move pending to running with the next token",
+            format!(
+                "SELECT format('job %s: claim %s -> %s, token %s -> %s', job_id, old_state, new_state,
+                               old_attempt, new_attempt)
+                 FROM {s}.audit WHERE op = 'U' AND writer = 'claim'
+                   AND (old_state <> 'pending' OR new_state <> 'running'
+                        OR new_attempt <> old_attempt + 1)"
+            ),
+        ),
+        (
+            "deletes: an unfinished job was deleted",
+            format!(
+                "SELECT format('job %s: deleted while %s by %s', job_id, old_state, writer)
+                 FROM {s}.audit WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled')"
+            ),
+        ),
+    ]
+}
+
+/// The audit rules alone, for tests where no handler runs (store-level interleavings):
+/// panics with every violation found.
+pub async fn check_writes(db: &TestDb, terminal: &[&str]) -> CheckReport {
     let s = &db.schema;
-    // Completeness.
+    let mut violations = Vec::new();
+    for (rule, sql) in rules(s) {
+        let rows: Vec<String> = sqlx::query_scalar(&sql)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("checker rule {rule:?}: {e}"));
+        for r in rows {
+            violations.push(format!("{rule}: {r}"));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "invariant violations:\n{}",
+        violations.join("\n")
+    );
+    let mut report = CheckReport::default();
     let states: Vec<(String, i64)> = sqlx::query_as(&format!(
         "SELECT state, count(*) FROM {s}.jobs GROUP BY state"
     ))
     .fetch_all(&db.pool)
     .await
     .expect("states");
-    let mut report = CheckReport::default();
     for (state, n) in &states {
         report.jobs += n;
         assert!(
@@ -111,59 +218,153 @@ pub async fn check(db: &TestDb, executions: &[Execution], terminal: &[&str]) -> 
             "completeness: {n} job(s) ended {state}, expected only {terminal:?}"
         );
     }
-    // At most one accepted completion per job.
-    let twice: Vec<(i64, i64)> = sqlx::query_as(&format!(
-        "SELECT job_id, count(*) FROM {s}.audit WHERE new_state = 'succeeded' GROUP BY job_id HAVING count(*) > 1"
-    ))
-    .fetch_all(&db.pool)
-    .await
-    .expect("completions");
-    assert!(twice.is_empty(), "jobs completed more than once: {twice:?}");
-    // Every write out of `running` by a worker (not the reaper) came from the newest token
-    // under a lease still valid at that statement's time.
-    let stale: Vec<(i64, i32, String)> = sqlx::query_as(&format!(
-        "SELECT a.job_id, a.old_attempt, a.new_state FROM {s}.audit a
-         WHERE a.old_state = 'running' AND a.new_state <> 'running'
-           AND a.old_lease_expires_at >= a.at                      -- written under a lease
-           AND (a.new_attempt <> a.old_attempt
-                OR EXISTS (SELECT 1 FROM {s}.audit c
-                           WHERE c.job_id = a.job_id AND c.new_state = 'running'
-                             AND c.new_attempt > a.old_attempt AND c.seq < a.seq))"
-    ))
-    .fetch_all(&db.pool)
-    .await
-    .expect("stale");
-    assert!(
-        stale.is_empty(),
-        "outcomes accepted from a stale token: {stale:?}"
-    );
     report.reaped = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM {s}.audit WHERE old_state = 'running' AND old_lease_expires_at < at"
+        "SELECT count(*) FROM {s}.audit WHERE writer = 'reap'"
     ))
     .fetch_one(&db.pool)
     .await
     .expect("reaped");
-    // Every accepted success was produced by a logged execution of that attempt.
+    let writes: Vec<(String, i64)> = sqlx::query_as(&format!(
+        "SELECT writer, count(*) FROM {s}.audit GROUP BY writer"
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .expect("writers");
+    report.writes = writes.into_iter().collect();
+    report
+}
+
+/// Every rule, the execution log included (mandatory: an accepted success without the
+/// execution that produced it is a violation); panics with the violations found.
+pub async fn check(db: &TestDb, executions: &[Execution], terminal: &[&str]) -> CheckReport {
+    let mut report = check_writes(db, terminal).await;
+    let s = &db.schema;
     let accepted: Vec<(i64, i32)> = sqlx::query_as(&format!(
-        "SELECT job_id, old_attempt FROM {s}.audit WHERE old_state = 'running' AND new_state = 'succeeded'"
+        "SELECT job_id, old_attempt FROM {s}.audit
+         WHERE op = 'U' AND old_state = 'running' AND new_state = 'succeeded'"
     ))
     .fetch_all(&db.pool)
     .await
     .expect("accepted");
-    let by_job: HashMap<i64, Vec<&Execution>> =
-        executions.iter().fold(HashMap::new(), |mut m, e| {
-            m.entry(e.job).or_default().push(e);
-            m
-        });
+    let mut by_job: HashMap<i64, Vec<&Execution>> = HashMap::new();
+    for e in executions {
+        by_job.entry(e.job).or_default().push(e);
+    }
+    let mut violations = Vec::new();
     for (job, attempt) in &accepted {
         let runs = by_job.get(job).cloned().unwrap_or_default();
-        let winner = runs.iter().find(|e| e.attempt == *attempt);
-        assert!(
-            winner.is_some() || runs.is_empty(),
-            "job {job}: accepted attempt {attempt} has no execution record ({runs:?})"
-        );
+        if !runs.iter().any(|e| e.attempt == *attempt) {
+            violations.push(format!(
+                "executions: job {job}: accepted attempt {attempt} has no execution record ({runs:?})"
+            ));
+        }
     }
+    violations.extend(overlaps(executions));
+    assert!(
+        violations.is_empty(),
+        "invariant violations:\n{}",
+        violations.join("\n")
+    );
     report.executions = executions.len();
     report.rerun_jobs = by_job.values().filter(|v| v.len() > 1).count();
     report
+}
+
+/// Two attempts of one job that ran at the same time: an attempt that logged its end after
+/// a later attempt of the same job had started. (A run killed before its end has no end to
+/// compare; its process was gone before the successor's lease could be granted.)
+pub fn overlaps(executions: &[Execution]) -> Vec<String> {
+    let mut by_job: HashMap<i64, Vec<&Execution>> = HashMap::new();
+    for e in executions {
+        by_job.entry(e.job).or_default().push(e);
+    }
+    let mut out = Vec::new();
+    for runs in by_job.values_mut() {
+        runs.sort_by_key(|e| e.attempt);
+        for (i, a) in runs.iter().enumerate() {
+            for b in &runs[i + 1..] {
+                if let Some(end) = a.end {
+                    if end > b.start {
+                        out.push(format!(
+                            "executions: job {}: attempt {} ended {} ns after attempt {} started",
+                            a.job,
+                            a.attempt,
+                            end - b.start,
+                            b.attempt
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Asserts that a worker process ended as the test expects: `Clean` (exit 0, no panic in
+/// its stderr) or `Killed` (by SIGKILL, as the test sent it).
+pub fn assert_exit(name: &str, status: std::process::ExitStatus, stderr: &str, expect: Exit) {
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        !stderr.contains("panicked"),
+        "{name} panicked:\n{}",
+        tail(stderr)
+    );
+    match expect {
+        Exit::Clean => assert!(
+            status.success(),
+            "{name} exited {status}, expected 0:\n{}",
+            tail(stderr)
+        ),
+        Exit::Killed => assert_eq!(
+            status.signal(),
+            Some(9), // SIGKILL
+            "{name} ended {status}, expected SIGKILL"
+        ),
+    }
+}
+
+/// How a worker process should end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Clean,
+    Killed,
+}
+
+fn tail(s: &str) -> &str {
+    let start = s.len().saturating_sub(4000);
+    let mut i = start;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(job: i64, attempt: i32, start: i64, end: Option<i64>) -> Execution {
+        Execution {
+            job,
+            attempt,
+            start,
+            end,
+        }
+    }
+
+    #[test]
+    fn overlapping_attempts_are_found_and_sequential_ones_pass() {
+        assert!(overlaps(&[run(1, 1, 0, Some(10)), run(1, 2, 20, Some(30))]).is_empty());
+        assert!(overlaps(&[run(1, 1, 0, None), run(1, 2, 20, Some(30))]).is_empty());
+        let v = overlaps(&[run(1, 1, 0, Some(25)), run(1, 2, 20, Some(30))]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("attempt 1 ended 5 ns after attempt 2"));
+        assert!(overlaps(&[run(1, 1, 0, Some(25)), run(2, 1, 20, Some(30))]).is_empty());
+    }
+
+    #[test]
+    fn the_log_parser_skips_torn_lines() {
+        let v = parse_log("start 1 1 5\nend 1 1 9\nstart 1 2\nstart 2 1 7\n");
+        assert_eq!(v, vec![run(1, 1, 5, Some(9)), run(2, 1, 7, None)]);
+    }
 }

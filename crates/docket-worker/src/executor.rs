@@ -114,6 +114,9 @@ async fn wait_for_slot(
     queue: &str,
 ) -> Option<OwnedSemaphorePermit> {
     let slots = shared.run_slots.get(queue)?.clone();
+    if docket_core::mutants::active(docket_core::mutants::Mutant::BufferedStartsAfterLost) {
+        return slots.acquire_owned().await.ok();
+    }
     let slot = match slots.clone().try_acquire_owned() {
         Ok(p) => Some(p),
         Err(_) => tokio::select! {

@@ -52,6 +52,15 @@ impl Notifier {
                 .ok()
                 .is_some_and(|id| self.shared.tracker.get(JobId(id)).is_some());
             if running_here {
+                if docket_core::mutants::active(docket_core::mutants::Mutant::NotifyTrusted) {
+                    if let Some(e) = payload
+                        .parse::<i64>()
+                        .ok()
+                        .and_then(|id| self.shared.tracker.get(JobId(id)))
+                    {
+                        e.stop(crate::job::StopReason::Cancelled);
+                    }
+                }
                 self.shared.beat_now.notify_one();
             }
         } else {

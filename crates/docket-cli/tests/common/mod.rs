@@ -27,7 +27,19 @@ rc=$?; echo "end $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; exit $rc"
 
 /// Starts `docket work` with `args`; stderr goes to `stderr_file` when given.
 pub fn spawn_worker(db: &TestDb, args: &[&str], stderr_file: Option<&Path>) -> Child {
+    spawn_worker_env(db, args, stderr_file, &[])
+}
+
+/// [`spawn_worker`] with extra environment variables (the test-only switches of
+/// `docket_core::mutants`, for instance).
+pub fn spawn_worker_env(
+    db: &TestDb,
+    args: &[&str],
+    stderr_file: Option<&Path>,
+    env: &[(&str, &str)],
+) -> Child {
     let mut c = docket(db);
+    c.envs(env.iter().copied());
     c.arg("work")
         .args(args)
         .stdin(Stdio::null())

@@ -1,0 +1,196 @@
+//! Deliberately broken variants of Docket, for proving that the test suite can fail.
+//!
+//! A proof that cannot fail proves nothing. Each [`Mutant`] removes one guarantee — a fence
+//! from a SQL statement, a check from the runtime — and `scripts/mutants.sh` runs the tests
+//! that claim to prove that guarantee against it; every mutant must make at least one of
+//! them fail. A mutant is chosen at run time by the `DOCKET_MUTANT` environment variable
+//! (so the script reuses the test binaries already built), but only in builds with the
+//! cargo feature `fault-injection`, which only the workspace's tests enable: in any other
+//! build [`active`] is a constant `false` and the variable is never read.
+//!
+//! `DOCKET_NO_WORKER_GUARDS=1` (same feature) switches off the worker's own protections
+//! (the lease watchdog and stopping a handler whose lease is lost), so that process-level
+//! tests show the database fence holding on its own.
+
+/// One deliberately broken variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// `complete_many` without `attempt = claimed attempt`.
+    CompleteNoAttemptCheck,
+    /// `complete_many` without its fence (attempt, owner and lease).
+    CompleteNoFence,
+    /// `complete_many` accepts a success after the lease expired.
+    CompleteAfterExpiry,
+    /// `fail_many` without its fence.
+    FailNoFence,
+    /// `snooze_many` (snooze and release) without its fence.
+    SnoozeNoFence,
+    /// `heartbeat` without the owner and attempt checks.
+    HeartbeatNoFence,
+    /// The claim functions lock with `FOR UPDATE` but without `SKIP LOCKED`.
+    ClaimNoSkipLocked,
+    /// The reaper takes leases that have not expired.
+    ReapUnexpired,
+    /// The runtime keeps running a handler whose lease was reported lost.
+    NoCancelOnLostLease,
+    /// The notifier treats a cancel NOTIFY as a command and stops the handler itself.
+    NotifyTrusted,
+    /// The executor starts a buffered job even though its lease is lost or nearly expired.
+    BufferedStartsAfterLost,
+}
+
+impl Mutant {
+    /// Every mutant, in the order of the script's table.
+    pub const ALL: &'static [Mutant] = &[
+        Mutant::CompleteNoAttemptCheck,
+        Mutant::CompleteNoFence,
+        Mutant::CompleteAfterExpiry,
+        Mutant::FailNoFence,
+        Mutant::SnoozeNoFence,
+        Mutant::HeartbeatNoFence,
+        Mutant::ClaimNoSkipLocked,
+        Mutant::ReapUnexpired,
+        Mutant::NoCancelOnLostLease,
+        Mutant::NotifyTrusted,
+        Mutant::BufferedStartsAfterLost,
+    ];
+
+    /// The name `DOCKET_MUTANT` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::CompleteNoAttemptCheck => "complete_no_attempt_check",
+            Mutant::CompleteNoFence => "complete_no_fence",
+            Mutant::CompleteAfterExpiry => "complete_after_expiry",
+            Mutant::FailNoFence => "fail_no_fence",
+            Mutant::SnoozeNoFence => "snooze_no_fence",
+            Mutant::HeartbeatNoFence => "heartbeat_no_fence",
+            Mutant::ClaimNoSkipLocked => "claim_no_skip_locked",
+            Mutant::ReapUnexpired => "reap_unexpired",
+            Mutant::NoCancelOnLostLease => "no_cancel_on_lost_lease",
+            Mutant::NotifyTrusted => "notify_trusted",
+            Mutant::BufferedStartsAfterLost => "buffered_starts_after_lost",
+        }
+    }
+
+    /// Text replacements `(statement file, from, to)` that make this mutant out of the SQL
+    /// in `sql/*.sql`; empty for runtime mutants. `from` must occur in the statement (the
+    /// store panics otherwise, so a reworded statement cannot silently disarm a mutant).
+    pub fn sql_edits(self) -> &'static [(&'static str, &'static str, &'static str)] {
+        const FENCE: &str =
+            "AND j.lease_owner = $3\n  AND j.lease_expires_at > statement_timestamp()";
+        match self {
+            Mutant::CompleteNoAttemptCheck => &[("complete_many", "AND j.attempt = c.attempt", "")],
+            Mutant::CompleteNoFence => &[
+                ("complete_many", "AND j.attempt = c.attempt", ""),
+                ("complete_many", FENCE, "AND j.state = 'running'"),
+            ],
+            Mutant::CompleteAfterExpiry => &[(
+                "complete_many",
+                "AND j.lease_expires_at > statement_timestamp()",
+                "",
+            )],
+            Mutant::FailNoFence => &[
+                ("fail_many", "AND j.attempt = f.attempt", ""),
+                (
+                    "fail_many",
+                    "AND j.lease_owner = $6\n  AND j.lease_expires_at > statement_timestamp()",
+                    "AND j.state = 'running'",
+                ),
+            ],
+            Mutant::SnoozeNoFence => &[
+                ("snooze_many", "AND j.attempt = s.attempt", ""),
+                (
+                    "snooze_many",
+                    "AND j.lease_owner = $4\n  AND j.lease_expires_at > statement_timestamp()",
+                    "AND j.state = 'running'",
+                ),
+            ],
+            Mutant::HeartbeatNoFence => &[
+                ("heartbeat", "AND j.attempt = c.attempt", ""),
+                (
+                    "heartbeat",
+                    "AND j.lease_owner = $3",
+                    "AND j.state = 'running'",
+                ),
+            ],
+            Mutant::ReapUnexpired => &[(
+                "reap",
+                "lease_expires_at < now()",
+                "lease_expires_at < now() + interval '1 hour'",
+            )],
+            _ => &[],
+        }
+    }
+
+    /// Text replacements applied to the definitions of the schema's SQL functions whose
+    /// names start with `claim` (after migrating, in the test's own schema).
+    pub fn function_edits(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Mutant::ClaimNoSkipLocked => &[("SKIP LOCKED", "")],
+            _ => &[],
+        }
+    }
+
+    /// The mutant named `name`.
+    pub fn from_name(name: &str) -> Option<Mutant> {
+        Mutant::ALL.iter().copied().find(|m| m.name() == name)
+    }
+}
+
+/// True when this build is the mutant `m`.
+#[inline]
+pub fn active(m: Mutant) -> bool {
+    current() == Some(m)
+}
+
+/// The mutant this process runs as, if any (read once).
+#[cfg(feature = "fault-injection")]
+pub fn current() -> Option<Mutant> {
+    static CURRENT: std::sync::OnceLock<Option<Mutant>> = std::sync::OnceLock::new();
+    *CURRENT.get_or_init(|| {
+        let name = std::env::var("DOCKET_MUTANT").ok()?;
+        let name = name.trim();
+        if name.is_empty() {
+            return None;
+        }
+        Some(
+            Mutant::from_name(name)
+                .unwrap_or_else(|| panic!("DOCKET_MUTANT: no mutant named {name:?}")),
+        )
+    })
+}
+
+/// The mutant this process runs as: never, in a build without `fault-injection`.
+#[cfg(not(feature = "fault-injection"))]
+#[inline]
+pub const fn current() -> Option<Mutant> {
+    None
+}
+
+/// True when the worker's own lease guards are switched off (`DOCKET_NO_WORKER_GUARDS=1`,
+/// `fault-injection` builds only).
+#[cfg(feature = "fault-injection")]
+pub fn no_worker_guards() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("DOCKET_NO_WORKER_GUARDS").is_ok_and(|v| v == "1"))
+}
+
+/// Never, in a build without `fault-injection`.
+#[cfg(not(feature = "fault-injection"))]
+#[inline]
+pub const fn no_worker_guards() -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in Mutant::ALL {
+            assert_eq!(Mutant::from_name(m.name()), Some(*m));
+        }
+        assert_eq!(Mutant::from_name("nothing"), None);
+    }
+}

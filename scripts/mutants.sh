@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# mutants.sh — proves that the tests behind Docket's guarantees can fail.
+#
+# Each mutant (crates/docket-core/src/mutants.rs) removes one guarantee: a fence from a SQL
+# statement, SKIP LOCKED from the claim, a check from the runtime. For each one this script
+# runs the tests that claim to prove that guarantee with DOCKET_MUTANT set (the test binaries
+# are built once with the test-only cargo feature `fault-injection`; the variable selects the
+# mutant at run time), and prints a table. A mutant that no test catches is a proof that
+# cannot fail: the script then exits 1.
+#
+# First the same tests run without a mutant and must pass, or "caught" would mean nothing.
+#
+# Usage: scripts/mutants.sh [MUTANT ...]    (default: every mutant)
+# Env:   DATABASE_URL as for the test suite.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# mutant | tests that must catch it (package:test-target[:name filter], space-separated)
+MAP=$(cat <<'EOF'
+complete_no_attempt_check|docket-postgres:interleavings
+complete_no_fence|docket-postgres:interleavings docket-cli:crash:without_worker_guards
+complete_after_expiry|docket-postgres:lifecycle:an_expired_lease_cannot_complete
+fail_no_fence|docket-postgres:interleavings
+snooze_no_fence|docket-postgres:interleavings
+heartbeat_no_fence|docket-postgres:interleavings
+claim_no_skip_locked|docket-postgres:concurrency:a_claim_skips_a_locked_row
+reap_unexpired|docket-postgres:reaper
+no_cancel_on_lost_lease|docket-worker:runtime:a_lost_lease_cancels_the_handler
+notify_trusted|docket-worker:trust:a_forged_cancel_notification
+buffered_starts_after_lost|docket-worker:prefetch:a_buffered_job_never_starts_once_its_lease_is_lost
+EOF
+)
+
+want=("$@")
+selected() { [ ${#want[@]} -eq 0 ] && return 0; local m; for m in "${want[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
+
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+
+# run SPEC LOGFILE: runs one test spec; prints the names of failed tests (or TIMEOUT).
+run() {
+  local spec=$1 log=$2 pkg target filter
+  IFS=: read -r pkg target filter <<<"$spec"
+  timeout 600 cargo test -q -p "$pkg" --test "$target" -- ${filter:+"$filter"} >"$log" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && { echo "TIMEOUT"; return 1; }
+  grep -E '^    [a-z0-9_:]+$' "$log" | sed 's/^ *//' | sort -u | sed "s/^/$target::/"
+  return $rc
+}
+
+specs=$(echo "$MAP" | while IFS='|' read -r m tests; do selected "$m" && echo "$tests"; done | tr ' ' '\n' | sort -u)
+echo "building the test binaries (feature fault-injection via the dev-dependencies)..." >&2
+cargo test -q --workspace --no-run >/dev/null 2>&1 || { echo "mutants.sh: the tests do not build" >&2; exit 2; }
+
+echo "baseline: the catching tests pass without a mutant" >&2
+for spec in $specs; do
+  if ! DOCKET_MUTANT= run "$spec" "$out/baseline.log" >/dev/null; then
+    echo "mutants.sh: $spec fails without a mutant:" >&2; tail -30 "$out/baseline.log" >&2; exit 2
+  fi
+done
+
+survivors=0
+printf '%-28s | %-7s | %s\n' "mutant" "caught" "failing tests"
+printf '%-28s-|-%-7s-|-%s\n' "----------------------------" "-------" "-------------"
+while IFS='|' read -r m tests; do
+  selected "$m" || continue
+  caught=no; by=()
+  for spec in $tests; do
+    names=$(DOCKET_MUTANT=$m run "$spec" "$out/$m.log")
+    rc=$?
+    if [ $rc -ne 0 ]; then
+      caught=yes
+      [ -n "$names" ] && by+=($names) || by+=("$spec (exit $rc)")
+    fi
+  done
+  [ $caught = no ] && survivors=$((survivors + 1))
+  printf '%-28s | %-7s | %s\n' "$m" "$caught" "${by[*]:-none}"
+done <<<"$MAP"
+
+if [ $survivors -gt 0 ]; then
+  echo "mutants.sh: $survivors mutant(s) survived: their guarantee has no test that can fail" >&2
+  exit 1
+fi
+echo "mutants.sh: every mutant was caught" >&2
