@@ -204,6 +204,10 @@ pub struct WorkArgs {
     /// lease). Defaults to 2 s, or a tenth of the lease when that is shorter.
     #[arg(long, allow_hyphen_values = true)]
     pub kill_grace: Option<String>,
+    /// On SIGTERM, how long running jobs may go on before they are stopped and released to
+    /// the queue (a second SIGTERM stops them at once).
+    #[arg(long, default_value = "30s", allow_hyphen_values = true)]
+    pub shutdown_timeout: String,
     /// Exit 0 once no job in the queues is ready or running.
     #[arg(long)]
     pub drain: bool,

@@ -244,16 +244,26 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
            count(*) FILTER (WHERE state = 'succeeded' AND jsonb_array_length(errors) > 0) AS retried,
            count(*) FILTER (WHERE state = 'dead') AS dead,
            count(*) FILTER (WHERE errors @> '[{{\"class\": \"lease_expired\"}}]') AS recovered,
-           (SELECT count(*) FROM (SELECT job_id FROM {s}.demo_attempts WHERE NOT deduped
-                                  GROUP BY job_id HAVING count(*) > 1) d) AS duplicates,
-           (SELECT count(*) FROM {s}.demo_attempts WHERE deduped) AS deduped
+           (SELECT count(*) FROM {s}.demo_attempts WHERE deduped) AS deduped,
+           (SELECT count(*) FROM (SELECT job_id FROM {s}.demo_attempts GROUP BY job_id
+                                  HAVING count(*) > 1) r) AS rerun,
+           -- The checks that can fail. The provider dedupes on the job id, so sending twice is
+           -- impossible by construction; what the queue must get right is that every job it
+           -- marked succeeded was really sent (a completion accepted without its handler's
+           -- effect), and that nothing was sent for a job it did not finish.
+           count(*) FILTER (WHERE state = 'succeeded'
+                            AND NOT EXISTS (SELECT 1 FROM {s}.demo_sends d WHERE d.job_id = jobs.id))
+             AS unsent,
+           (SELECT count(*) FROM {s}.demo_sends d
+            WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = d.job_id AND j.state = 'succeeded'))
+             AS stray
          FROM {s}.jobs WHERE queue = 'email'",
         s = ctx.schema
     ))
     .fetch_one(store.pool())
     .await?;
     let g = |c: &str| row.try_get::<i64, _>(c).unwrap_or(-1);
-    let duplicates = g("duplicates");
+    let (unsent, stray) = (g("unsent"), g("stray"));
     println!();
     println!("summary");
     println!("  succeeded          {:>7}", g("succeeded"));
@@ -270,10 +280,15 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
         g("recovered")
     );
     println!(
-        "  re-runs deduped    {:>7}  (at-least-once: the job id is the idempotency key)",
+        "  jobs run twice     {:>7}  (at-least-once: a crash or a lost lease re-runs a job)",
+        g("rerun")
+    );
+    println!(
+        "  re-runs deduped    {:>7}  (the provider saw the job id again and did not resend)",
         g("deduped")
     );
-    println!("  duplicate sends    {:>7}  (must be 0)", duplicates);
+    println!("  succeeded, unsent  {:>7}  (must be 0)", unsent);
+    println!("  sent, not finished {:>7}  (must be 0)", stray);
     println!(
         "  throughput         {:>7.0} jobs/s  ({} jobs in {:.1}s, {} workers, including the crash)",
         f64::from(a.jobs) / drain.as_secs_f64(),
@@ -292,8 +307,14 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     println!("  docket jobs list --schema {} --state dead", ctx.schema);
     println!("  docket jobs show <id> --schema {}", ctx.schema);
     println!("  docket lab naive    # why a queue needs SKIP LOCKED and leases");
-    if duplicates != 0 {
-        return Err(CliError::new(1, format!("{duplicates} duplicate sends")).into());
+    if unsent != 0 || stray != 0 {
+        return Err(CliError::new(
+            1,
+            format!(
+                "{unsent} succeeded jobs were never sent, {stray} sends belong to unfinished jobs"
+            ),
+        )
+        .into());
     }
     Ok(())
 }

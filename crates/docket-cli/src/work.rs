@@ -61,6 +61,12 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
         cfg = cfg.queue(q, a.concurrency);
     }
     cfg.max_runtime = max_runtime;
+    cfg.shutdown_timeout = dur(
+        "shutdown-timeout",
+        &a.shutdown_timeout,
+        Duration::ZERO,
+        Duration::from_secs(24 * 3600),
+    )?;
     cfg.poll_interval = poll;
     // Longer than the command's own stop (grace, then SIGKILL and up to 5 s for the group to
     // go), so the runtime never drops a handler that is still ending its processes.

@@ -27,7 +27,9 @@ async fn load(db: &TestDb, n: usize) {
         .await;
 }
 
-fn worker(db: &TestDb, log: &std::path::Path) -> Child {
+/// A worker whose stderr goes to `<log>.<n>.err` (checked for panics at the end).
+fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Child {
+    let err = log.with_extension(format!("{n}.err"));
     spawn_worker(
         db,
         &[
@@ -42,19 +44,32 @@ fn worker(db: &TestDb, log: &std::path::Path) -> Child {
             "--exec",
             &logged(log, "true"),
         ],
-        None,
+        Some(&err),
     )
 }
 
+/// Stops the survivors (each must exit 0 without a panic), then runs the checker.
 async fn finish(db: &TestDb, workers: &mut [Child], log: &std::path::Path) -> checker::CheckReport {
     for w in workers.iter() {
         signal(w.id(), "TERM");
     }
     for w in workers.iter_mut() {
-        let _ = w.wait();
+        let status = w.wait().unwrap();
+        assert!(
+            status.success(),
+            "a surviving worker exited {status} after SIGTERM"
+        );
+    }
+    for entry in std::fs::read_dir(log.parent().unwrap()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "err") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(!text.contains("panicked"), "{}: {text}", p.display());
+        }
     }
     assert_eq!(count(db, "running").await, 0, "nothing left running");
     let runs = checker::parse_log(&std::fs::read_to_string(log).unwrap_or_default());
+    assert!(!runs.is_empty(), "the execution log is missing");
     let report = checker::check(db, &runs, &["succeeded"]).await;
     println!("{report:?}");
     report
@@ -70,7 +85,7 @@ async fn kill_minus_nine_workers_repeatedly() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 20_000).await;
-    let mut workers: Vec<Child> = (0..4).map(|_| worker(&db, &log)).collect();
+    let mut workers: Vec<Child> = (0..4).map(|n| worker(&db, &log, n)).collect();
     let mut kills = 0;
     let started = Instant::now();
     let mut rng = rand::thread_rng();
@@ -88,8 +103,9 @@ async fn kill_minus_nine_workers_repeatedly() {
         );
         let victim = rng.gen_range(0..workers.len());
         signal(workers[victim].id(), "KILL");
-        let _ = workers[victim].wait();
-        workers[victim] = worker(&db, &log);
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = worker(&db, &log, 4 + kills);
         kills += 1;
     }
     let report = finish(&db, &mut workers, &log).await;
@@ -97,6 +113,14 @@ async fn kill_minus_nine_workers_repeatedly() {
     assert!(
         kills >= 3,
         "only {kills} kills: the run was too short to mean anything"
+    );
+    assert!(
+        report.reaped >= 1,
+        "{kills} SIGKILLs of busy workers left no lease to reap: the faults missed"
+    );
+    assert!(
+        report.rerun_jobs >= 1,
+        "no job ran twice: the kills hit nothing"
     );
     println!(
         "20,000 jobs, {kills} SIGKILLs, {} leases reaped, {} jobs ran more than once, {:?}",
@@ -116,7 +140,7 @@ async fn server_restarts_mid_run() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 4_000).await;
-    let mut workers: Vec<Child> = (0..2).map(|_| worker(&db, &log)).collect();
+    let mut workers: Vec<Child> = (0..2).map(|n| worker(&db, &log, n)).collect();
     for mode in [StopMode::Fast, StopMode::Immediate] {
         let before = db
             .scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
@@ -161,7 +185,7 @@ async fn terminated_connections_mid_run() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 4_000).await;
-    let mut workers: Vec<Child> = (0..2).map(|_| worker(&db, &log)).collect();
+    let mut workers: Vec<Child> = (0..2).map(|n| worker(&db, &log, n)).collect();
     let app = format!("docket/{}", db.schema);
     let mut rounds = 0;
     let mut killed = 0;

@@ -146,3 +146,61 @@ async fn a_claim_skips_a_locked_row_instead_of_waiting_for_it() {
     let got = db.store.claim(&req).await.unwrap();
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
 }
+
+/// The starving branch under concurrent claimers, each claiming several slots at once: a
+/// low-priority job that has waited past the bound (its run_at moved back, as if the clock
+/// had moved on) is handed out in the first round of claims, to exactly one claimer, while
+/// urgent work is ready; strict order would have left it last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_starving_job_goes_to_exactly_one_of_many_concurrent_multi_slot_claims() {
+    let db = TestDb::with_pool_size(8).await;
+    let low = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!("low")).priority(50))
+        .await
+        .unwrap()
+        .id;
+    db.store
+        .enqueue_many(
+            &(0..400)
+                .map(|i| NewJob::new("q", "k", json!(i)).priority(-50))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET run_at = now() - interval '2 seconds' WHERE id = {low}"
+    ))
+    .await;
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let store = db.second_store(1).await;
+        tasks.push(tokio::spawn(async move {
+            store
+                .claim(&ClaimRequest {
+                    queue: "q".into(),
+                    limit: 5,
+                    owner: format!("w{w}"),
+                    lease: Duration::from_secs(60),
+                    starvation: Some(Duration::from_secs(1)),
+                })
+                .await
+                .unwrap()
+        }));
+    }
+    let mut holders = Vec::new();
+    let mut total = 0;
+    for t in tasks {
+        let got = t.await.unwrap();
+        total += got.len();
+        if got.iter().any(|j| j.id == low) {
+            holders.push(got.len());
+        }
+    }
+    assert_eq!(total, 40, "every claim got its five");
+    assert_eq!(
+        holders.len(),
+        1,
+        "the starving job went to exactly one claim"
+    );
+}

@@ -64,7 +64,7 @@ async fn delay_is_counted_from_database_now() {
 }
 
 #[tokio::test]
-async fn bulk_enqueue_of_ten_thousand_in_one_round_trip_keeps_input_order() {
+async fn bulk_enqueue_of_ten_thousand_keeps_input_order() {
     let db = TestDb::new().await;
     let jobs: Vec<NewJob> = (0..10_000)
         .map(|i| NewJob::new("bulk", "n", json!({ "i": i })))

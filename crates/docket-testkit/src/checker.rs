@@ -35,7 +35,8 @@ pub async fn install_audit(db: &TestDb) {
              seq bigserial PRIMARY KEY, job_id bigint NOT NULL, op text NOT NULL, writer text NOT NULL,
              old_state text, new_state text, old_attempt int, new_attempt int,
              old_owner text, new_owner text, old_lease_expires_at timestamptz,
-             new_lease_expires_at timestamptz, at timestamptz NOT NULL);
+             new_lease_expires_at timestamptz, at timestamptz NOT NULL,
+             tx bigint NOT NULL DEFAULT txid_current());
          CREATE FUNCTION {s}.audit_fn() RETURNS trigger LANGUAGE plpgsql AS $$
          DECLARE w text := coalesce(substring(current_query() FROM '^\\s*--\\s*([a-z_]+):'), 'other');
          BEGIN

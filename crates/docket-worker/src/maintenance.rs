@@ -48,7 +48,9 @@ impl Leader {
         let got =
             tokio::time::timeout(self.ttl / 2, self.store.leader_try(&self.owner, self.ttl)).await;
         let leading = matches!(got, Ok(Ok(true)));
-        let was = self.is_leader();
+        // Held at the last renewal, even if that leadership has run out locally since (a
+        // paused process): losing it is worth saying either way.
+        let was = self.valid_until.lock().expect("poisoned").is_some();
         *self.valid_until.lock().expect("poisoned") = leading.then_some(sent + self.ttl);
         match (was, leading) {
             (false, true) => info!(owner = %self.owner, "became maintenance leader"),

@@ -43,8 +43,12 @@ async fn heartbeats_cut_by_a_partition_never_overlap_the_successor() {
         });
         r
     };
-    let lease = Duration::from_secs(3);
+    // A stops its handler 3 s (its cancel grace) before its local lease deadline, and B can
+    // only claim after the database lease expired: a 3 s margin, over ten times what a
+    // loaded 2-core machine delays a timer.
+    let lease = Duration::from_secs(10);
     let mut cfg_a = config("q", 1).lease(lease);
+    cfg_a.cancel_grace = Duration::from_secs(3);
     cfg_a.maintenance = false;
     let store_a = docket_postgres::PgStore::with_schema(
         docket_testkit::pool(&proxy.url(&db.url), &db.schema, 4).await,
@@ -74,7 +78,7 @@ async fn heartbeats_cut_by_a_partition_never_overlap_the_successor() {
     cfg_b.reap_interval = Duration::from_millis(100);
     cfg_b.leader_ttl = Duration::from_secs(1);
     let b = start(&db, registry(runs.clone()), cfg_b).await;
-    eventually(Duration::from_secs(30), "B completes the job", || async {
+    eventually(Duration::from_secs(60), "B completes the job", || async {
         db.store.get(id).await.unwrap().state == JobState::Succeeded
     })
     .await;
@@ -206,10 +210,11 @@ async fn every_listener_disconnected_polling_still_works_and_listen_returns() {
     assert!(r1.metrics.listen_connects + r2.metrics.listen_connects >= 4);
 }
 
-/// Runs a flood of high-priority jobs (enqueued faster than one slot can run them) around one
-/// low-priority job; returns how long the low-priority job waited to start, if it started
-/// within `window`.
-async fn low_priority_wait_under_flood(
+/// One low-priority job, then a backlog of urgent jobs larger than `workers` one-slot
+/// workers can run within `window` (300 each, 20 ms apiece: 6 s of work per worker, so the
+/// queue cannot drain in the window however the machine is loaded — no pacing by sleeps).
+/// Returns how long the low-priority job waited to start, if it started within `window`.
+async fn low_priority_wait_under_backlog(
     starvation: Option<Duration>,
     window: Duration,
     workers: usize,
@@ -228,17 +233,18 @@ async fn low_priority_wait_under_flood(
             Ok(())
         }
     });
-    // Some urgent work is already waiting, then the low-priority job arrives.
-    let urgent = |i: i32| NewJob::new("q", "job", json!(i)).priority(-50);
-    db.store
-        .enqueue_many(&(0..20).map(urgent).collect::<Vec<_>>())
-        .await
-        .unwrap();
+    // t0 before the low job is enqueued: it cannot be claimed before t0 + bound.
+    let t0 = Instant::now();
     db.store
         .enqueue(&NewJob::new("q", "job", json!("low")).priority(50))
         .await
         .unwrap();
-    let t0 = Instant::now();
+    // Younger than the low job, so once both are starving the low job is the oldest.
+    let urgent = |i: i32| NewJob::new("q", "job", json!(i)).priority(-50);
+    db.store
+        .enqueue_many(&(0..300 * workers as i32).map(urgent).collect::<Vec<_>>())
+        .await
+        .unwrap();
     let mut cfg = config("q", 1);
     cfg.starvation_bound = starvation;
     cfg.poll_interval = Duration::from_millis(50);
@@ -249,54 +255,55 @@ async fn low_priority_wait_under_flood(
     for _ in 0..workers {
         ws.push(start(&db, reg.clone(), cfg.clone()).await);
     }
-    // The flood: 100 urgent jobs a second per worker against a capacity of ~50 each.
-    let mut i = 100;
     while t0.elapsed() < window && started.lock().unwrap().is_none() {
-        let batch: Vec<NewJob> = (i..i + workers as i32).map(urgent).collect();
-        db.store.enqueue_many(&batch).await.unwrap();
-        i += workers as i32;
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let left = count_state(&db, "pending").await;
     for w in ws {
         w.stop().await;
     }
+    assert!(
+        left > 0,
+        "the backlog drained within the window: the test proves nothing"
+    );
     let at = *started.lock().unwrap();
     at.map(|t| t.duration_since(t0))
 }
 
-/// The flood with `workers` workers of one slot each: with a 1 s bound the low-priority job
-/// starts after the bound plus the older starving work; without it, not at all.
-async fn fairness_under_flood(workers: usize) {
+/// The backlog with `workers` workers of one slot each: with a 1 s bound the low-priority
+/// job starts once it has waited the bound (never earlier: the database clock decides) and
+/// soon after (a generous 4 s allowance for the jobs in progress and a loaded machine; the
+/// measured wait is printed); without the bound, not within the window at all.
+async fn fairness_under_backlog(workers: usize) {
     let bound = Duration::from_secs(1);
-    let waited = low_priority_wait_under_flood(Some(bound), Duration::from_secs(15), workers)
+    let waited = low_priority_wait_under_backlog(Some(bound), Duration::from_secs(5), workers)
         .await
-        .expect("the low-priority job started during the flood");
+        .expect("the low-priority job started during the backlog");
     println!("{workers} worker(s): low-priority job started after {waited:?} (bound {bound:?})");
+    assert!(waited >= bound, "it started before its bound: {waited:?}");
     assert!(
-        waited <= bound + Duration::from_millis(2500),
-        "waited {waited:?}, bound {bound:?} + older starving work"
+        waited <= bound + Duration::from_secs(4),
+        "waited {waited:?}, bound {bound:?}"
     );
-    assert!(
-        waited >= bound - Duration::from_millis(100),
-        "it really waited for the bound: {waited:?}"
+    // Control: strict priority order starves it for as long as urgent work is ready.
+    let starved = low_priority_wait_under_backlog(None, Duration::from_secs(5), workers).await;
+    assert_eq!(
+        starved, None,
+        "without the bound the backlog starves the job"
     );
-    // Control: strict priority order starves it for as long as the flood lasts.
-    let starved = low_priority_wait_under_flood(None, Duration::from_secs(5), workers).await;
-    assert_eq!(starved, None, "without the bound the flood starves the job");
 }
 
-/// 8. A flood of high-priority work: the fairness policy still serves the low-priority job
-/// within its documented bound (the starvation bound, plus the older starving jobs ahead of
-/// it: 20 jobs of 20 ms here). Without the policy the same flood starves it.
+/// 8. A backlog of high-priority work: the fairness policy still serves the low-priority job
+/// within its documented bound. Without the policy the same backlog starves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fairness_serves_low_priority_work_under_a_flood() {
-    fairness_under_flood(1).await;
+async fn fairness_serves_low_priority_work_under_a_backlog() {
+    fairness_under_backlog(1).await;
 }
 
-/// The same flood against four workers racing for the queue (one slot each, four times the
-/// urgent arrivals): the starving branch still hands the low-priority job to one of them
-/// within the bound plus the older starving work.
+/// The same against four workers racing for the queue (one slot each, four times the
+/// backlog): the starving branch hands the low-priority job to exactly one of them within
+/// the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fairness_bound_holds_with_four_workers_racing() {
-    fairness_under_flood(4).await;
+    fairness_under_backlog(4).await;
 }

@@ -314,7 +314,9 @@ async fn leader_election_hands_over() {
     assert!(a.is_leader() && !b.is_leader());
 }
 
-/// Two whole workers: exactly one runs maintenance; when it stops, the other reaps.
+/// Two whole workers: exactly one leads, and only the leader reaps (the other's reaper
+/// counter stays at zero while an expired lease is taken back); when the leader stops, the
+/// other leads and reaps.
 #[tokio::test]
 async fn only_the_leader_reaps_and_the_other_takes_over() {
     let db = TestDb::new().await;
@@ -330,32 +332,54 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
     } else {
         (w2, w1)
     };
+    let reaped = |r: &Running| {
+        r.worker
+            .metrics()
+            .reaped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // A crashed worker's expired lease.
+    let crashed_lease = |n: i64| {
+        let db = &db;
+        async move {
+            db.store
+                .enqueue(&NewJob::new("elsewhere", "noop", json!(n)))
+                .await
+                .unwrap();
+            db.store
+                .claim(&ClaimRequest {
+                    queue: "elsewhere".into(),
+                    limit: 1,
+                    owner: "crashed".into(),
+                    lease: Duration::from_secs(60),
+                    starvation: None,
+                })
+                .await
+                .unwrap();
+            db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second' WHERE state = 'running'")
+                .await;
+        }
+    };
+    crashed_lease(1).await;
+    eventually(Duration::from_secs(10), "reaped by the leader", || async {
+        count_state(&db, "running").await == 0
+    })
+    .await;
+    assert_eq!(reaped(&leader), 1);
+    assert_eq!(reaped(&other), 0, "a worker that does not lead never reaps");
     leader.stop().await;
     eventually(Duration::from_secs(10), "the other leads", || async {
         other.worker.is_leader()
     })
     .await;
-    // And it reaps: an expired lease of a crashed worker is returned.
-    db.store
-        .enqueue(&NewJob::new("elsewhere", "noop", json!(1)))
-        .await
-        .unwrap();
-    db.store
-        .claim(&ClaimRequest {
-            queue: "elsewhere".into(),
-            limit: 1,
-            owner: "crashed".into(),
-            lease: Duration::from_secs(60),
-            starvation: None,
-        })
-        .await
-        .unwrap();
-    db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
-        .await;
-    eventually(Duration::from_secs(10), "reaped", || async {
-        count_state(&db, "running").await == 0
-    })
+    crashed_lease(2).await;
+    eventually(
+        Duration::from_secs(10),
+        "reaped by the new leader",
+        || async { count_state(&db, "running").await == 0 },
+    )
     .await;
+    assert_eq!(reaped(&other), 1);
     other.stop().await;
 }
 
@@ -388,4 +412,69 @@ async fn a_leader_cut_off_from_the_database_gives_up_leadership() {
     )
     .await;
     proxy.heal();
+}
+
+/// The leader prunes on its own, in bounded batches: 35 succeeded jobs past their retention
+/// and 3 dead ones past theirs go, each deleting transaction removing at most `batch` (10)
+/// rows; recent successes and the running job stay.
+#[tokio::test]
+async fn the_leader_prunes_by_itself_in_bounded_batches() {
+    let db = TestDb::new().await;
+    docket_testkit::checker::install_audit(&db).await;
+    db.store
+        .enqueue_many(
+            &(0..43)
+                .map(|i| NewJob::new("done", "noop", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    // 35 finished two hours ago, 5 just now, 3 dead two days ago; one job still running.
+    db.exec(
+        "UPDATE {schema}.jobs SET state = 'succeeded', finished_at = now() - interval '2 hours'
+         WHERE id <= 35;
+         ",
+    )
+    .await;
+    db.exec("UPDATE {schema}.jobs SET state = 'succeeded', finished_at = now() WHERE id BETWEEN 36 AND 40")
+        .await;
+    db.exec("UPDATE {schema}.jobs SET state = 'dead', finished_at = now() - interval '2 days' WHERE id > 40")
+        .await;
+    db.store
+        .enqueue(&NewJob::new("q", "hold", json!(0)))
+        .await
+        .unwrap();
+    let mut reg = Registry::default();
+    reg.register_fn("hold", |_a, ctx: JobContext| async move {
+        ctx.cancel.cancelled().await;
+        Ok(())
+    });
+    let mut c = config("q", 1);
+    c.prune_interval = Duration::from_millis(200);
+    c.retention = Retention {
+        finished: Duration::from_secs(3600),
+        dead: Duration::from_secs(24 * 3600),
+        batch: 10,
+    };
+    let w = start(&db, reg, c).await;
+    eventually(Duration::from_secs(30), "the leader pruned", || async {
+        db.scalar("SELECT count(*) FROM {schema}.jobs").await == 6
+    })
+    .await;
+    assert_eq!(count_state(&db, "running").await, 1);
+    assert_eq!(count_state(&db, "succeeded").await, 5);
+    assert_eq!(count_state(&db, "dead").await, 0);
+    let biggest = db
+        .scalar("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {schema}.audit WHERE op = 'D' GROUP BY tx) t")
+        .await;
+    let batches = db
+        .scalar("SELECT count(DISTINCT tx) FROM {schema}.audit WHERE op = 'D'")
+        .await;
+    assert!(biggest <= 10, "a prune transaction deleted {biggest} rows");
+    assert!(
+        batches >= 5,
+        "38 rows in batches of 10 take at least 5 deletes, saw {batches}"
+    );
+    w.shutdown.immediate.cancel();
+    let _ = w.stop().await;
 }

@@ -317,10 +317,12 @@ async fn heartbeats_extend_leases_of_long_jobs() {
     let db = TestDb::new().await;
     let mut reg = Registry::default();
     reg.register_fn("slow", |_a, _ctx| async {
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        tokio::time::sleep(Duration::from_millis(7500)).await;
         Ok(())
     });
-    let mut cfg = config("q", 1).lease(Duration::from_secs(1));
+    // A 3 s lease beats every second and stops a job only after 2 s without a renewal: ten
+    // times what a loaded machine delays a timer, so the test cannot flap.
+    let mut cfg = config("q", 1).lease(Duration::from_secs(3));
     cfg.reap_interval = Duration::from_millis(100);
     let w = start(&db, reg, cfg).await;
     let id = db
@@ -329,7 +331,7 @@ async fn heartbeats_extend_leases_of_long_jobs() {
         .await
         .unwrap()
         .id;
-    eventually(Duration::from_secs(10), "job done", || async {
+    eventually(Duration::from_secs(30), "job done", || async {
         db.store.get(id).await.unwrap().state.is_terminal()
     })
     .await;
