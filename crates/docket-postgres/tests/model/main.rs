@@ -1,0 +1,181 @@
+//! Model-based test of the PostgreSQL store: random sequences of enqueue, claim, heartbeat,
+//! complete, fail, snooze, release, crash, writes by impostors and stale tokens, operator
+//! cancel and retry, advance-the-clock and reap run against
+//! [`PgStore`](docket_postgres::PgStore) and against a small in-memory model of the state
+//! machine (`docs/state-machine.md`, `sql/*.sql`); the two are compared after every step.
+//!
+//! # What is compared
+//!
+//! - Every fenced write (complete, fail, snooze, release, heartbeat): the applied and lost
+//!   sets, and each lost lease's reason; heartbeats also the cancel requests they report.
+//! - Every claim: see "Claim order" below. Every reap: the jobs taken (all expired ones, or
+//!   the earliest-expiring `batch` of them), their token, owner and new state.
+//! - Operator cancel and retry: the outcome, or the `WrongState` error and its state.
+//! - After every step, every row: state, `attempt`, `max_attempts`, lease owner, queue,
+//!   priority, cancel request, number of history entries and the newest one (attempt, class,
+//!   owner), `finished_at` set iff terminal, `run_at` of pending jobs and `lease_expires_at`
+//!   of running ones (within the model's bounds); and `active_count` and the `stats` counters
+//!   per queue.
+//!
+//! # Time
+//!
+//! The database clock cannot be moved, so "advance the clock by S seconds" moves every job's
+//! `run_at` and `lease_expires_at` S seconds into the past, and the model moves its own clock
+//! forward by S. Every model duration is a multiple of 5 s (lease 60 s, explicit retry,
+//! snooze and enqueue delays 0 or 40 s, advances 25 s or 2 h), so the clock never lands
+//! exactly on a lease expiry (60 - 25k is never 0) and two deadlines that differ differ by at
+//! least 10 s: the real time the test takes (assumed below `LAG_S` between a write and the
+//! checks that depend on it) never decides an outcome. A lease whose model expiry equals the
+//! model clock would be a design error of this test and is reported as such. A `run_at`
+//! equal to the model clock is due: the database wrote it a little earlier than it reads it.
+//!
+//! Backoff is `base = cap = 1 h`, so a job retried by backoff (or reaped) runs again after a
+//! random 45-60 min: the model keeps that window. Sequences are short enough (< 100 steps of
+//! at most 25 s) that only a 2 h advance can reach it, so readiness is never ambiguous. (The
+//! backoff exponent itself is therefore not tested here.)
+//!
+//! # Claim order
+//!
+//! Claim order is `priority, run_at, id`. The model knows `run_at` exactly except inside a
+//! backoff window, so a claim is checked for: the count (`min(limit, ready)`), the set (only
+//! ready jobs of the queue), the new token (`attempt + 1`), and that no ready job left
+//! unclaimed comes definitely before a claimed one. The database's choice is then applied to
+//! the model. Reaps with a small batch are checked the same way against expiry order.
+//!
+//! A failure prints the minimal sequence proptest could shrink it to. Set
+//! `DOCKET_MODEL_CASES` to run more (or fewer) cases than the default 48.
+
+mod compare;
+mod ops;
+mod state;
+mod steps;
+mod writes;
+
+use std::time::{Duration, Instant};
+
+use docket_core::*;
+use docket_testkit::TestDb;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use ops::{ops, Op};
+use state::Split;
+
+pub const QUEUES: [&str; 2] = ["q", "r"];
+pub const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
+pub const NW: usize = WORKERS.len();
+
+/// Lease length of claims and heartbeats.
+pub const LEASE_S: i64 = 60;
+/// The small clock step: never makes a lease expiry (60 - 25k) or an explicit retry
+/// (40 - 25k) coincide with the clock.
+pub const SMALL_STEP_S: i64 = 25;
+/// The big clock step: past every backoff window.
+pub const BIG_STEP_S: i64 = 2 * 3600;
+/// Explicit `retry_in` of a failure.
+pub const RETRY_IN_S: i64 = 40;
+/// Backoff of every job: base = cap = 1 h, so the delay is 45-60 min whatever the count.
+pub const BACKOFF: Backoff = Backoff {
+    base: Duration::from_secs(3600),
+    cap: Duration::from_secs(3600),
+};
+pub const BACKOFF_LO_S: i64 = 2700;
+pub const BACKOFF_HI_S: i64 = 3600;
+/// How far behind the model a database time may be (the real time elapsed since it was
+/// written), in seconds. Below the 10 s margin between the clock and any deadline.
+pub const LAG_S: f64 = 8.0;
+/// Longest sequence: (MAX_STEPS - 1) * SMALL_STEP_S must stay below BACKOFF_LO_S.
+pub const MAX_STEPS: usize = 100;
+const _: () = assert!((MAX_STEPS as i64 - 1) * SMALL_STEP_S < BACKOFF_LO_S);
+/// Reaper batch when unbounded: larger than any case's job count.
+pub const REAP_ALL: i64 = 1000;
+
+// ---------------------------------------------------------------------------------------
+// Running one case
+// ---------------------------------------------------------------------------------------
+
+pub fn fail(msg: impl Into<String>) -> TestCaseError {
+    TestCaseError::fail(msg.into())
+}
+
+pub fn ok<T>(r: Result<T, StoreError>, what: &str) -> Result<T, TestCaseError> {
+    r.map_err(|e| fail(format!("{what}: unexpected store error: {e}")))
+}
+
+pub fn sorted_leases(v: &[Lease]) -> Vec<Lease> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+pub fn sorted_lost(v: &[LeaseLost]) -> Vec<LeaseLost> {
+    let mut v = v.to_vec();
+    v.sort_by_key(|l| l.lease);
+    v
+}
+
+pub fn check_batch(what: &str, got: &BatchOutcome, want: &Split) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        sorted_leases(&got.applied),
+        sorted_leases(&want.applied),
+        "{}: applied differs",
+        what
+    );
+    prop_assert_eq!(
+        sorted_lost(&got.lost),
+        sorted_lost(&want.lost),
+        "{}: lost differs",
+        what
+    );
+    Ok(())
+}
+
+fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
+    match e {
+        TestCaseError::Fail(why) => fail(format!("{ctx}: {why}")),
+        other => other,
+    }
+}
+
+async fn run_case(db: &TestDb, ops: &[Op]) -> Result<(), TestCaseError> {
+    db.exec("TRUNCATE {schema}.jobs RESTART IDENTITY").await;
+    let mut m = state::Model::default();
+    for (i, op) in ops.iter().enumerate() {
+        steps::step(db, &mut m, op)
+            .await
+            .map_err(|e| with_context(e, format!("step {i} {op:?}")))?;
+        compare::compare(db, &m)
+            .await
+            .map_err(|e| with_context(e, format!("after step {i} {op:?}")))?;
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("DOCKET_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(48)
+}
+
+#[test]
+fn store_matches_the_state_machine_model() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(TestDb::with_pool_size(2));
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        // No regression files next to the sources: a failure prints its minimal sequence.
+        failure_persistence: None,
+        max_shrink_time: 120_000,
+        ..Config::default()
+    });
+    let started = Instant::now();
+    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops)));
+    eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

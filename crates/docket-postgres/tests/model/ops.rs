@@ -1,0 +1,163 @@
+//! The operations of a case and their strategies.
+
+use proptest::prelude::*;
+
+use crate::*;
+
+// ---------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailKind {
+    /// `Retry` with the job's backoff.
+    Backoff,
+    /// `Retry` with `retry_in = 40 s`.
+    RetryIn,
+    Discard,
+    Cancel,
+}
+
+/// A fenced write presenting one given lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    Complete,
+    Fail(FailKind),
+    Snooze { delay_s: i64 },
+    Release,
+    Heartbeat,
+}
+
+/// One step. Indices (`picks`, `job`) are taken modulo the length of what they index, so
+/// every step stays meaningful while proptest shrinks the sequence.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Enqueue `n` jobs with a claim budget of `max_attempts` into `QUEUES[queue]`,
+    /// claimable after `delay_s`.
+    Enqueue {
+        n: usize,
+        max_attempts: i32,
+        queue: usize,
+        priority: i16,
+        delay_s: i64,
+    },
+    /// Worker `w` claims up to `limit` jobs of `QUEUES[queue]`.
+    Claim { w: usize, queue: usize, limit: i32 },
+    /// Worker `w` completes some of the leases it holds (one batch).
+    Complete { w: usize, picks: Vec<usize> },
+    /// Worker `w` reports failures on some of its leases (one batch).
+    Fail {
+        w: usize,
+        items: Vec<(usize, FailKind)>,
+    },
+    /// Worker `w` snoozes some of its leases by `delay_s` (one batch).
+    Snooze {
+        w: usize,
+        picks: Vec<usize>,
+        delay_s: i64,
+    },
+    /// Worker `w` releases some of its leases (shutdown).
+    Release { w: usize, picks: Vec<usize> },
+    /// Worker `w` heartbeats every lease it holds; with `forget_lost` it then drops the lost
+    /// ones, as the runtime does (otherwise it keeps presenting them later).
+    Heartbeat { w: usize, forget_lost: bool },
+    /// Worker `w` dies: it forgets its leases, the database keeps them until they expire.
+    Crash { w: usize },
+    /// Worker `w` presents a lease worker `victim` holds, under its own name.
+    Impostor {
+        w: usize,
+        victim: usize,
+        pick: usize,
+        write: Write,
+    },
+    /// Worker `w` presents any lease ever handed out (its own or not, usually stale): a
+    /// worker that was partitioned away, a duplicate message, a bug in the runtime.
+    Replay { w: usize, pick: usize, write: Write },
+    /// Moves the clock forward 25 s, or 2 h.
+    Advance { big: bool },
+    /// One reaper pass of at most `batch` jobs (in expiry order).
+    Reap { batch: i64 },
+    /// Operator cancel of a job (with `running`: of a running job).
+    Cancel { job: usize, running: bool },
+    /// Operator replay of a job with `extra` more claims (with `finished`: of a dead or
+    /// cancelled job).
+    Retry {
+        job: usize,
+        finished: bool,
+        extra: i32,
+    },
+}
+
+/// Mostly the first queue, so claims find work.
+pub fn queue() -> impl Strategy<Value = usize> {
+    prop_oneof![3 => Just(0usize), 1 => Just(1usize)]
+}
+
+pub fn picks() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..8, 1..=3)
+}
+
+pub fn fail_kind() -> impl Strategy<Value = FailKind> {
+    prop_oneof![
+        3 => Just(FailKind::Backoff),
+        2 => Just(FailKind::RetryIn),
+        1 => Just(FailKind::Discard),
+        1 => Just(FailKind::Cancel),
+    ]
+}
+
+/// Mostly due at once.
+pub fn enqueue_delay() -> impl Strategy<Value = i64> {
+    prop_oneof![3 => Just(0i64), 1 => Just(40i64)]
+}
+
+pub fn snooze_delay() -> impl Strategy<Value = i64> {
+    prop_oneof![Just(0i64), Just(40i64)]
+}
+
+pub fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        Just(Write::Complete),
+        fail_kind().prop_map(Write::Fail),
+        snooze_delay().prop_map(|delay_s| Write::Snooze { delay_s }),
+        Just(Write::Release),
+        Just(Write::Heartbeat),
+    ]
+}
+
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..=4, 1i32..=3, queue(), -1i16..=1, enqueue_delay())
+            .prop_map(|(n, max_attempts, queue, priority, delay_s)| Op::Enqueue {
+                n,
+                max_attempts,
+                queue,
+                priority,
+                delay_s,
+            }),
+        5 => (0..NW, queue(), 1i32..=4).prop_map(|(w, queue, limit)| Op::Claim { w, queue, limit }),
+        4 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
+        3 => (0..NW, prop::collection::vec((0usize..8, fail_kind()), 1..=3))
+            .prop_map(|(w, items)| Op::Fail { w, items }),
+        2 => (0..NW, picks(), snooze_delay())
+            .prop_map(|(w, picks, delay_s)| Op::Snooze { w, picks, delay_s }),
+        1 => (0..NW, picks()).prop_map(|(w, picks)| Op::Release { w, picks }),
+        4 => (0..NW, any::<bool>()).prop_map(|(w, forget_lost)| Op::Heartbeat { w, forget_lost }),
+        1 => (0..NW).prop_map(|w| Op::Crash { w }),
+        1 => (0..NW, 1..NW, 0usize..8, write()).prop_map(|(w, off, pick, write)| {
+            Op::Impostor { w, victim: (w + off) % NW, pick, write }
+        }),
+        2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
+        3 => Just(Op::Advance { big: false }),
+        1 => Just(Op::Advance { big: true }),
+        3 => prop_oneof![3 => Just(REAP_ALL), 1 => 1i64..=2].prop_map(|batch| Op::Reap { batch }),
+        2 => (0usize..16, any::<bool>()).prop_map(|(job, running)| Op::Cancel { job, running }),
+        2 => (0usize..16, any::<bool>(), 1i32..=2)
+            .prop_map(|(job, finished, extra)| Op::Retry { job, finished, extra }),
+    ]
+}
+
+/// Fewer than 100 steps: 99 small advances (2475 s) never reach a backoff window (2700 s).
+pub fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..MAX_STEPS)
+}

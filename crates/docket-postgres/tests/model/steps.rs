@@ -1,0 +1,359 @@
+//! One step: the operation on the store and on the model, and the checks of its result.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use docket_core::*;
+use docket_testkit::TestDb;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use serde_json::json;
+
+use crate::ops::*;
+use crate::state::*;
+use crate::writes::*;
+use crate::*;
+
+pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+    let store = &db.store;
+    m.step += 1;
+    match *op {
+        Op::Enqueue {
+            n,
+            max_attempts,
+            queue,
+            priority,
+            delay_s,
+        } => {
+            let jobs: Vec<NewJob> = (0..n)
+                .map(|i| {
+                    let job = NewJob::new(QUEUES[queue], "model", json!(i))
+                        .max_attempts(max_attempts)
+                        .priority(priority)
+                        .backoff(BACKOFF);
+                    if delay_s == 0 {
+                        job
+                    } else {
+                        job.delay(Duration::from_secs(delay_s as u64))
+                    }
+                })
+                .collect();
+            let got = ok(store.enqueue_many(&jobs).await, "enqueue_many")?;
+            prop_assert_eq!(got.len(), n);
+            for e in got {
+                prop_assert!(!e.duplicate, "enqueue: duplicate without unique key");
+                prop_assert!(!m.jobs.contains_key(&e.id.0), "enqueue: id {} reused", e.id);
+                m.jobs.insert(
+                    e.id.0,
+                    MJob {
+                        queue,
+                        priority,
+                        state: JobState::Pending,
+                        attempt: 0,
+                        max_attempts,
+                        owner: None,
+                        lease_exp: 0,
+                        lease_step: 0,
+                        run_at: RunAt::At(m.now + delay_s),
+                        run_at_step: m.step,
+                        errors: 0,
+                        last_error: None,
+                        cancel_requested: false,
+                    },
+                );
+            }
+        }
+
+        Op::Claim { w, queue, limit } => {
+            let ready = m.ready_ids(queue)?;
+            let got = ok(
+                store
+                    .claim(&ClaimRequest {
+                        queue: QUEUES[queue].into(),
+                        limit,
+                        owner: WORKERS[w].into(),
+                        lease: Duration::from_secs(LEASE_S as u64),
+                        starvation: None,
+                    })
+                    .await,
+                "claim",
+            )?;
+            let want = ready.len().min(limit as usize);
+            prop_assert_eq!(
+                got.len(),
+                want,
+                "claim: got {} jobs, model has {} ready (limit {})",
+                got.len(),
+                ready.len(),
+                limit
+            );
+            let claimed: BTreeSet<i64> = got.iter().map(|c| c.id.0).collect();
+            prop_assert_eq!(claimed.len(), got.len(), "claim: a job twice");
+            for c in &got {
+                prop_assert!(
+                    ready.contains(&c.id.0),
+                    "claim: job {} is not ready in the model (ready: {:?})",
+                    c.id,
+                    ready
+                );
+                let j = m.job(c.id);
+                prop_assert_eq!(c.attempt, j.attempt + 1, "claim: token of job {}", c.id);
+                prop_assert_eq!(&c.queue, QUEUES[queue], "claim: queue of job {}", c.id);
+                prop_assert_eq!(c.priority, j.priority, "claim: priority of job {}", c.id);
+                prop_assert_eq!(c.max_attempts, j.max_attempts, "claim: budget of {}", c.id);
+                prop_assert!(c.attempt <= c.max_attempts, "claim over budget: {:?}", c);
+            }
+            let stored = lease_expiries(db).await?;
+            for c in &got {
+                prop_assert_eq!(
+                    Some(&c.lease_expires_at),
+                    stored.get(&c.id.0),
+                    "claim: returned expiry of job {} is not the stored one",
+                    c.id
+                );
+            }
+            for &u in ready.difference(&claimed) {
+                for &c in &claimed {
+                    prop_assert!(
+                        !m.definitely_before(u, c),
+                        "claim order: job {} (left ready) runs before claimed job {}",
+                        u,
+                        c
+                    );
+                }
+            }
+            let (now, step) = (m.now, m.step);
+            for c in &got {
+                let j = m.job_mut(c.id);
+                j.state = JobState::Running;
+                j.attempt = c.attempt;
+                j.owner = Some(w);
+                j.lease_exp = now + LEASE_S;
+                j.lease_step = step;
+                m.held[w].push(c.lease());
+                m.history.push(c.lease());
+            }
+        }
+
+        Op::Complete { w, ref picks } => {
+            let leases = m.pick(w, picks);
+            complete(db, m, w, &leases).await?;
+        }
+
+        Op::Fail { w, ref items } => {
+            let held = &m.held[w];
+            let mut failures: Vec<(Lease, FailKind)> = Vec::new();
+            if !held.is_empty() {
+                for &(p, kind) in items {
+                    let l = held[p % held.len()];
+                    if !failures.iter().any(|(f, _)| *f == l) {
+                        failures.push((l, kind));
+                    }
+                }
+            }
+            fail_many(db, m, w, &failures).await?;
+        }
+
+        Op::Snooze {
+            w,
+            ref picks,
+            delay_s,
+        } => {
+            let leases = m.pick(w, picks);
+            snooze(db, m, w, &leases, Some(delay_s)).await?;
+        }
+
+        Op::Release { w, ref picks } => {
+            let leases = m.pick(w, picks);
+            snooze(db, m, w, &leases, None).await?;
+        }
+
+        Op::Heartbeat { w, forget_lost } => {
+            let leases = m.held[w].clone();
+            heartbeat(db, m, w, &leases, forget_lost).await?;
+        }
+
+        Op::Crash { w } => m.held[w].clear(),
+
+        Op::Impostor {
+            w,
+            victim,
+            pick,
+            write,
+        } => {
+            let held = &m.held[victim];
+            if held.is_empty() {
+                return Ok(());
+            }
+            let lease = held[pick % held.len()];
+            prop_assert!(
+                !m.live(w, lease)?,
+                "model: {} holds {:?} of {}",
+                w,
+                lease,
+                victim
+            );
+            one_write(db, m, w, lease, write).await?;
+        }
+
+        Op::Replay { w, pick, write } => {
+            if m.history.is_empty() {
+                return Ok(());
+            }
+            let lease = m.history[pick % m.history.len()];
+            one_write(db, m, w, lease, write).await?;
+        }
+
+        Op::Advance { big } => {
+            let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
+            db.exec(&format!(
+                "UPDATE {{schema}}.jobs SET run_at = run_at - interval '{s} seconds', \
+                 lease_expires_at = lease_expires_at - interval '{s} seconds'"
+            ))
+            .await;
+            m.now += s;
+        }
+
+        Op::Reap { batch } => {
+            // Every expired lease, with what the reaper must make of it.
+            let mut expired: BTreeMap<i64, Reaped> = BTreeMap::new();
+            for (&id, j) in &m.jobs {
+                if j.state == JobState::Running && !m.unexpired(j)? {
+                    expired.insert(
+                        id,
+                        Reaped {
+                            id: JobId(id),
+                            attempt: j.attempt,
+                            owner: WORKERS[j.owner.expect("running has an owner")].into(),
+                            state: if j.cancel_requested {
+                                JobState::Cancelled
+                            } else if j.attempt >= j.max_attempts {
+                                JobState::Dead
+                            } else {
+                                JobState::Pending
+                            },
+                        },
+                    );
+                }
+            }
+            let mut got = ok(store.reap(batch).await, "reap")?.jobs;
+            got.sort_by_key(|r| r.id);
+            prop_assert_eq!(
+                got.len(),
+                expired.len().min(batch as usize),
+                "reap: {:?} of {} expired (batch {})",
+                got,
+                expired.len(),
+                batch
+            );
+            for r in &got {
+                prop_assert_eq!(Some(r), expired.get(&r.id.0), "reap: job {}", r.id);
+            }
+            // Expiry order: no expired lease left behind expires definitely before a taken one.
+            let taken: BTreeSet<i64> = got.iter().map(|r| r.id.0).collect();
+            for &u in expired.keys().filter(|id| !taken.contains(id)) {
+                for &t in &taken {
+                    let (ju, jt) = (&m.jobs[&u], &m.jobs[&t]);
+                    prop_assert!(
+                        (ju.lease_exp, ju.lease_step) >= (jt.lease_exp, jt.lease_step),
+                        "reap order: job {} (left) expired before job {} (taken)",
+                        u,
+                        t
+                    );
+                }
+            }
+            let (step, window) = (m.step, m.backoff_window());
+            for r in &got {
+                let j = m.job_mut(r.id);
+                j.state = r.state;
+                j.record_error("lease_expired", j.owner.expect("running has an owner"));
+                Model::end_lease(j);
+                if r.state == JobState::Pending {
+                    j.run_at = window;
+                    j.run_at_step = step;
+                }
+            }
+        }
+
+        Op::Cancel { job, running } => {
+            let Some(id) = m.pick_job(job, |s| !running || s == JobState::Running) else {
+                return Ok(());
+            };
+            let got = store.cancel(id).await;
+            let st = m.job(id).state;
+            // The first request of a job is audited in its history, naming the role.
+            let role: String = sqlx::query_scalar("SELECT session_user::text")
+                .fetch_one(store.pool())
+                .await
+                .map_err(|e| fail(format!("session_user: {e}")))?;
+            match (st, got) {
+                (JobState::Pending, Ok(CancelOutcome::Cancelled)) => {
+                    let j = m.job_mut(id);
+                    j.state = JobState::Cancelled;
+                    if !j.cancel_requested {
+                        j.record_entry("cancel_requested", role);
+                    }
+                    j.cancel_requested = true;
+                }
+                (JobState::Running, Ok(CancelOutcome::Requested)) => {
+                    let j = m.job_mut(id);
+                    if !j.cancel_requested {
+                        j.record_entry("cancel_requested", role);
+                    }
+                    j.cancel_requested = true;
+                }
+                (s, Err(StoreError::WrongState { id: eid, state, .. }))
+                    if s.is_terminal() && eid == id && state == s => {}
+                (s, other) => {
+                    return Err(fail(format!(
+                        "cancel of {s} job {id}: unexpected result {other:?}"
+                    )))
+                }
+            }
+        }
+
+        Op::Retry {
+            job,
+            finished,
+            extra,
+        } => {
+            let Some(id) = m.pick_job(job, |s| {
+                !finished || matches!(s, JobState::Dead | JobState::Cancelled)
+            }) else {
+                return Ok(());
+            };
+            let got = store.retry(id, extra).await;
+            let st = m.job(id).state;
+            let (now, step) = (m.now, m.step);
+            match (st, got) {
+                (JobState::Dead | JobState::Cancelled, Ok(rec)) => {
+                    let j = m.job_mut(id);
+                    j.state = JobState::Pending;
+                    j.max_attempts = j.attempt + extra;
+                    j.run_at = RunAt::At(now);
+                    j.run_at_step = step;
+                    j.cancel_requested = false;
+                    prop_assert_eq!(rec.id, id);
+                    prop_assert_eq!(rec.state, JobState::Pending, "retry: record state");
+                    prop_assert_eq!(rec.attempt, j.attempt, "retry: record attempt");
+                    prop_assert_eq!(rec.max_attempts, j.max_attempts, "retry: budget");
+                    prop_assert_eq!(
+                        rec.errors.len() as i32,
+                        j.errors.min(MAX_HISTORY),
+                        "retry: history"
+                    );
+                }
+                (s, Err(StoreError::WrongState { id: eid, state, .. }))
+                    if !matches!(s, JobState::Dead | JobState::Cancelled)
+                        && eid == id
+                        && state == s => {}
+                (s, other) => {
+                    return Err(fail(format!(
+                        "retry of {s} job {id}: unexpected result {other:?}"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
+}

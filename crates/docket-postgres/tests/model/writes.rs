@@ -1,0 +1,231 @@
+//! The fenced writes, on the store and on the model.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use docket_core::*;
+use docket_testkit::TestDb;
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+use crate::ops::*;
+use crate::state::*;
+use crate::*;
+
+/// Worker `w` writes `write` for `lease`.
+pub async fn one_write(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    lease: Lease,
+    write: Write,
+) -> Result<(), TestCaseError> {
+    match write {
+        Write::Complete => complete(db, m, w, &[lease]).await,
+        Write::Fail(kind) => fail_many(db, m, w, &[(lease, kind)]).await,
+        Write::Snooze { delay_s } => snooze(db, m, w, &[lease], Some(delay_s)).await,
+        Write::Release => snooze(db, m, w, &[lease], None).await,
+        Write::Heartbeat => heartbeat(db, m, w, &[lease], true).await,
+    }
+}
+
+/// Worker `w` completes `leases` (distinct) in one batch, then forgets them.
+pub async fn complete(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+) -> Result<(), TestCaseError> {
+    let want = m.split(w, leases)?;
+    let got = ok(db.store.complete_many(WORKERS[w], leases).await, "complete")?;
+    check_batch("complete", &got, &want)?;
+    for l in &want.applied {
+        let j = m.job_mut(l.id);
+        j.state = JobState::Succeeded;
+        Model::end_lease(j);
+    }
+    m.forget(w, leases);
+    Ok(())
+}
+
+/// Worker `w` reports `failures` (distinct leases) in one batch, then forgets them.
+pub async fn fail_many(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    failures: &[(Lease, FailKind)],
+) -> Result<(), TestCaseError> {
+    let leases: Vec<Lease> = failures.iter().map(|f| f.0).collect();
+    let want = m.split(w, &leases)?;
+    let batch: Vec<Failure> = failures
+        .iter()
+        .map(|&(lease, kind)| Failure {
+            lease,
+            class: match kind {
+                FailKind::Backoff | FailKind::RetryIn => FailureClass::Retry,
+                FailKind::Discard => FailureClass::Discard,
+                FailKind::Cancel => FailureClass::Cancel,
+            },
+            message: format!("{kind:?}"),
+            retry_in: (kind == FailKind::RetryIn).then(|| Duration::from_secs(RETRY_IN_S as u64)),
+        })
+        .collect();
+    let got = ok(db.store.fail_many(WORKERS[w], &batch).await, "fail")?;
+    check_batch("fail", &got, &want)?;
+    let (now, step, window) = (m.now, m.step, m.backoff_window());
+    for &(l, kind) in failures {
+        if !want.applied.contains(&l) {
+            continue;
+        }
+        let j = m.job_mut(l.id);
+        j.record_error(
+            match kind {
+                FailKind::Backoff | FailKind::RetryIn => "retry",
+                FailKind::Discard => "discard",
+                FailKind::Cancel => "cancel",
+            },
+            w,
+        );
+        Model::end_lease(j);
+        j.state = if kind == FailKind::Cancel || j.cancel_requested {
+            JobState::Cancelled
+        } else if kind == FailKind::Discard || j.attempt >= j.max_attempts {
+            JobState::Dead
+        } else {
+            j.run_at = if kind == FailKind::RetryIn {
+                RunAt::At(now + RETRY_IN_S)
+            } else {
+                window
+            };
+            j.run_at_step = step;
+            JobState::Pending
+        };
+    }
+    m.forget(w, &leases);
+    Ok(())
+}
+
+/// Worker `w` snoozes `leases` (distinct) by `delay_s`, or releases them (`None`:
+/// `release_many`, delay 0), in one batch, then forgets them.
+pub async fn snooze(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+    delay_s: Option<i64>,
+) -> Result<(), TestCaseError> {
+    let want = m.split(w, leases)?;
+    let got = match delay_s {
+        Some(d) => {
+            let batch: Vec<Snooze> = leases
+                .iter()
+                .map(|&lease| Snooze {
+                    lease,
+                    delay: Duration::from_secs(d as u64),
+                })
+                .collect();
+            ok(db.store.snooze_many(WORKERS[w], &batch).await, "snooze")?
+        }
+        None => ok(db.store.release_many(WORKERS[w], leases).await, "release")?,
+    };
+    check_batch(
+        if delay_s.is_some() {
+            "snooze"
+        } else {
+            "release"
+        },
+        &got,
+        &want,
+    )?;
+    let (now, step) = (m.now, m.step);
+    for l in &want.applied {
+        let j = m.job_mut(l.id);
+        Model::end_lease(j);
+        // The budget is given back by raising max_attempts (attempt never goes down), even
+        // when the job is cancelled instead of requeued.
+        j.max_attempts += 1;
+        if j.cancel_requested {
+            j.state = JobState::Cancelled;
+        } else {
+            j.state = JobState::Pending;
+            j.run_at = RunAt::At(now + delay_s.unwrap_or(0));
+            j.run_at_step = step;
+        }
+    }
+    m.forget(w, leases);
+    Ok(())
+}
+
+/// Worker `w` heartbeats `leases`; with `forget_lost` it then drops the lost ones.
+pub async fn heartbeat(
+    db: &TestDb,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+    forget_lost: bool,
+) -> Result<(), TestCaseError> {
+    // The store de-duplicates; so does the model.
+    let mut leases = sorted_leases(leases);
+    leases.dedup();
+    let want = m.split(w, &leases)?;
+    let got = ok(
+        db.store
+            .heartbeat(WORKERS[w], &leases, Duration::from_secs(LEASE_S as u64))
+            .await,
+        "heartbeat",
+    )?;
+    let stored = lease_expiries(db).await?;
+    for (l, at) in &got.extended {
+        prop_assert_eq!(
+            Some(at),
+            stored.get(&l.id.0),
+            "heartbeat: returned expiry of job {} is not the stored one",
+            l.id
+        );
+    }
+    let extended: Vec<Lease> = got.extended.iter().map(|e| e.0).collect();
+    prop_assert_eq!(
+        sorted_leases(&extended),
+        sorted_leases(&want.applied),
+        "heartbeat: extended differs"
+    );
+    let cancel: Vec<Lease> = want
+        .applied
+        .iter()
+        .copied()
+        .filter(|l| m.job(l.id).cancel_requested)
+        .collect();
+    prop_assert_eq!(
+        sorted_leases(&got.cancel_requested),
+        sorted_leases(&cancel),
+        "heartbeat: cancel_requested differs"
+    );
+    prop_assert_eq!(
+        sorted_lost(&got.lost),
+        sorted_lost(&want.lost),
+        "heartbeat: lost differs"
+    );
+    let (now, step) = (m.now, m.step);
+    for l in &want.applied {
+        let j = m.job_mut(l.id);
+        j.lease_exp = now + LEASE_S;
+        j.lease_step = step;
+    }
+    if forget_lost {
+        let lost: Vec<Lease> = want.lost.iter().map(|l| l.lease).collect();
+        m.forget(w, &lost);
+    }
+    Ok(())
+}
+
+/// `lease_expires_at` of every running job.
+pub async fn lease_expiries(db: &TestDb) -> Result<BTreeMap<i64, DateTime<Utc>>, TestCaseError> {
+    let sql = "SELECT id, lease_expires_at FROM {schema}.jobs WHERE state = 'running'"
+        .replace("{schema}", &db.schema);
+    let rows: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(&sql)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(|e| fail(format!("lease expiries: {e}")))?;
+    Ok(rows.into_iter().collect())
+}
