@@ -27,6 +27,7 @@ pub struct DbJob {
     pub finished: bool,
     pub run_in: f64,
     pub lease_in: Option<f64>,
+    pub blocked: bool,
 }
 
 pub async fn snapshot(db: &TestDb) -> Result<Vec<DbJob>, TestCaseError> {
@@ -38,7 +39,7 @@ pub async fn snapshot(db: &TestDb) -> Result<Vec<DbJob>, TestCaseError> {
                       errors->-1->>'owner' AS last_owner, \
                       finished_at IS NOT NULL AS finished, \
                       extract(epoch FROM run_at - now())::float8 AS run_in, \
-                      extract(epoch FROM lease_expires_at - now())::float8 AS lease_in \
+                      extract(epoch FROM lease_expires_at - now())::float8 AS lease_in, blocked \
                FROM {schema}.jobs ORDER BY id"
         .replace("{schema}", &db.schema);
     let rows = sqlx::query(&sql)
@@ -70,6 +71,7 @@ pub async fn snapshot(db: &TestDb) -> Result<Vec<DbJob>, TestCaseError> {
             finished: r.try_get("finished").map_err(get)?,
             run_in: r.try_get("run_in").map_err(get)?,
             lease_in: r.try_get("lease_in").map_err(get)?,
+            blocked: r.try_get("blocked").map_err(get)?,
         });
     }
     Ok(out)
@@ -144,9 +146,13 @@ pub async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
         }
     }
     for (qi, q) in QUEUES.iter().enumerate() {
+        // Running, or ready in an unpaused queue and not flagged blocked.
         let mut active = 0;
-        for j in m.jobs.values() {
-            if j.queue == qi && (j.state == JobState::Running || m.ready(j)?) {
+        for r in &rows {
+            let j = &m.jobs[&r.id];
+            if j.queue == qi
+                && (j.state == JobState::Running || (m.ready(j)? && !r.blocked && !m.paused[qi]))
+            {
                 active += 1;
             }
         }

@@ -1,8 +1,18 @@
-//! Model-based test of the PostgreSQL store: random sequences of enqueue, claim, heartbeat,
-//! complete, fail, snooze, release, crash, writes by impostors and stale tokens, operator
-//! cancel and retry, advance-the-clock and reap run against
-//! [`PgStore`](docket_postgres::PgStore) and against a small in-memory model of the state
-//! machine (`docs/state-machine.md`, `sql/*.sql`); the two are compared after every step.
+//! Model-based test of the PostgreSQL store: random sequences of enqueue (plain, with an
+//! ordering key, a concurrency key or a unique key), claim (strict priority order or under a
+//! starvation bound), heartbeat, complete, fail, snooze, release, crash, writes by impostors
+//! and stale tokens, operator cancel, retry, pause, resume and queue limits, prune, the key
+//! sweep, advance-the-clock and reap run against [`PgStore`](docket_postgres::PgStore) and
+//! against a small in-memory model of the state machine (`docs/state-machine.md`,
+//! `sql/*.sql`); the two are compared after every step. The claims reach all three claim
+//! paths: the fast path, its starving branch, and the controlled path (limits and keys); see
+//! `claims.rs`.
+//!
+//! A run counts how often each operation and outcome happened and fails when one of
+//! `MUST_COVER` never did (a starving job overtaking higher priorities, a key limit holding
+//! a job back, a paused queue holding ready jobs, a prune deleting, ...), so a change to the
+//! generator cannot quietly stop exercising a path. Rate limits are not modelled (they depend
+//! on the clock in ways the moved clock does not reach); `scheduling.rs` tests them.
 //!
 //! # What is compared
 //!
@@ -45,6 +55,7 @@
 //! A failure prints the minimal sequence proptest could shrink it to. Set
 //! `DOCKET_MODEL_CASES` to run more (or fewer) cases than the default 48.
 
+mod claims;
 mod compare;
 mod ops;
 mod state;
@@ -89,6 +100,16 @@ pub const MAX_STEPS: usize = 100;
 const _: () = assert!((MAX_STEPS as i64 - 1) * SMALL_STEP_S < BACKOFF_LO_S);
 /// Reaper batch when unbounded: larger than any case's job count.
 pub const REAP_ALL: i64 = 1000;
+/// Starvation bound of a starving claim. Model ages (clock minus `run_at`) are 0 or 10
+/// modulo 25 s, so none lies in [16, 24): with the database lagging the model by under 8 s,
+/// "has waited 24 s" is never ambiguous.
+pub const STARVE_S: i64 = 24;
+/// The long retention of a prune: only a 2 h advance ages a finished job past it (99 small
+/// steps are 2,475 s).
+pub const KEEP_LONG_S: i64 = 3600;
+/// Concurrency key `c0` runs at most this many jobs at once (a `key_limits` row); `c1` has
+/// no limit.
+pub const C0_LIMIT: i32 = 1;
 
 // ---------------------------------------------------------------------------------------
 // Running one case
@@ -137,18 +158,42 @@ fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
     }
 }
 
-async fn run_case(db: &TestDb, ops: &[Op]) -> Result<(), TestCaseError> {
-    db.exec("TRUNCATE {schema}.jobs RESTART IDENTITY").await;
+/// Coverage over every case of a run: how often each operation and outcome happened.
+type Coverage = std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>;
+
+async fn run_case(db: &TestDb, ops: &[Op], coverage: &Coverage) -> Result<(), TestCaseError> {
+    db.exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits RESTART IDENTITY")
+        .await;
+    // c0 runs one job at a time; c1 has no limit.
+    ok(
+        db.store
+            .set_key_limit(&KeyLimit {
+                key: "c0".into(),
+                max_running: Some(C0_LIMIT),
+                rate: None,
+            })
+            .await,
+        "set_key_limit",
+    )?;
     let mut m = state::Model::default();
-    for (i, op) in ops.iter().enumerate() {
-        steps::step(db, &mut m, op)
-            .await
-            .map_err(|e| with_context(e, format!("step {i} {op:?}")))?;
-        compare::compare(db, &m)
-            .await
-            .map_err(|e| with_context(e, format!("after step {i} {op:?}")))?;
+    let result = async {
+        for (i, op) in ops.iter().enumerate() {
+            steps::step(db, &mut m, op)
+                .await
+                .map_err(|e| with_context(e, format!("step {i} {op:?}")))?;
+            m.stamp_finished();
+            compare::compare(db, &m)
+                .await
+                .map_err(|e| with_context(e, format!("after step {i} {op:?}")))?;
+        }
+        Ok(())
     }
-    Ok(())
+    .await;
+    let mut all = coverage.lock().expect("coverage");
+    for (k, v) in &m.coverage {
+        *all.entry(k).or_default() += v;
+    }
+    result
 }
 
 fn cases() -> u32 {
@@ -157,6 +202,33 @@ fn cases() -> u32 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(48)
 }
+
+/// Every operation and outcome the model is meant to exercise; each must have happened at
+/// least once in a run, or the run proved less than it claims.
+const MUST_COVER: &[&str] = &[
+    "enqueue",
+    "enqueue: unique duplicate",
+    "claim: strict order",
+    "claim: starving bound",
+    "claim: handed out jobs",
+    "claim: a starving job overtook higher priorities",
+    "claim: paused queue held its ready jobs",
+    "claim: queue limit bound",
+    "claim: ordering head",
+    "claim: key limit held a job back",
+    "pause",
+    "resume",
+    "limit: set",
+    "limit: removed",
+    "prune",
+    "prune: deleted",
+    "sweep",
+    "write: applied",
+    "write: fenced off",
+    "reap: took leases",
+    "cancel",
+    "retry",
+];
 
 #[test]
 fn store_matches_the_state_machine_model() {
@@ -172,10 +244,22 @@ fn store_matches_the_state_machine_model() {
         max_shrink_time: 120_000,
         ..Config::default()
     });
+    let coverage = Coverage::default();
     let started = Instant::now();
-    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops)));
+    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops, &coverage)));
     eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
     if let Err(e) = result {
         panic!("{e}");
     }
+    let coverage = coverage.into_inner().expect("coverage");
+    eprintln!("coverage: {coverage:#?}");
+    let missed: Vec<&&str> = MUST_COVER
+        .iter()
+        .filter(|k| coverage.get(**k).copied().unwrap_or(0) == 0)
+        .collect();
+    assert!(
+        missed.is_empty() || cases() < 48,
+        "the model test never exercised {missed:?} in {} cases",
+        cases()
+    );
 }

@@ -28,6 +28,18 @@ pub enum Write {
     Heartbeat,
 }
 
+/// The key an enqueued job carries, if any (one kind per job; `k` picks one of two keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    None,
+    /// `ordering_key = o{k}`: jobs of a key run one at a time, in enqueue order.
+    Ordering(usize),
+    /// `concurrency_key = c{k}`: `c0` may run one job at a time (a key limit), `c1` any.
+    Concurrency(usize),
+    /// `unique_key = u{k}`: at most one pending or running job per key.
+    Unique(usize),
+}
+
 /// One step. Indices (`picks`, `job`) are taken modulo the length of what they index, so
 /// every step stays meaningful while proptest shrinks the sequence.
 #[derive(Debug, Clone)]
@@ -40,9 +52,26 @@ pub enum Op {
         queue: usize,
         priority: i16,
         delay_s: i64,
+        key: Key,
     },
-    /// Worker `w` claims up to `limit` jobs of `QUEUES[queue]`.
-    Claim { w: usize, queue: usize, limit: i32 },
+    /// Worker `w` claims up to `limit` jobs of `QUEUES[queue]`; with `starve`, under the
+    /// starvation bound `STARVE_S` (the two-branch claim), else in strict priority order.
+    Claim {
+        w: usize,
+        queue: usize,
+        limit: i32,
+        starve: bool,
+    },
+    /// Operator pause of a queue: no claim hands out its jobs until it is resumed.
+    Pause { queue: usize },
+    /// Operator resume.
+    Resume { queue: usize },
+    /// Operator sets (or with `None` removes) the queue's concurrency limit.
+    Limit { queue: usize, max: Option<i32> },
+    /// The pruner: deletes finished and dead jobs older than 1 h (`keep_long`) or all.
+    Prune { keep_long: bool },
+    /// The key sweep (`unblock_keys`): flags left on jobs that could run are cleared.
+    Sweep,
     /// Worker `w` completes some of the leases it holds (one batch).
     Complete { w: usize, picks: Vec<usize> },
     /// Worker `w` reports failures on some of its leases (one batch).
@@ -93,7 +122,16 @@ pub fn queue() -> impl Strategy<Value = usize> {
     prop_oneof![3 => Just(0usize), 1 => Just(1usize)]
 }
 
-pub fn picks() -> impl Strategy<Value = Vec<usize>> {
+pub fn key() -> impl Strategy<Value = Key> {
+    prop_oneof![
+        4 => Just(Key::None),
+        1 => (0usize..2).prop_map(Key::Ordering),
+        1 => (0usize..2).prop_map(Key::Concurrency),
+        1 => (0usize..2).prop_map(Key::Unique),
+    ]
+}
+
+fn picks() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(0usize..8, 1..=3)
 }
 
@@ -128,14 +166,23 @@ pub fn write() -> impl Strategy<Value = Write> {
 pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (1usize..=4, 1i32..=3, queue(), -1i16..=1, enqueue_delay())
-            .prop_map(|(n, max_attempts, queue, priority, delay_s)| Op::Enqueue {
+            .prop_flat_map(|t| (Just(t), key()))
+            .prop_map(|((n, max_attempts, queue, priority, delay_s), key)| Op::Enqueue {
                 n,
                 max_attempts,
                 queue,
                 priority,
                 delay_s,
+                key,
             }),
-        5 => (0..NW, queue(), 1i32..=4).prop_map(|(w, queue, limit)| Op::Claim { w, queue, limit }),
+        5 => (0..NW, queue(), 1i32..=4, prop_oneof![2 => Just(false), 1 => Just(true)])
+            .prop_map(|(w, queue, limit, starve)| Op::Claim { w, queue, limit, starve }),
+        1 => queue().prop_map(|queue| Op::Pause { queue }),
+        2 => queue().prop_map(|queue| Op::Resume { queue }),
+        1 => (queue(), prop_oneof![Just(None), (1i32..=3).prop_map(Some)])
+            .prop_map(|(queue, max)| Op::Limit { queue, max }),
+        1 => any::<bool>().prop_map(|keep_long| Op::Prune { keep_long }),
+        1 => Just(Op::Sweep),
         4 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
         3 => (0..NW, prop::collection::vec((0usize..8, fail_kind()), 1..=3))
             .prop_map(|(w, items)| Op::Fail { w, items }),

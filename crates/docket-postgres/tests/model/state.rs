@@ -63,6 +63,15 @@ pub struct MJob {
     pub errors: i32,
     pub last_error: Option<LastError>,
     pub cancel_requested: bool,
+    /// `o{k}`: runs only as the oldest unfinished (pending, running, dead) job of its key,
+    /// and not while another job of its key runs.
+    pub ordering_key: Option<usize>,
+    /// `c{k}`: counts against the key's limit while running.
+    pub concurrency_key: Option<usize>,
+    /// `u{k}`: no second pending or running job with this key.
+    pub unique_key: Option<usize>,
+    /// Model time it entered a terminal state (set after every step).
+    pub finished_at: Option<i64>,
 }
 
 /// `push_error` keeps the first entry and the 31 most recent.
@@ -94,6 +103,12 @@ pub struct Model {
     pub held: [Vec<Lease>; NW],
     /// Every lease ever handed out, in claim order.
     pub history: Vec<Lease>,
+    /// Paused queues.
+    pub paused: [bool; 2],
+    /// Queue concurrency limits.
+    pub max_running: [Option<i32>; 2],
+    /// How often each operation and each interesting outcome happened in this case.
+    pub coverage: BTreeMap<&'static str, u64>,
 }
 
 /// What a fenced write will do, as the model predicts it.
@@ -149,7 +164,9 @@ impl Model {
 
     /// The fence: running, same token, same owner, lease not expired.
     pub fn live(&self, w: usize, l: Lease) -> Result<bool, TestCaseError> {
-        let j = self.job(l.id);
+        let Some(j) = self.jobs.get(&l.id.0) else {
+            return Ok(false); // pruned
+        };
         Ok(j.state == JobState::Running
             && j.attempt == l.attempt
             && j.owner == Some(w)
@@ -239,6 +256,120 @@ impl Model {
             (RunAt::At(x), RunAt::At(y)) => x < y,
             (ra, rb) => (ra.hi() as f64) + LAG_S < rb.lo() as f64,
         }
+    }
+
+    /// Counts a fenced write's outcome for the coverage report.
+    pub fn saw_split(&mut self, s: &Split) {
+        if !s.applied.is_empty() {
+            self.saw("write: applied");
+        }
+        if !s.lost.is_empty() {
+            self.saw("write: fenced off");
+        }
+    }
+
+    /// Counts one occurrence of `what` for the coverage report.
+    pub fn saw(&mut self, what: &'static str) {
+        *self.coverage.entry(what).or_default() += 1;
+    }
+
+    /// Sets `finished_at` on jobs that became terminal in this step (the database stamps
+    /// the transition with that statement's `now()`), clears it on jobs that left.
+    pub fn stamp_finished(&mut self) {
+        let now = self.now;
+        for j in self.jobs.values_mut() {
+            if j.state.is_terminal() {
+                j.finished_at.get_or_insert(now);
+            } else {
+                j.finished_at = None;
+            }
+        }
+    }
+
+    /// Whether a ready job has waited past the starvation bound (see `STARVE_S`).
+    pub fn starving(&self, j: &MJob) -> Result<bool, TestCaseError> {
+        match j.run_at {
+            RunAt::At(t) => Ok(self.now - t >= STARVE_S),
+            RunAt::Window(_, hi) if self.now - hi >= STARVE_S => Ok(true),
+            RunAt::Window(lo, _) if self.now - lo < STARVE_S => Ok(false),
+            RunAt::Window(lo, hi) => Err(TestCaseError::fail(format!(
+                "test design: starvation of a job in [{lo}, {hi}] undecided at {}",
+                self.now
+            ))),
+        }
+    }
+
+    /// Claim order with a starvation bound: starving jobs first, oldest first (priority
+    /// ignored), then the rest by priority; without one, [`Model::definitely_before`].
+    pub fn definitely_before_in(
+        &self,
+        a: i64,
+        b: i64,
+        starve: bool,
+    ) -> Result<bool, TestCaseError> {
+        if !starve {
+            return Ok(self.definitely_before(a, b));
+        }
+        let (ja, jb) = (&self.jobs[&a], &self.jobs[&b]);
+        Ok(match (self.starving(ja)?, self.starving(jb)?) {
+            (true, false) => true,
+            (false, true) => false,
+            (true, true) => match (ja.run_at, jb.run_at) {
+                (RunAt::At(x), RunAt::At(y)) => x < y,
+                (ra, rb) => (ra.hi() as f64) + LAG_S < rb.lo() as f64,
+            },
+            (false, false) => self.definitely_before(a, b),
+        })
+    }
+
+    /// Running jobs of a concurrency key.
+    pub fn running_with_ckey(&self, k: usize) -> i32 {
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && j.concurrency_key == Some(k))
+            .count() as i32
+    }
+
+    /// Free slots of a concurrency key (`None`: no limit).
+    pub fn ckey_quota(&self, k: usize) -> Option<i32> {
+        (k == 0).then(|| (C0_LIMIT - self.running_with_ckey(0)).max(0))
+    }
+
+    /// A pending job's keys allow it to run now: it heads its ordering key (no older
+    /// pending, running or dead job of the key) and no job of the key runs; its concurrency
+    /// key has a free slot. (Slots shared within one claim are counted by the caller.)
+    pub fn keys_allow(&self, id: i64) -> bool {
+        let j = &self.jobs[&id];
+        if let Some(k) = j.ordering_key {
+            let held = self.jobs.iter().any(|(&o, oj)| {
+                oj.ordering_key == Some(k)
+                    && ((o < id
+                        && matches!(
+                            oj.state,
+                            JobState::Pending | JobState::Running | JobState::Dead
+                        ))
+                        || oj.state == JobState::Running)
+            });
+            if held {
+                return false;
+            }
+        }
+        if let Some(k) = j.concurrency_key {
+            if self.ckey_quota(k) == Some(0) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The pending or running job holding unique key `k`, if any.
+    pub fn unique_holder(&self, k: usize) -> Option<i64> {
+        self.jobs
+            .iter()
+            .find(|(_, j)| {
+                j.unique_key == Some(k) && matches!(j.state, JobState::Pending | JobState::Running)
+            })
+            .map(|(&id, _)| id)
     }
 
     pub fn check_invariants(&self) -> Result<(), TestCaseError> {

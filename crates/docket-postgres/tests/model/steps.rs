@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::json;
 
+use crate::claims::*;
 use crate::ops::*;
 use crate::state::*;
 use crate::writes::*;
@@ -24,6 +25,7 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             queue,
             priority,
             delay_s,
+            key,
         } => {
             let jobs: Vec<NewJob> = (0..n)
                 .map(|i| {
@@ -31,6 +33,12 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                         .max_attempts(max_attempts)
                         .priority(priority)
                         .backoff(BACKOFF);
+                    let job = match key {
+                        Key::None => job,
+                        Key::Ordering(k) => job.ordering_key(format!("o{k}")),
+                        Key::Concurrency(k) => job.concurrency_key(format!("c{k}")),
+                        Key::Unique(k) => job.unique_key(format!("u{k}")),
+                    };
                     if delay_s == 0 {
                         job
                     } else {
@@ -40,8 +48,25 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 .collect();
             let got = ok(store.enqueue_many(&jobs).await, "enqueue_many")?;
             prop_assert_eq!(got.len(), n);
+            m.saw("enqueue");
             for e in got {
-                prop_assert!(!e.duplicate, "enqueue: duplicate without unique key");
+                // Jobs of one batch share the key: the first takes it unless a job holds it.
+                let holder = match key {
+                    Key::Unique(k) => m.unique_holder(k),
+                    _ => None,
+                };
+                if let Some(h) = holder {
+                    prop_assert!(
+                        e.duplicate,
+                        "enqueue: unique key held by {} but inserted {}",
+                        h,
+                        e.id
+                    );
+                    prop_assert_eq!(e.id.0, h, "enqueue: duplicate names the holder");
+                    m.saw("enqueue: unique duplicate");
+                    continue;
+                }
+                prop_assert!(!e.duplicate, "enqueue: duplicate {} without a holder", e.id);
                 prop_assert!(!m.jobs.contains_key(&e.id.0), "enqueue: id {} reused", e.id);
                 m.jobs.insert(
                     e.id.0,
@@ -59,80 +84,98 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                         errors: 0,
                         last_error: None,
                         cancel_requested: false,
+                        ordering_key: match key {
+                            Key::Ordering(k) => Some(k),
+                            _ => None,
+                        },
+                        concurrency_key: match key {
+                            Key::Concurrency(k) => Some(k),
+                            _ => None,
+                        },
+                        unique_key: match key {
+                            Key::Unique(k) => Some(k),
+                            _ => None,
+                        },
+                        finished_at: None,
                     },
                 );
             }
         }
 
-        Op::Claim { w, queue, limit } => {
-            let ready = m.ready_ids(queue)?;
-            let got = ok(
-                store
-                    .claim(&ClaimRequest {
-                        queue: QUEUES[queue].into(),
-                        limit,
-                        owner: WORKERS[w].into(),
-                        lease: Duration::from_secs(LEASE_S as u64),
-                        starvation: None,
-                    })
-                    .await,
-                "claim",
+        Op::Claim {
+            w,
+            queue,
+            limit,
+            starve,
+        } => claim(db, m, w, queue, limit, starve).await?,
+
+        Op::Pause { queue } => {
+            ok(store.pause_queue(QUEUES[queue]).await, "pause")?;
+            m.paused[queue] = true;
+            m.saw("pause");
+        }
+
+        Op::Resume { queue } => {
+            ok(store.resume_queue(QUEUES[queue]).await, "resume")?;
+            m.paused[queue] = false;
+            m.saw("resume");
+        }
+
+        Op::Limit { queue, max } => {
+            let limits = QueueLimits {
+                max_running: max,
+                ..QueueLimits::default()
+            };
+            ok(
+                store.set_queue_limits(QUEUES[queue], &limits).await,
+                "set_queue_limits",
             )?;
-            let want = ready.len().min(limit as usize);
+            m.max_running[queue] = max;
+            m.saw(if max.is_some() {
+                "limit: set"
+            } else {
+                "limit: removed"
+            });
+        }
+
+        Op::Prune { keep_long } => {
+            let keep = if keep_long { KEEP_LONG_S } else { 0 };
+            let retention = Retention {
+                finished: Duration::from_secs(keep as u64),
+                dead: Duration::from_secs(keep as u64),
+                batch: 2,
+            };
+            let got = ok(store.prune(&retention).await, "prune")?;
+            let now = m.now;
+            let due: Vec<(i64, JobState)> = m
+                .jobs
+                .iter()
+                .filter(|(_, j)| j.finished_at.is_some_and(|f| now - f >= keep))
+                .map(|(&id, j)| (id, j.state))
+                .collect();
+            let dead = due.iter().filter(|(_, s)| *s == JobState::Dead).count() as u64;
             prop_assert_eq!(
-                got.len(),
-                want,
-                "claim: got {} jobs, model has {} ready (limit {})",
-                got.len(),
-                ready.len(),
-                limit
+                (got.finished, got.dead),
+                (due.len() as u64 - dead, dead),
+                "prune (keep {} s): (finished, dead) deleted",
+                keep
             );
-            let claimed: BTreeSet<i64> = got.iter().map(|c| c.id.0).collect();
-            prop_assert_eq!(claimed.len(), got.len(), "claim: a job twice");
-            for c in &got {
-                prop_assert!(
-                    ready.contains(&c.id.0),
-                    "claim: job {} is not ready in the model (ready: {:?})",
-                    c.id,
-                    ready
-                );
-                let j = m.job(c.id);
-                prop_assert_eq!(c.attempt, j.attempt + 1, "claim: token of job {}", c.id);
-                prop_assert_eq!(&c.queue, QUEUES[queue], "claim: queue of job {}", c.id);
-                prop_assert_eq!(c.priority, j.priority, "claim: priority of job {}", c.id);
-                prop_assert_eq!(c.max_attempts, j.max_attempts, "claim: budget of {}", c.id);
-                prop_assert!(c.attempt <= c.max_attempts, "claim over budget: {:?}", c);
+            for (id, _) in &due {
+                m.jobs.remove(id);
             }
-            let stored = lease_expiries(db).await?;
-            for c in &got {
-                prop_assert_eq!(
-                    Some(&c.lease_expires_at),
-                    stored.get(&c.id.0),
-                    "claim: returned expiry of job {} is not the stored one",
-                    c.id
-                );
+            m.saw("prune");
+            if !due.is_empty() {
+                m.saw("prune: deleted");
             }
-            for &u in ready.difference(&claimed) {
-                for &c in &claimed {
-                    prop_assert!(
-                        !m.definitely_before(u, c),
-                        "claim order: job {} (left ready) runs before claimed job {}",
-                        u,
-                        c
-                    );
-                }
+        }
+
+        Op::Sweep => {
+            let n = ok(store.unblock_keys(100).await, "unblock_keys")?;
+            m.saw("sweep");
+            if n > 0 {
+                m.saw("sweep: unflagged");
             }
-            let (now, step) = (m.now, m.step);
-            for c in &got {
-                let j = m.job_mut(c.id);
-                j.state = JobState::Running;
-                j.attempt = c.attempt;
-                j.owner = Some(w);
-                j.lease_exp = now + LEASE_S;
-                j.lease_step = step;
-                m.held[w].push(c.lease());
-                m.history.push(c.lease());
-            }
+            check_no_stale_flags(db, m).await?;
         }
 
         Op::Complete { w, ref picks } => {
@@ -208,7 +251,8 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
             db.exec(&format!(
                 "UPDATE {{schema}}.jobs SET run_at = run_at - interval '{s} seconds', \
-                 lease_expires_at = lease_expires_at - interval '{s} seconds'"
+                 lease_expires_at = lease_expires_at - interval '{s} seconds', \
+                 finished_at = finished_at - interval '{s} seconds'"
             ))
             .await;
             m.now += s;
@@ -237,6 +281,9 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 }
             }
             let mut got = ok(store.reap(batch).await, "reap")?.jobs;
+            if !got.is_empty() {
+                m.saw("reap: took leases");
+            }
             got.sort_by_key(|r| r.id);
             prop_assert_eq!(
                 got.len(),
@@ -280,6 +327,7 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 return Ok(());
             };
             let got = store.cancel(id).await;
+            m.saw("cancel");
             let st = m.job(id).state;
             // The first request of a job is audited in its history, naming the role.
             let role: String = sqlx::query_scalar("SELECT session_user::text")
@@ -323,9 +371,28 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 return Ok(());
             };
             let got = store.retry(id, extra).await;
+            m.saw("retry");
             let st = m.job(id).state;
             let (now, step) = (m.now, m.step);
+            // Replaying a job whose unique key another job took meanwhile is refused.
+            let taken = m
+                .job(id)
+                .unique_key
+                .and_then(|k| m.unique_holder(k))
+                .filter(|h| *h != id.0);
             match (st, got) {
+                (
+                    JobState::Dead | JobState::Cancelled,
+                    Err(StoreError::UniqueConflict { key, holder }),
+                ) if taken == Some(holder.0) => {
+                    prop_assert_eq!(key, format!("u{}", m.job(id).unique_key.unwrap_or(9)));
+                    m.saw("retry: unique key taken");
+                }
+                (JobState::Dead | JobState::Cancelled, Ok(_)) if taken.is_some() => {
+                    return Err(fail(format!(
+                        "retry of {id} succeeded although {taken:?} holds its key"
+                    )));
+                }
                 (JobState::Dead | JobState::Cancelled, Ok(rec)) => {
                     let j = m.job_mut(id);
                     j.state = JobState::Pending;

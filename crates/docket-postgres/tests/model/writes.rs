@@ -38,6 +38,7 @@ pub async fn complete(
     leases: &[Lease],
 ) -> Result<(), TestCaseError> {
     let want = m.split(w, leases)?;
+    m.saw_split(&want);
     let got = ok(db.store.complete_many(WORKERS[w], leases).await, "complete")?;
     check_batch("complete", &got, &want)?;
     for l in &want.applied {
@@ -58,6 +59,7 @@ pub async fn fail_many(
 ) -> Result<(), TestCaseError> {
     let leases: Vec<Lease> = failures.iter().map(|f| f.0).collect();
     let want = m.split(w, &leases)?;
+    m.saw_split(&want);
     let batch: Vec<Failure> = failures
         .iter()
         .map(|&(lease, kind)| Failure {
@@ -116,6 +118,7 @@ pub async fn snooze(
     delay_s: Option<i64>,
 ) -> Result<(), TestCaseError> {
     let want = m.split(w, leases)?;
+    m.saw_split(&want);
     let got = match delay_s {
         Some(d) => {
             let batch: Vec<Snooze> = leases
@@ -169,6 +172,7 @@ pub async fn heartbeat(
     let mut leases = sorted_leases(leases);
     leases.dedup();
     let want = m.split(w, &leases)?;
+    m.saw_split(&want);
     let got = ok(
         db.store
             .heartbeat(WORKERS[w], &leases, Duration::from_secs(LEASE_S as u64))
