@@ -344,3 +344,50 @@ async fn heartbeats_extend_leases_of_long_jobs() {
     );
     assert_eq!(r.metrics.leases_lost, 0);
 }
+
+/// `WorkerConfig::default()` lists no queue and serves `default` with 100 slots; a leader TTL
+/// that would lapse between renewals is refused when the worker is built.
+#[tokio::test]
+async fn the_default_config_serves_the_default_queue_and_bad_ttls_are_refused() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue_many(
+            &(0..150)
+                .map(|i| NewJob::new("default", "noop", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    let mut r = Registry::default();
+    let peak = Arc::new(AtomicUsize::new(0));
+    let now = Arc::new(AtomicUsize::new(0));
+    let (p, n) = (peak.clone(), now.clone());
+    r.register_fn("noop", move |_a, _c| {
+        let (p, n) = (p.clone(), n.clone());
+        async move {
+            let running = n.fetch_add(1, Ordering::SeqCst) + 1;
+            p.fetch_max(running, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            n.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let w = docket_worker::Worker::new(
+        db.second_store(8).await,
+        r.clone(),
+        docket_worker::WorkerConfig::default(),
+    )
+    .unwrap();
+    w.drain(docket_worker::Shutdown::default()).await.unwrap();
+    assert_eq!(count_state(&db, "succeeded").await, 150);
+    assert_eq!(peak.load(Ordering::SeqCst), 100, "100 slots on `default`");
+    let mut bad = docket_worker::WorkerConfig::default();
+    bad.leader_ttl = bad.reap_interval;
+    let err = docket_worker::Worker::new(db.second_store(1).await, r, bad)
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string().contains("leader_ttl must be longer"),
+        "{err}"
+    );
+}
