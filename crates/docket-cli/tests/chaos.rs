@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -28,7 +27,7 @@ async fn load(db: &TestDb, n: usize) {
 }
 
 /// A worker whose stderr goes to `<log>.<n>.err` (checked for panics at the end).
-fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Child {
+fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Proc {
     let err = log.with_extension(format!("{n}.err"));
     spawn_worker(
         db,
@@ -49,7 +48,7 @@ fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Child {
 }
 
 /// Stops the survivors (each must exit 0 without a panic), then runs the checker.
-async fn finish(db: &TestDb, workers: &mut [Child], log: &std::path::Path) -> checker::CheckReport {
+async fn finish(db: &TestDb, workers: &mut [Proc], log: &std::path::Path) -> checker::CheckReport {
     for w in workers.iter() {
         signal(w.id(), "TERM");
     }
@@ -85,7 +84,7 @@ async fn kill_minus_nine_workers_repeatedly() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 20_000).await;
-    let mut workers: Vec<Child> = (0..4).map(|n| worker(&db, &log, n)).collect();
+    let mut workers: Vec<Proc> = (0..4).map(|n| worker(&db, &log, n)).collect();
     let mut kills = 0;
     let started = Instant::now();
     let mut rng = rand::thread_rng();
@@ -140,7 +139,7 @@ async fn server_restarts_mid_run() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 4_000).await;
-    let mut workers: Vec<Child> = (0..2).map(|n| worker(&db, &log, n)).collect();
+    let mut workers: Vec<Proc> = (0..2).map(|n| worker(&db, &log, n)).collect();
     for mode in [StopMode::Fast, StopMode::Immediate] {
         let before = db
             .scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
@@ -185,7 +184,7 @@ async fn terminated_connections_mid_run() {
     let (_d, dir) = scratch();
     let log = dir.join("exec.log");
     load(&db, 4_000).await;
-    let mut workers: Vec<Child> = (0..2).map(|n| worker(&db, &log, n)).collect();
+    let mut workers: Vec<Proc> = (0..2).map(|n| worker(&db, &log, n)).collect();
     let app = format!("docket/{}", db.schema);
     let mut rounds = 0;
     let mut killed = 0;

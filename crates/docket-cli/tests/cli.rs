@@ -437,6 +437,7 @@ async fn a_lost_lease_terminates_then_kills_the_command() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Proc::from)
         .unwrap();
     let pid_file = dir.path().join("pid");
     wait_until(Duration::from_secs(20), "command started", || {

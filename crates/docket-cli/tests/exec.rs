@@ -203,6 +203,7 @@ async fn no_process_of_a_superseded_attempt_is_alive_when_its_successor_starts()
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Proc::from)
         .unwrap();
     let first = dir.join("first");
     eventually(Duration::from_secs(30), "attempt 1 running", || async {

@@ -201,6 +201,7 @@ async fn worker_processes_started_by_bench_have_no_password_in_argv() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(Proc::from)
         .unwrap();
     let mut children_seen = 0;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
@@ -220,7 +221,7 @@ async fn worker_processes_started_by_bench_have_no_password_in_argv() {
         // appeared"; each worker lives for the whole drain, so 20 ms sampling sees them all.
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = bench.wait_with_output().unwrap();
+    let o = bench.into_inner().wait_with_output().unwrap();
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert!(children_seen > 0, "never saw a worker process to check");
     assert!(!out(&o).contains("hunter2") && !err(&o).contains("hunter2"));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -120,7 +120,7 @@ async fn cli_contract_through_pgbouncer() {
     assert!(!bouncer.log().contains("ERROR"), "{}", bouncer.log());
 }
 
-fn worker(db: &TestDb, url: &str, log: &std::path::Path) -> Child {
+fn worker(db: &TestDb, url: &str, log: &std::path::Path) -> Proc {
     via(db, url)
         .args([
             "work",
@@ -140,6 +140,7 @@ fn worker(db: &TestDb, url: &str, log: &std::path::Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn worker")
+        .into()
 }
 
 /// 3,000 jobs, three workers through PgBouncer, one SIGKILLed (and replaced) every 1–1.5 s:
@@ -161,7 +162,7 @@ async fn kill_minus_nine_through_pgbouncer() {
     db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
         .await;
 
-    let mut workers: Vec<Child> = (0..3).map(|_| worker(&db, &url, &log)).collect();
+    let mut workers: Vec<Proc> = (0..3).map(|_| worker(&db, &url, &log)).collect();
     let mut rng = rand::thread_rng();
     let started = Instant::now();
     let mut kills = 0;

@@ -41,7 +41,7 @@ fn statements(cluster: &PrivateCluster, app: &str) -> Vec<(DateTime<Utc>, bool, 
         .collect()
 }
 
-fn worker(db: &TestDb, extra: &[&str]) -> std::process::Child {
+fn worker(db: &TestDb, extra: &[&str]) -> Proc {
     docket(db)
         .args([
             "work",
@@ -58,6 +58,7 @@ fn worker(db: &TestDb, extra: &[&str]) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+        .into()
 }
 
 /// Statements sent from 2 s after the first one until the worker was told to stop (`until`)

@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -50,7 +49,7 @@ async fn wait_owner(path: &Path) -> String {
     owner_from(path).unwrap()
 }
 
-fn start(db: &TestDb, body: &str, stderr: &Path) -> Child {
+fn start(db: &TestDb, body: &str, stderr: &Path) -> Proc {
     spawn_worker(
         db,
         &[

@@ -25,8 +25,55 @@ rc=$?; echo "end $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; exit $rc"
     )
 }
 
+/// A child process that is killed (SIGKILL, even when stopped) if the test lets go of it while
+/// it still runs — a failing assertion must not leave workers polling the server for the rest
+/// of the suite (or of the mutant runs, whose tests fail on purpose).
+pub struct Proc(Option<Child>);
+
+impl Proc {
+    /// Spawns `cmd`.
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        Proc(Some(cmd.spawn().expect("spawn")))
+    }
+
+    /// The child, no longer killed on drop (for `wait_with_output`).
+    pub fn into_inner(mut self) -> Child {
+        self.0.take().expect("child")
+    }
+}
+
+impl From<Child> for Proc {
+    fn from(c: Child) -> Proc {
+        Proc(Some(c))
+    }
+}
+
+impl std::ops::Deref for Proc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("child")
+    }
+}
+
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 /// Starts `docket work` with `args`; stderr goes to `stderr_file` when given.
-pub fn spawn_worker(db: &TestDb, args: &[&str], stderr_file: Option<&Path>) -> Child {
+pub fn spawn_worker(db: &TestDb, args: &[&str], stderr_file: Option<&Path>) -> Proc {
     spawn_worker_env(db, args, stderr_file, &[])
 }
 
@@ -37,7 +84,7 @@ pub fn spawn_worker_env(
     args: &[&str],
     stderr_file: Option<&Path>,
     env: &[(&str, &str)],
-) -> Child {
+) -> Proc {
     let mut c = docket(db);
     c.envs(env.iter().copied());
     c.arg("work")
@@ -48,7 +95,7 @@ pub fn spawn_worker_env(
         Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
         None => c.stderr(Stdio::null()),
     };
-    c.spawn().expect("spawn docket work")
+    Proc::spawn(&mut c)
 }
 
 /// Sends a signal to a process.
