@@ -3,7 +3,7 @@
 --   $5 bigint starvation bound in ms (NULL: strict priority order).
 -- The claim() function (migration 0005) takes a shared lock on the queue (so pause and limit
 -- changes wait for claims in flight and bind every later one), returns nothing for a paused
--- queue, runs the single-statement fast path (claim_fast.sql) when the queue has no limits
+-- queue, runs the single-statement fast path when the queue has no limits
 -- and no keyed job is ready, and otherwise claim_controlled: queue and key concurrency
 -- limits, token buckets and per-key ordering, each decided after the lock that serialises
 -- it. Either way one implicit transaction, committed at once.

@@ -11,6 +11,8 @@
 //! - [`roles`]: the least-privilege role model (application, worker, operator) and its
 //!   grant script.
 //! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
+//! - [`schema_dump`]: the current shape of a migrated schema (checked in as
+//!   `schema/current.sql`, so the present definition of every object is in one place).
 //! - [`lab`]: the claim experiment from the design (naive / FOR UPDATE / SKIP LOCKED).
 //! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
 //!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
@@ -19,6 +21,7 @@ pub mod connect;
 pub mod controls;
 mod enqueue;
 pub mod errors;
+mod explain;
 pub mod lab;
 pub mod local_cluster;
 pub mod migrate;
@@ -27,6 +30,7 @@ pub mod queries;
 pub use docket_core::redact;
 pub mod roles;
 mod rows;
+pub mod schema_dump;
 pub mod store;
 
 pub use connect::{ConnectError, PoolerMode};

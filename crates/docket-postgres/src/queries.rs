@@ -71,7 +71,6 @@ queries!(
     lab_result,
     leader_try,
     leader_resign,
-    claim_fast,
     queue_lock,
     queue_pause,
     queue_resume,
@@ -92,7 +91,6 @@ queries!(
     periodic_job,
     enqueue_copy_ids,
     enqueue_copy,
-    claim_ready,
 );
 
 #[cfg(test)]
@@ -138,32 +136,6 @@ mod tests {
             assert!(text.starts_with("-- "), "{name} lacks a header comment");
         }
         assert!(q.claim.contains("docket_x.claim("));
-        assert!(q.claim_fast.contains("docket_x.jobs"));
         assert!(!q.claim.contains("{{schema}}"));
-    }
-
-    /// `docket explain` shows the plans of sql/claim_ready.sql and sql/claim_fast.sql; the claim
-    /// itself runs the copies inside claim() (migration 0005). They must be
-    /// the same statements.
-    #[test]
-    fn the_explained_fast_paths_are_the_ones_claim_runs() {
-        let dir = env!("CARGO_MANIFEST_DIR");
-        let mig = std::fs::read_to_string(format!("{dir}/migrations/0005_controls.sql")).unwrap();
-        for (marker, file) in [
-            ("fast path", "claim_fast.sql"),
-            ("ready path", "claim_ready.sql"),
-        ] {
-            let open = format!("-- {marker} begin\n");
-            let begin = mig.find(&open).unwrap() + open.len();
-            let end = mig.find(&format!("-- {marker} end")).unwrap();
-            let in_function = &mig[begin..end];
-            let text = std::fs::read_to_string(format!("{dir}/sql/{file}")).unwrap();
-            let body: String = text
-                .lines()
-                .filter(|l| !l.starts_with("--"))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            assert_eq!(body.replace("{{schema}}.", ""), in_function, "{file}");
-        }
     }
 }

@@ -300,47 +300,14 @@ impl PgStore {
         Ok(())
     }
 
-    /// The `EXPLAIN` of the claim's fast path for `queue` on the current data. Runs inside a
+    /// The `EXPLAIN` of the statements the claim runs for `queue` on the current data, read
+    /// from the live `claim()` and `claim_controlled()` (see [`crate::explain`]). Runs inside a
     /// transaction that is rolled back, so `ANALYZE` claims nothing.
     pub async fn explain_claim(&self, queue: &str, analyze: bool) -> Result<String> {
-        validate::queue(queue)?;
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
-        let prefix = if analyze {
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
-        } else {
-            "EXPLAIN (COSTS OFF) "
-        };
-        // Both fast paths: by priority (nothing starving, the common case), then the
-        // two-branch statement that runs once a job has waited past the starvation bound.
-        let mut out = Vec::new();
-        for (title, sql) in [
-            (
-                "-- no job starving: sql/claim_ready.sql",
-                &self.inner.q.claim_ready,
-            ),
-            (
-                "-- some job starving: sql/claim_fast.sql",
-                &self.inner.q.claim_fast,
-            ),
-        ] {
-            let text = format!("{prefix}{sql}");
-            let mut q = self
-                .query(&text)
-                .bind(queue)
-                .bind(10_i32)
-                .bind("explain")
-                .bind(60_000_i64);
-            if sql.contains("$5") {
-                q = q.bind(Some(60_000_i64));
-            }
-            let rows = q.fetch_all(&mut *tx).await.map_err(db_err)?;
-            out.push(title.to_string());
-            for r in &rows {
-                out.push(r.try_get::<String, _>(0).map_err(db_err)?);
-            }
-        }
+        let out = crate::explain::explain_claim(&mut tx, &self.inner.schema, queue, analyze).await;
         tx.rollback().await.map_err(db_err)?;
-        Ok(out.join("\n"))
+        out
     }
 
     /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.

@@ -149,3 +149,38 @@ async fn a_failed_migration_leaves_the_schema_as_it_was() {
         .await;
     assert_eq!(tables, 1, "only the bookkeeping table");
 }
+
+/// `schema/current.sql` is the present definition of every table, constraint, index, trigger
+/// and function: it must be exactly what the migrations produce (regenerate it with
+/// `DOCKET_BLESS=1` after adding a migration).
+#[tokio::test]
+async fn the_checked_in_schema_is_what_the_migrations_produce() {
+    let db = TestDb::new().await;
+    let got = docket_postgres::schema_dump::dump(&db.pool, &db.schema)
+        .await
+        .unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/current.sql");
+    if std::env::var("DOCKET_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    if got != want {
+        let line = got
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.lines().count().min(want.lines().count()));
+        panic!(
+            "schema/current.sql differs from the migrated schema at line {}:\n  migrated:   {:?}\n  checked in: {:?}\n\
+             Regenerate: DOCKET_BLESS=1 cargo test -p docket-postgres --test migrations checked_in_schema",
+            line + 1,
+            got.lines().nth(line),
+            want.lines().nth(line)
+        );
+    }
+    assert!(got.contains("CREATE OR REPLACE FUNCTION {{schema}}.claim("));
+    assert!(
+        !got.contains(&db.schema),
+        "the schema's own name was left in"
+    );
+}

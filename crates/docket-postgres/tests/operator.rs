@@ -442,3 +442,47 @@ async fn a_cancel_request_is_honoured_by_every_non_success_outcome() {
         assert!(rec.finished_at.is_some());
     }
 }
+
+/// `explain_claim` explains the live functions, not copies: after `claim()` is redefined in
+/// this schema (its ready path ordered by id instead of priority), the plan shown changes with
+/// it; all three claim statements are shown, with the plan mode each runs under.
+#[tokio::test]
+async fn explain_reads_the_live_claim_functions() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue_many(
+            &(0..50)
+                .map(|i| NewJob::new("q", "k", json!(i)))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    let before = db.store.explain_claim("q", false).await.unwrap();
+    assert_eq!(before.matches("-- claim").count(), 3, "{before}");
+    assert!(
+        before.contains("[generic plan, as claim() runs it]"),
+        "{before}"
+    );
+    assert!(
+        before.contains("claim_controlled(), candidate scan"),
+        "{before}"
+    );
+    let ready = before.split("-- claim(), fast path").next().unwrap();
+    assert!(ready.contains("jobs_claim_idx"), "{ready}");
+    let def: String = sqlx::query_scalar(&format!(
+        "SELECT pg_get_functiondef('{}.claim(text, integer, text, bigint, bigint)'::regprocedure)",
+        db.schema
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let changed = def.replacen("ORDER BY priority, run_at", "ORDER BY id", 1);
+    assert_ne!(changed, def);
+    sqlx::raw_sql(&changed).execute(&db.pool).await.unwrap();
+    let after = db.store.explain_claim("q", false).await.unwrap();
+    let ready = after.split("-- claim(), fast path").next().unwrap();
+    assert!(
+        !ready.contains("jobs_claim_idx") && ready.contains("Sort Key: jobs.id"),
+        "{ready}"
+    );
+}
