@@ -169,46 +169,55 @@ impl NewJob {
         }
     }
     /// Sets the priority (lower runs first).
+    #[must_use = "a builder method returns the changed value"]
     pub fn priority(mut self, p: i16) -> Self {
         self.priority = p;
         self
     }
     /// Makes the job claimable only after `d`.
+    #[must_use = "a builder method returns the changed value"]
     pub fn delay(mut self, d: Duration) -> Self {
         self.schedule = Schedule::Delay(d);
         self
     }
     /// Makes the job claimable only at `at`.
+    #[must_use = "a builder method returns the changed value"]
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
         self.schedule = Schedule::At(at);
         self
     }
     /// Sets the claim budget.
+    #[must_use = "a builder method returns the changed value"]
     pub fn max_attempts(mut self, n: i32) -> Self {
         self.max_attempts = n;
         self
     }
     /// Sets a uniqueness key.
+    #[must_use = "a builder method returns the changed value"]
     pub fn unique_key(mut self, k: impl Into<String>) -> Self {
         self.unique_key = Some(k.into());
         self
     }
     /// Sets metadata (a JSON object).
+    #[must_use = "a builder method returns the changed value"]
     pub fn metadata(mut self, m: serde_json::Value) -> Self {
         self.metadata = m;
         self
     }
     /// Sets the retry backoff.
+    #[must_use = "a builder method returns the changed value"]
     pub fn backoff(mut self, b: Backoff) -> Self {
         self.backoff = Some(b);
         self
     }
     /// Runs this job after every earlier unfinished job of `key`, one at a time.
+    #[must_use = "a builder method returns the changed value"]
     pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
         self.ordering_key = Some(key.into());
         self
     }
     /// Counts this job against the limits of `key` (e.g. a tenant id).
+    #[must_use = "a builder method returns the changed value"]
     pub fn concurrency_key(mut self, key: impl Into<String>) -> Self {
         self.concurrency_key = Some(key.into());
         self

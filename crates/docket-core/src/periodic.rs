@@ -189,11 +189,13 @@ impl Periodic {
         }
     }
     /// Evaluates the expression in `tz`.
+    #[must_use = "a builder method returns the changed value"]
     pub fn timezone(mut self, tz: impl Into<String>) -> Self {
         self.timezone = tz.into();
         self
     }
     /// Sets the missed-tick policy.
+    #[must_use = "a builder method returns the changed value"]
     pub fn missed(mut self, m: MissedTicks) -> Self {
         self.missed = m;
         self

@@ -164,12 +164,14 @@ impl WorkerConfig {
 
     /// Serves `queue` with `concurrency` (in addition to queues added before; the same name
     /// Declares a periodic job (stored at start; see [`WorkerConfig::periodic`]).
+    #[must_use = "a builder method returns the changed value"]
     pub fn periodic(mut self, p: Periodic) -> Self {
         self.periodic.push(p);
         self
     }
 
     /// again replaces its concurrency).
+    #[must_use = "a builder method returns the changed value"]
     pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
         self.queues.retain(|q| q.name != queue);
         self.queues.push(QueueConfig {
@@ -180,9 +182,87 @@ impl WorkerConfig {
     }
 
     /// Sets the lease and a heartbeat interval of a third of it.
+    #[must_use = "a builder method returns the changed value"]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self.heartbeat_interval = lease / 3;
         self
+    }
+}
+
+/// A worker configuration that cannot run, found by [`WorkerConfig::validate`] (which
+/// [`crate::Worker::new`] calls).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Leadership is renewed before every reap pass; a TTL not longer than `reap_interval`
+    /// could lapse between renewals and hand leadership around.
+    #[error("leader_ttl must be longer than reap_interval (leadership is renewed every {every:?}; leader_ttl is {ttl:?})")]
+    LeaderTtlTooShort {
+        /// The configured TTL.
+        ttl: Duration,
+        /// How often leadership is renewed.
+        every: Duration,
+    },
+    /// A lease must be renewed before it runs out.
+    #[error("heartbeat_interval ({heartbeat:?}) must be shorter than the lease ({lease:?})")]
+    HeartbeatNotShorterThanLease {
+        /// The configured interval.
+        heartbeat: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+    /// A queue name the store would refuse.
+    #[error("queue {name:?}: {reason}")]
+    Queue {
+        /// The name as given.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A periodic definition whose schedule does not parse.
+    #[error("periodic {name:?}: {reason}")]
+    Periodic {
+        /// The definition's name.
+        name: String,
+        /// Why its schedule is refused.
+        reason: String,
+    },
+    /// [`crate::Worker::run`] or [`crate::Worker::drain`] was called a second time.
+    #[error("a worker runs once")]
+    AlreadyRan,
+}
+
+impl WorkerConfig {
+    /// Checks that this configuration can run (what [`crate::Worker::new`] checks), with the
+    /// queue list as the worker will serve it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        // The leader renews before each reap pass; a TTL no longer than the reap interval
+        // could lapse between two renewals.
+        let renew = self.reap_interval;
+        if self.maintenance && self.leader_ttl <= renew {
+            return Err(ConfigError::LeaderTtlTooShort {
+                ttl: self.leader_ttl,
+                every: renew,
+            });
+        }
+        for q in &self.effective_queues() {
+            docket_core::validate::queue(&q.name).map_err(|e| ConfigError::Queue {
+                name: q.name.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        for p in &self.periodic {
+            p.schedule().map_err(|e| ConfigError::Periodic {
+                name: p.name.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        if self.heartbeat_interval >= self.lease {
+            return Err(ConfigError::HeartbeatNotShorterThanLease {
+                heartbeat: self.heartbeat_interval,
+                lease: self.lease,
+            });
+        }
+        Ok(())
     }
 }

@@ -126,6 +126,9 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind stored with the job and used to find this handler.
     const KIND: &'static str;
 
+    /// The queue [`crate::EnqueueJob::enqueue_job`] puts it in. Defaults to `default`.
+    const QUEUE: &'static str = "default";
+
     /// Maximum runtime of one attempt; `None` uses the worker's default.
     const TIMEOUT: Option<Duration> = None;
 
@@ -139,6 +142,9 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 pub trait TxJob: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind stored with the job and used to find this handler.
     const KIND: &'static str;
+
+    /// The queue [`crate::EnqueueJob::enqueue_tx_job`] puts it in. Defaults to `default`.
+    const QUEUE: &'static str = "default";
 
     /// Runs the job inside `tx`. Returning an error rolls `tx` back.
     fn run(self, ctx: JobContext, tx: &mut PgConnection) -> impl Future<Output = JobResult> + Send;

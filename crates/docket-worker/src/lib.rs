@@ -19,6 +19,7 @@
 
 mod completer;
 pub mod config;
+mod enqueue;
 mod executor;
 mod faults;
 mod fetcher;
@@ -30,10 +31,12 @@ mod notifier;
 pub mod registry;
 mod runtime;
 mod supervisor;
+pub mod testing;
 mod tracker;
 pub mod worker;
 
-pub use config::{QueueConfig, WorkerConfig};
+pub use config::{ConfigError, QueueConfig, WorkerConfig};
+pub use enqueue::{new_job, new_tx_job, EnqueueJob};
 pub use heartbeat::BeatReport;
 pub use job::{Job, JobContext, JobError, JobResult, StopReason, TxJob};
 pub use registry::Registry;

@@ -76,7 +76,7 @@ pub struct RunReport {
 pub enum WorkerError {
     /// Misconfiguration.
     #[error("invalid worker configuration: {0}")]
-    Config(String),
+    Config(#[from] crate::config::ConfigError),
     /// A store failure at start.
     #[error(transparent)]
     Store(#[from] docket_core::StoreError),
@@ -104,34 +104,8 @@ impl Worker {
         registry: Registry,
         mut config: WorkerConfig,
     ) -> Result<Self, WorkerError> {
+        config.validate()?;
         config.queues = config.effective_queues();
-        if config.maintenance && config.leader_ttl <= config.reap_interval {
-            return Err(WorkerError::Config(
-                "leader_ttl must be longer than reap_interval (leadership is renewed every reap)"
-                    .into(),
-            ));
-        }
-        for q in &config.queues {
-            docket_core::validate::queue(&q.name)
-                .map_err(|e| WorkerError::Config(e.to_string()))?;
-        }
-        for p in &config.periodic {
-            p.schedule()
-                .map_err(|e| WorkerError::Config(format!("periodic {:?}: {e}", p.name)))?;
-        }
-        // The leader loop renews every min(schedule_interval, reap_interval).
-        if config.maintenance
-            && config.leader_ttl <= config.schedule_interval.min(config.reap_interval)
-        {
-            return Err(WorkerError::Config(
-                "leader_ttl must be longer than schedule_interval or reap_interval".into(),
-            ));
-        }
-        if config.heartbeat_interval >= config.lease {
-            return Err(WorkerError::Config(
-                "heartbeat_interval must be shorter than the lease".into(),
-            ));
-        }
         let capacity: usize = config.queues.iter().map(|q| q.concurrency).sum();
         let (tx, rx) = mpsc::channel(capacity.max(config.completion_batch) * 2);
         // Claim credits: the queue's slots plus its prefetch depth; run slots: its slots.
@@ -269,7 +243,7 @@ impl Worker {
             .lock()
             .expect("poisoned")
             .take()
-            .ok_or_else(|| WorkerError::Config("a worker runs once".into()))?;
+            .ok_or(WorkerError::Config(crate::config::ConfigError::AlreadyRan))?;
         let cfg = &self.shared.config;
         info!(owner = %cfg.owner, queues = ?cfg.queues.iter().map(|q| &q.name).collect::<Vec<_>>(), "worker starting");
         let fetch_stop = CancellationToken::new();
