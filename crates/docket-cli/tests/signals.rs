@@ -196,6 +196,7 @@ async fn a_second_sigterm_stops_at_once_and_releases_the_job() {
     let mut w = spawn_worker(
         &db,
         &[
+            "-v",
             "--queue",
             "c",
             "--lease",
@@ -212,7 +213,14 @@ async fn a_second_sigterm_stops_at_once_and_releases_the_job() {
     })
     .await;
     signal(w.id(), "TERM");
-    tokio::time::sleep(Duration::from_millis(500)).await; // the first signal is being handled
+    eventually(
+        Duration::from_secs(20),
+        "the first SIGTERM was taken",
+        || async {
+            std::fs::read_to_string(&err_path).is_ok_and(|e| e.contains("worker stopping"))
+        },
+    )
+    .await;
     assert!(
         w.try_wait().unwrap().is_none(),
         "the first SIGTERM waits for the job"
