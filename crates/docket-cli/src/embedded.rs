@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::PathBuf;
 
-use docket_postgres::local_cluster::{free_port, ClusterError, LocalCluster, StopMode};
+use docket_localpg::{free_port, ClusterError, LocalCluster, StopMode};
 use serde::Serialize;
 
 use crate::cli::exit;

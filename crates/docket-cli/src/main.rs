@@ -20,6 +20,7 @@ mod enqueue;
 mod exec;
 mod fail;
 mod jobs;
+mod lab;
 mod ops;
 mod output;
 mod scratch;

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use crate::lab::{self, LabMode};
 use comfy_table::Cell;
 use docket_core::duration::{parse_bounded, MAX_DELAY};
 use docket_core::{Retention, Store};
-use docket_postgres::lab::{self, LabMode};
 
 use crate::cli::{EmbeddedCommand, ExplainArgs, LabArgs, LabModeArg, PruneArgs};
 use crate::fail::CliError;

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use docket_postgres::local_cluster::StopMode;
+use docket_localpg::StopMode;
 use docket_testkit::{checker, PrivateCluster, TestDb};
 use rand::Rng;
 

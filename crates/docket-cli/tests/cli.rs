@@ -199,7 +199,7 @@ async fn bad_input_gets_a_clear_error_an_exit_code_and_writes_nothing() {
 async fn a_database_that_is_down_is_exit_3_with_a_hint() {
     let db = TestDb::new().await;
     let cli = Cli { db: &db };
-    let port = docket_postgres::local_cluster::free_port().unwrap();
+    let port = docket_localpg::free_port().unwrap();
     let url = format!("postgres://postgres:secret@127.0.0.1:{port}/postgres");
     let o = cli.run(&["--database-url", &url, "stats"]);
     assert_eq!(code(&o), 3, "{}", err(&o));

@@ -155,7 +155,7 @@ async fn every_sslmode_against_a_test_ca() {
 
 #[tokio::test]
 async fn connection_errors_name_their_cause_at_once_and_never_the_password() {
-    let free = docket_postgres::local_cluster::free_port().unwrap();
+    let free = docket_localpg::free_port().unwrap();
     // Refused: at once (not after the pool's 10 s acquire time-out), with the right hint.
     let started = Instant::now();
     let o = docket(

@@ -13,17 +13,12 @@
 //! - [`errors`]: how database errors map onto [`docket_core::StoreError`].
 //! - [`schema_dump`]: the current shape of a migrated schema (checked in as
 //!   `schema/current.sql`, so the present definition of every object is in one place).
-//! - [`lab`]: the claim experiment from the design (naive / FOR UPDATE / SKIP LOCKED).
-//! - [`local_cluster`]: a private PostgreSQL cluster from the system's binaries (initdb,
-//!   pg_ctl) for the CLI's embedded mode and for tests that must restart a server.
 
 pub mod connect;
 pub mod controls;
 mod enqueue;
 pub mod errors;
 mod explain;
-pub mod lab;
-pub mod local_cluster;
 pub mod migrate;
 pub mod queries;
 /// Re-exported from the core (stored errors are redacted there too).

@@ -1,11 +1,10 @@
-//! Concurrency: many claimers on separate connections, and the design's naive claim next to
-//! Docket's.
+//! Concurrency: many claimers on separate connections. (The design's naive claim next to
+//! Docket's is `docket lab`, tested in the CLI's tests.)
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use docket_core::*;
-use docket_postgres::lab::{self, LabMode};
 use docket_testkit::TestDb;
 use serde_json::json;
 
@@ -75,28 +74,6 @@ async fn sixteen_claimers_complete_ten_thousand_jobs_exactly_once() {
             .await,
         1
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn naive_claim_duplicates_work_and_docket_claim_does_not() {
-    let db = TestDb::with_pool_size(16).await;
-    let naive = lab::run(&db.store, LabMode::Naive, 2_000, 16)
-        .await
-        .unwrap();
-    assert!(
-        naive.duplicated > 0 && naive.max_claims > 1,
-        "the naive claim should have duplicated work: {naive:?}"
-    );
-    let skip = lab::run(&db.store, LabMode::SkipLocked, 2_000, 16)
-        .await
-        .unwrap();
-    assert_eq!(skip.done, 2_000, "{skip:?}");
-    assert_eq!(skip.duplicated, 0, "{skip:?}");
-    assert_eq!(skip.total_claims, 2_000);
-    let fu = lab::run(&db.store, LabMode::ForUpdate, 500, 8)
-        .await
-        .unwrap();
-    assert_eq!((fu.done, fu.duplicated), (500, 0), "{fu:?}");
 }
 
 /// SKIP LOCKED: a job row locked by another transaction (a claimer mid-statement, an

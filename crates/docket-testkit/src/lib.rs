@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use docket_postgres::local_cluster::{free_port, LocalCluster, StopMode};
+use docket_localpg::{free_port, LocalCluster, StopMode};
 use docket_postgres::PgStore;
 use rand::Rng;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -243,7 +243,24 @@ impl PrivateCluster {
         all.extend_from_slice(settings);
         cluster.init(&all).expect("initdb");
         prepare(&dir, cluster.data_dir());
-        cluster.start().expect("start");
+        // A port found free can still be taken before the server binds it (another test's
+        // listener): try another one.
+        let mut cluster = cluster;
+        for attempt in 1.. {
+            match cluster.start() {
+                Ok(()) => break,
+                Err(e) if attempt < 4 && e.to_string().contains("pg_ctl start") => {
+                    let log = std::fs::read_to_string(dir.join("postgres.log")).unwrap_or_default();
+                    if !log.contains("Address already in use") {
+                        panic!("start: {e}");
+                    }
+                    cluster
+                        .set_port(free_port().expect("port"))
+                        .expect("set port");
+                }
+                Err(e) => panic!("start: {e}"),
+            }
+        }
         PrivateCluster { cluster, dir }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use docket_postgres::local_cluster::free_port;
+use docket_localpg::free_port;
 
 /// A running PgBouncer.
 pub struct PgBouncer {

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use docket_postgres::local_cluster::{free_port, LocalCluster};
+use docket_localpg::{free_port, LocalCluster};
 
 use crate::TEST_SETTINGS;
 

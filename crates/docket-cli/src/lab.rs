@@ -9,8 +9,32 @@ use docket_core::StoreError;
 use serde::Serialize;
 use sqlx::Row;
 
-use crate::errors::db_err;
-use crate::PgStore;
+use docket_postgres::errors::db_err;
+use docket_postgres::PgStore;
+
+/// The lab's statements (`sql/lab_*.sql`, each with a header), rendered for one schema. They
+/// live with the command that runs them: the experiment is a demonstration, not part of the
+/// storage library.
+struct LabQueries {
+    lab_setup: String,
+    lab_naive: String,
+    lab_for_update: String,
+    lab_skip_locked: String,
+    lab_result: String,
+}
+
+impl LabQueries {
+    fn render(schema: &str) -> Self {
+        let r = |t: &str| t.replace("{{schema}}", schema);
+        LabQueries {
+            lab_setup: r(include_str!("../sql/lab_setup.sql")),
+            lab_naive: r(include_str!("../sql/lab_naive.sql")),
+            lab_for_update: r(include_str!("../sql/lab_for_update.sql")),
+            lab_skip_locked: r(include_str!("../sql/lab_skip_locked.sql")),
+            lab_result: r(include_str!("../sql/lab_result.sql")),
+        }
+    }
+}
 
 /// The claim statement under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,7 +73,7 @@ pub async fn run(
     jobs: u32,
     workers: usize,
 ) -> Result<LabReport, StoreError> {
-    let q = store.queries();
+    let q = LabQueries::render(store.schema());
     let setup = q.lab_setup.replace("{{count}}", &jobs.to_string());
     sqlx::raw_sql(&setup)
         .execute(store.pool())

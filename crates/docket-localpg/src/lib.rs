@@ -97,7 +97,33 @@ fn is_root() -> bool {
 }
 
 /// A free TCP port on the loopback interface (the OS picks it).
+///
+/// Chosen below the kernel's ephemeral range when there is room: a port the kernel handed out
+/// for `:0` is also what it hands the *outgoing* connections of every other process as their
+/// local port, so between this check and the server's bind a client connection could take it
+/// (a test suite opening hundreds of connections did). Ports below the range are only ever
+/// taken by listeners.
 pub fn free_port() -> Result<u16, ClusterError> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    if low > 12000 {
+        let (from, to) = (10000u32, u32::from(low) - 1);
+        for i in 0..64u32 {
+            // No RNG dependency for this: the clock and a counter spread the tries.
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+                .wrapping_add(std::process::id().wrapping_mul(7919))
+                .wrapping_add(i.wrapping_mul(104_729));
+            let port = (from + seed % (to - from)) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
