@@ -170,7 +170,8 @@ async fn kill_minus_nine_through_pgbouncer() {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..1500))).await;
         let victim = rng.gen_range(0..workers.len());
         signal(workers[victim].id(), "KILL");
-        let _ = workers[victim].wait();
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
         workers[victim] = worker(&db, &url, &log);
         kills += 1;
     }
