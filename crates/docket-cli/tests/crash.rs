@@ -258,21 +258,7 @@ async fn without_worker_guards_the_database_alone_fences_a_resumed_worker() {
         db.store.get(id).await.unwrap().state == JobState::Succeeded
     })
     .await;
-    signal(a.id(), "TERM");
-    signal(b.id(), "TERM");
-    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
-    checker::assert_exit(
-        "A",
-        sa,
-        &std::fs::read_to_string(&a_err).unwrap(),
-        checker::Exit::Clean,
-    );
-    checker::assert_exit(
-        "B",
-        sb,
-        &std::fs::read_to_string(&b_err).unwrap(),
-        checker::Exit::Clean,
-    );
+    stop_all_cleanly(&mut [("A", &mut a, &a_err), ("B", &mut b, &b_err)]);
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
     assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
     let report = checker::check(&db, &runs, &["succeeded"]).await;

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use docket_core::{JobState, Store};
@@ -165,21 +165,7 @@ async fn a_sigstopped_leader_is_replaced_and_learns_it_lost() {
     })
     .await;
     assert_eq!(leader(&db).await.as_deref(), Some(b_owner.as_str()));
-    signal(a.id(), "TERM");
-    signal(b.id(), "TERM");
-    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
-    checker::assert_exit(
-        "A",
-        sa,
-        &std::fs::read_to_string(&a_err).unwrap(),
-        checker::Exit::Clean,
-    );
-    checker::assert_exit(
-        "B",
-        sb,
-        &std::fs::read_to_string(&b_err).unwrap(),
-        checker::Exit::Clean,
-    );
+    stop_all_cleanly(&mut [("A", &mut a, &a_err), ("B", &mut b, &b_err)]);
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
     checker::check(&db, &runs, &["succeeded"]).await;
 }
@@ -226,19 +212,7 @@ async fn a_second_sigterm_stops_at_once_and_releases_the_job() {
         "the first SIGTERM waits for the job"
     );
     assert_eq!(count(&db, "running").await, 1);
-    let second = Instant::now();
-    signal(w.id(), "TERM");
-    let status = tokio::task::spawn_blocking(move || w.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let took = second.elapsed();
-    checker::assert_exit(
-        "worker",
-        status,
-        &std::fs::read_to_string(&err_path).unwrap(),
-        checker::Exit::Clean,
-    );
+    let took = term_and_time_clean_exit(w, &err_path).await;
     assert!(
         took < Duration::from_secs(20),
         "the second SIGTERM took {took:?}"
@@ -267,7 +241,7 @@ async fn an_exec_job_at_the_shutdown_deadline_is_killed_and_released() {
         "trap '' TERM; echo $$ > {}; while true; do sleep 0.1; done",
         pid_file.display()
     );
-    let mut w = spawn_worker(
+    let w = spawn_worker(
         &db,
         &[
             "--queue",
@@ -292,19 +266,7 @@ async fn an_exec_job_at_the_shutdown_deadline_is_killed_and_released() {
         .trim()
         .parse()
         .unwrap();
-    let stop = Instant::now();
-    signal(w.id(), "TERM");
-    let status = tokio::task::spawn_blocking(move || w.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let took = stop.elapsed();
-    checker::assert_exit(
-        "worker",
-        status,
-        &std::fs::read_to_string(&err_path).unwrap(),
-        checker::Exit::Clean,
-    );
+    let took = term_and_time_clean_exit(w, &err_path).await;
     assert!(
         took >= Duration::from_secs(1),
         "stopped before the deadline: {took:?}"

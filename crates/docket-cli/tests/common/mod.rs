@@ -98,6 +98,44 @@ pub fn spawn_worker_env(
     Proc::spawn(&mut c)
 }
 
+/// Sends SIGTERM to every worker, then waits for each and asserts that it exited 0 with no
+/// panic in its stderr file.
+pub fn stop_all_cleanly(workers: &mut [(&str, &mut Proc, &Path)]) {
+    for (_, w, _) in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for (name, w, err) in workers.iter_mut() {
+        let status = w.wait().unwrap();
+        let stderr = std::fs::read_to_string(*err).unwrap_or_default();
+        docket_testkit::checker::assert_exit(
+            name,
+            status,
+            &stderr,
+            docket_testkit::checker::Exit::Clean,
+        );
+    }
+}
+
+/// Sends SIGTERM to one worker and waits for it off the runtime's threads; asserts a clean
+/// exit and returns how long the exit took.
+pub async fn term_and_time_clean_exit(mut w: Proc, err: &Path) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    signal(w.id(), "TERM");
+    let status = tokio::task::spawn_blocking(move || w.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = std::fs::read_to_string(err).unwrap_or_default();
+    docket_testkit::checker::assert_exit(
+        "worker",
+        status,
+        &stderr,
+        docket_testkit::checker::Exit::Clean,
+    );
+    took
+}
+
 /// Sends a signal to a process.
 pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
