@@ -222,12 +222,14 @@ async fn low_priority_wait_under_backlog(
     let db = TestDb::new().await;
     let started: Arc<Mutex<Option<Instant>>> = Arc::default();
     let mut reg = Registry::default();
-    let s = started.clone();
+    let low_started = Arc::new(tokio::sync::Notify::new());
+    let (s, n) = (started.clone(), low_started.clone());
     reg.register_fn("job", move |args: serde_json::Value, _ctx| {
-        let s = s.clone();
+        let (s, n) = (s.clone(), n.clone());
         async move {
             if args == json!("low") {
                 s.lock().unwrap().get_or_insert(Instant::now());
+                n.notify_one();
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
             Ok(())
@@ -255,9 +257,8 @@ async fn low_priority_wait_under_backlog(
     for _ in 0..workers {
         ws.push(start(&db, reg.clone(), cfg.clone()).await);
     }
-    while t0.elapsed() < window && started.lock().unwrap().is_none() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Woken when the low-priority job starts (or the window closes).
+    let _ = tokio::time::timeout(window.saturating_sub(t0.elapsed()), low_started.notified()).await;
     let left = count_state(&db, "pending").await;
     for w in ws {
         w.stop().await;

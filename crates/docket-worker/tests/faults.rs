@@ -170,7 +170,8 @@ async fn the_completer_gives_up_after_ten_tries_and_the_lease_takes_over() {
         injected(&db).await >= 10
     })
     .await;
-    // The retry delays add up to about 9 s; give it twice that to make an eleventh try.
+    // An eleventh try would come within 2 s of the tenth (the retry delay cap); an absence
+    // cannot be awaited, so wait twice that.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
         injected(&db).await,

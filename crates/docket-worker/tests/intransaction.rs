@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
@@ -18,8 +17,8 @@ use serde_json::json;
 use sqlx::PgConnection;
 
 /// Lets the "held" handlers of each test go on; one flag per test (tests run in parallel).
-static GO_LOST: AtomicBool = AtomicBool::new(false);
-static GO_CRASH: AtomicBool = AtomicBool::new(false);
+static GO_LOST: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+static GO_CRASH: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
 
 #[derive(Serialize, Deserialize)]
 struct Credit {
@@ -50,9 +49,8 @@ impl TxJob for Credit {
             _ => None,
         };
         if let Some(flag) = flag.filter(|_| ctx.attempt == 1) {
-            while !flag.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            // Released by the test (a permit, not a polled flag).
+            let _ = flag.acquire().await;
         }
         Ok(())
     }
@@ -138,7 +136,7 @@ async fn a_lease_lost_mid_handler_rolls_the_handlers_writes_back() {
     db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
         .await;
     assert_eq!(db.store.reap(10).await.unwrap().requeued(), 1);
-    GO_LOST.store(true, Ordering::SeqCst);
+    GO_LOST.add_permits(1);
     eventually(Duration::from_secs(30), "the re-run completes", || async {
         db.store.get(id).await.unwrap().state == JobState::Succeeded
     })
@@ -174,7 +172,7 @@ async fn a_transaction_that_dies_before_the_commit_leaves_nothing_behind() {
         ))
         .await;
     assert_eq!(killed, 1);
-    GO_CRASH.store(true, Ordering::SeqCst);
+    GO_CRASH.add_permits(1);
     eventually(
         Duration::from_secs(30),
         "the job is re-run and completed",
