@@ -3,9 +3,10 @@
 use comfy_table::Cell;
 use docket_core::{KeyLimit, MissedTicks, Periodic, QueueControl, QueueLimits, RateLimit, Store};
 
+use crate::engine::Open;
 use crate::cli::{CronCommand, KeysCommand, QueuesCommand};
 use crate::fail::CliError;
-use crate::{output, Ctx};
+use crate::output;
 
 /// A flag that keeps (absent), clears (`none`) or sets a value.
 fn cap(flag: &str, v: Option<&str>, current: Option<i32>) -> Result<Option<i32>, CliError> {
@@ -55,12 +56,12 @@ fn print_controls(list: &[QueueControl]) {
     println!("{t}");
 }
 
-pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
+pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
     let check =
         |q: &str| docket_core::validate::queue(q).map_err(|e| CliError::invalid(e.to_string()));
     match cmd {
         QueuesCommand::List(a) => {
-            let list = ctx.existing(1).await?.queue_controls().await?;
+            let list = Open::existing(ctx, 1).await?.queue_controls().await?;
             if a.json {
                 output::json(&list)?;
             } else {
@@ -69,7 +70,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Pause(a) => {
             check(&a.queue)?;
-            let c = ctx.existing(1).await?.pause_queue(&a.queue).await?;
+            let c = Open::existing(ctx, 1).await?.pause_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -81,7 +82,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Resume(a) => {
             check(&a.queue)?;
-            let c = ctx.existing(1).await?.resume_queue(&a.queue).await?;
+            let c = Open::existing(ctx, 1).await?.resume_queue(&a.queue).await?;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -100,7 +101,7 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
             cap("max-running", a.max_running.as_deref(), None)?;
             cap("key-max-running", a.key_max_running.as_deref(), None)?;
             rate(a.rate.as_deref(), None)?;
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let cur = store
                 .queue_controls()
                 .await?
@@ -131,10 +132,10 @@ pub async fn queues(ctx: &Ctx, cmd: QueuesCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
+pub async fn keys(ctx: &impl Open, cmd: KeysCommand) -> anyhow::Result<()> {
     match cmd {
         KeysCommand::List(a) => {
-            let list = ctx.existing(1).await?.key_limits().await?;
+            let list = Open::existing(ctx, 1).await?.key_limits().await?;
             if a.json {
                 output::json(&list)?;
             } else {
@@ -157,7 +158,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
             rate(a.rate.as_deref(), None)?;
             docket_core::validate::key("concurrency key", Some(&a.key))
                 .map_err(|e| CliError::invalid(e.to_string()))?;
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let cur = store
                 .key_limits()
                 .await?
@@ -193,7 +194,7 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
             if !(1..=100_000).contains(&a.limit) {
                 return Err(CliError::invalid("--limit must be 1..=100000").into());
             }
-            let list = ctx.existing(1).await?.blocked_keys(a.limit).await?;
+            let list = Open::existing(ctx, 1).await?.blocked_keys(a.limit).await?;
             if a.json {
                 output::json(&list)?;
             } else if list.is_empty() {
@@ -218,10 +219,10 @@ pub async fn keys(ctx: &Ctx, cmd: KeysCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
+pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
     match cmd {
         CronCommand::List(a) => {
-            let list = ctx.existing(1).await?.list_periodic().await?;
+            let list = Open::existing(ctx, 1).await?.list_periodic().await?;
             if a.json {
                 output::json(&list)?;
             } else {
@@ -269,7 +270,7 @@ pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
             def.max_attempts = a.max_attempts;
             def.schedule()
                 .map_err(|e| CliError::invalid(e.to_string()))?;
-            let st = ctx.existing(1).await?.upsert_periodic(&def).await?;
+            let st = Open::existing(ctx, 1).await?.upsert_periodic(&def).await?;
             if a.json {
                 output::json(&st)?;
             } else {
@@ -283,7 +284,7 @@ pub async fn cron(ctx: &Ctx, cmd: CronCommand) -> anyhow::Result<()> {
             }
         }
         CronCommand::Remove(a) => {
-            let removed = ctx.existing(1).await?.remove_periodic(&a.name).await?;
+            let removed = Open::existing(ctx, 1).await?.remove_periodic(&a.name).await?;
             if a.json {
                 output::json(&serde_json::json!({"name": a.name, "removed": removed}))?;
             } else if removed {

@@ -61,11 +61,15 @@ async fn send_email(
     }
     let ms = rand::thread_rng().gen_range(1..6);
     tokio::time::sleep(Duration::from_millis(ms)).await;
+    let store: docket_postgres::PgStore = ctx
+        .store()
+        .ok_or_else(|| JobError::discard("the demo runs on PostgreSQL"))?;
+    let pool = store.pool();
     let sent: Option<i64> = sqlx::query_scalar(&format!(
         "INSERT INTO {schema}.demo_sends (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING RETURNING job_id"
     ))
     .bind(ctx.id.0)
-    .fetch_optional(&ctx.pool)
+    .fetch_optional(pool)
     .await?;
     sqlx::query(&format!(
         "INSERT INTO {schema}.demo_attempts (job_id, attempt, deduped) VALUES ($1, $2, $3)"
@@ -73,7 +77,7 @@ async fn send_email(
     .bind(ctx.id.0)
     .bind(ctx.attempt)
     .bind(sent.is_none())
-    .execute(&ctx.pool)
+    .execute(pool)
     .await?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use docket_core::{validate, NewJob, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
+use crate::engine::Open;
 use crate::cli::EnqueueArgs;
 use crate::fail::CliError;
 use crate::{output, Ctx};
@@ -95,9 +96,15 @@ impl Line {
 }
 
 pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
-    if let Some(path) = &a.bulk {
-        return bulk(ctx, path, a.json).await;
+    match &a.bulk {
+        // By COPY, PostgreSQL only.
+        Some(path) => bulk(ctx, path, a.json).await,
+        None => one(ctx, a).await,
     }
+}
+
+/// One job, on any engine.
+async fn one(ctx: &impl Open, a: EnqueueArgs) -> anyhow::Result<()> {
     let kind = a.kind.clone().unwrap_or_default();
     let mut job = NewJob::new(a.queue.clone(), kind, parse_json("args", &a.args)?)
         .priority(a.priority)
@@ -119,7 +126,7 @@ pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
     // Validate before connecting: bad input never touches the database.
     validate::new_job(&job, &validate::Limits::default())
         .map_err(|e| CliError::invalid(e.to_string()))?;
-    let store = ctx.store(1).await?;
+    let store = ctx.migrated(1).await?;
     let e = store.enqueue(&job).await?;
     if a.json {
         output::json(&e)?;

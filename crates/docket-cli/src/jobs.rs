@@ -3,11 +3,12 @@
 use comfy_table::Cell;
 use docket_core::{JobFilter, JobId, JobState, Store};
 
+use crate::engine::Open;
 use crate::cli::JobsCommand;
 use crate::fail::CliError;
-use crate::{output, Ctx};
+use crate::output;
 
-pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
+pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
     match cmd {
         JobsCommand::List(a) => {
             let state = a
@@ -22,7 +23,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             if !(1..=100_000).contains(&a.limit) {
                 return Err(CliError::invalid("--limit must be 1..=100000").into());
             }
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let jobs = store
                 .list(&JobFilter {
                     queue: a.queue,
@@ -37,7 +38,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Show(a) => {
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let j = store.get(JobId(a.id)).await?;
             if a.json {
                 output::json(&j)?;
@@ -113,7 +114,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Retry(a) => {
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let j = store.retry(JobId(a.id), a.extra_attempts).await?;
             if a.json {
                 output::json(&j)?;
@@ -125,7 +126,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Skip(a) => {
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let j = store.skip(JobId(a.id)).await?;
             if a.json {
                 output::json(&j)?;
@@ -138,7 +139,7 @@ pub async fn run(ctx: &Ctx, cmd: JobsCommand) -> anyhow::Result<()> {
             }
         }
         JobsCommand::Cancel(a) => {
-            let store = ctx.existing(1).await?;
+            let store = Open::existing(ctx, 1).await?;
             let out = store.cancel(JobId(a.id)).await?;
             if a.json {
                 output::json(&serde_json::json!({"id": a.id, "outcome": out}))?;

@@ -5,6 +5,8 @@
 //! - [`fail`]: errors as one line + hint + exit code.
 //! - [`embedded`]: the embedded local PostgreSQL under `.docket/`.
 //! - [`enqueue`], [`jobs`], [`controls`], [`ops`], [`work`], [`demo`]: the commands.
+//! - [`engine`]: [`engine::Open`], the seam the engine-independent commands are written
+//!   against (PostgreSQL-only ones take [`Ctx`]).
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 
 mod bench;
@@ -16,6 +18,7 @@ mod cli;
 mod controls;
 mod demo;
 mod embedded;
+mod engine;
 mod enqueue;
 mod exec;
 mod fail;
@@ -57,7 +60,7 @@ impl Ctx {
     /// A migrated store with a pool of `max` connections.
     pub async fn store(&self, max: u32) -> anyhow::Result<PgStore> {
         let store = self.connect(max).await?;
-        store.migrate().await?;
+        docket_core::Store::migrate(&store).await?;
         Ok(store)
     }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::engine::Open;
 use crate::lab::{self, LabMode};
 use comfy_table::Cell;
 use docket_core::duration::{parse_bounded, MAX_DELAY};
@@ -20,8 +21,8 @@ fn age(s: Option<f64>) -> String {
     }
 }
 
-pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
-    let store = ctx.existing(1).await?;
+pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
     let s = store.stats().await?;
     if json {
         return output::json(&s);
@@ -77,8 +78,8 @@ pub async fn stats(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn reap(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
-    let store = ctx.existing(1).await?;
+pub async fn reap(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
     let mut all = docket_core::ReapReport::default();
     loop {
         let r = store.reap(1000).await?;
@@ -103,7 +104,7 @@ pub async fn reap(ctx: &Ctx, json: bool) -> anyhow::Result<()> {
     }
 }
 
-pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
+pub async fn prune(ctx: &impl Open, a: PruneArgs) -> anyhow::Result<()> {
     let parse = |what, s: &str| {
         parse_bounded(what, s, Duration::ZERO, MAX_DELAY)
             .map_err(|e| CliError::invalid(e.to_string()))
@@ -113,7 +114,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
         dead: parse("dead-older-than", &a.dead_older_than)?,
         batch: 5_000,
     };
-    let store = ctx.existing(1).await?;
+    let store = Open::existing(ctx, 1).await?;
     let r = store.prune(&retention).await?;
     if a.json {
         output::json(&r)
@@ -125,7 +126,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<()> {
 
 pub async fn explain(ctx: &Ctx, a: ExplainArgs) -> anyhow::Result<()> {
     docket_core::validate::queue(&a.queue).map_err(|e| CliError::invalid(e.to_string()))?;
-    let store = ctx.existing(1).await?;
+    let store = Open::existing(ctx, 1).await?;
     println!("{}", store.explain_claim(&a.queue, a.analyze).await?);
     Ok(())
 }

@@ -13,16 +13,16 @@ use std::time::Duration;
 use docket_core::duration::parse_bounded;
 use docket_worker::{Registry, Shutdown, Worker, WorkerConfig};
 
+use crate::engine::Open;
 use crate::cli::WorkArgs;
 use crate::exec::{exec_job, ExecSpec};
 use crate::fail::CliError;
-use crate::Ctx;
 
 fn dur(what: &'static str, s: &str, min: Duration, max: Duration) -> Result<Duration, CliError> {
     parse_bounded(what, s, min, max).map_err(|e| CliError::invalid(e.to_string()))
 }
 
-pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
+pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     let lease = dur(
         "lease",
         &a.lease,
@@ -90,12 +90,10 @@ pub async fn run(ctx: &Ctx, a: WorkArgs) -> anyhow::Result<()> {
         Some(n) => n,
         None => (a.concurrency * a.queues.len()).min(20) as u32 + 4,
     };
-    let store = ctx.store(conns).await?;
+    let store = ctx.migrated(conns).await?;
     let mut registry = Registry::default();
-    let password = docket_postgres::connect::parse(&ctx.url)
-        .ok()
-        .and_then(|t| t.password().map(str::to_string));
-    let spec = ExecSpec::new(a.exec.clone(), kill_grace, password.as_deref());
+    let secrets = ctx.secrets();
+    let spec = ExecSpec::new(a.exec.clone(), kill_grace, secrets.first().map(String::as_str));
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
     let worker = Worker::new(store, registry, cfg)?;
     eprintln!("docket: worker {} serving {:?}", worker.owner(), a.queues);

@@ -6,7 +6,8 @@
 //! - [`error`]: typed errors, including [`LeaseLost`], the signal that a fenced write matched
 //!   nothing because another worker (or the reaper) owns the job now.
 //! - [`store`]: the storage seam, one method per queue operation, so engines other than
-//!   PostgreSQL can be added without touching the runtime.
+//!   PostgreSQL can be added without touching the runtime; [`engine`]: pushed hints
+//!   (LISTEN) and the in-transaction capability.
 //! - [`control`]: queue pause, concurrency and rate limits, key limits.
 //! - [`periodic`]: cron schedules with a time zone and the missed-tick policy.
 //! - [`redact`]: passwords out of anything printed, logged or stored.
@@ -18,6 +19,7 @@
 
 pub mod control;
 pub mod duration;
+pub mod engine;
 pub mod error;
 pub mod job;
 pub mod mutants;
@@ -27,6 +29,7 @@ pub mod store;
 pub mod validate;
 
 pub use control::*;
+pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
 pub use job::*;
 pub use periodic::*;

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::control::*;
+use crate::engine::{ListenSupport, Listener};
 use crate::job::*;
 use crate::periodic::*;
 use crate::Result;
@@ -32,6 +33,33 @@ pub struct ClaimRequest {
 
 /// Engine-independent queue operations.
 pub trait Store: Clone + Send + Sync + 'static {
+    /// The engine's stream of pushed hints ([`crate::NoListener`] for an engine without).
+    type Listener: Listener;
+
+    // ---- The engine itself ----
+
+    /// Creates or upgrades the schema (idempotent; safe to race from several processes).
+    fn migrate(&self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Takes or renews maintenance leadership for `owner` until the database's now + `ttl`;
+    /// true while `owner` leads. At most one owner leads at any database instant.
+    fn leader_try(&self, owner: &str, ttl: Duration) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Gives up leadership held by `owner` (another worker takes over at once).
+    fn leader_resign(&self, owner: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether [`Store::listen`] works here. `direct_url` is an address for the listening
+    /// connection when the store's own cannot hold one (behind a transaction-mode pooler).
+    fn listen_support(&self, direct_url: Option<&str>) -> ListenSupport;
+
+    /// Opens a listener for wake-ups and cancel hints.
+    fn listen(
+        &self,
+        direct_url: Option<&str>,
+    ) -> impl Future<Output = Result<Self::Listener>> + Send;
+
+    // ---- Queue operations ----
+
     /// Inserts one job (or returns the holder of its unique key).
     fn enqueue(&self, job: &NewJob) -> impl Future<Output = Result<Enqueued>> + Send;
 

@@ -6,6 +6,8 @@
 //! - [`queries`]: the registry of `sql/*.sql`, one file per statement.
 //! - [`store`]: [`PgStore`], the [`docket_core::Store`] implementation plus the
 //!   PostgreSQL-only extras (transactional enqueue, in-transaction completion, EXPLAIN).
+//! - [`engine`]: leader election, LISTEN hints ([`engine::PgHints`]) and the
+//!   [`docket_core::InTransaction`] capability.
 //! - [`connect`]: connection strings (URL or key=value), TLS, transaction-mode poolers, and
 //!   connection failures named by their cause; [`redact`] keeps passwords out of messages.
 //! - [`roles`]: the least-privilege role model (application, worker, operator) and its
@@ -16,6 +18,7 @@
 
 pub mod connect;
 pub mod controls;
+pub mod engine;
 mod enqueue;
 pub mod errors;
 mod explain;

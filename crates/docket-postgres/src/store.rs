@@ -211,11 +211,6 @@ impl PgStore {
         format!("{}_cancel", self.inner.schema)
     }
 
-    /// Applies migrations to this store's schema.
-    pub async fn migrate(&self) -> Result<()> {
-        crate::migrate(&self.inner.pool, &self.inner.schema).await
-    }
-
     /// Enqueues one job inside the caller's transaction: the job exists iff it commits, and
     /// its wake-up notification is delivered only then.
     pub async fn enqueue_tx(&self, conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued> {
@@ -275,31 +270,6 @@ impl PgStore {
         self.enqueue_stream(futures::stream::iter(jobs)).await
     }
 
-    /// Completes a claimed job inside the caller's transaction (in-transaction mode): the
-    /// handler's own writes and the completion commit together, or neither does.
-    pub async fn complete_tx(
-        &self,
-        conn: &mut PgConnection,
-        owner: &str,
-        lease: Lease,
-    ) -> Result<()> {
-        let rows = self
-            .query(&self.inner.q.complete_many)
-            .bind(vec![lease.id.0])
-            .bind(vec![lease.attempt])
-            .bind(owner)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        if rows.is_empty() {
-            let lost = self.explain_lost(vec![lease]).await?;
-            return Err(StoreError::LeaseLost(
-                lost.into_iter().next().expect("one lease"),
-            ));
-        }
-        Ok(())
-    }
-
     /// The `EXPLAIN` of the statements the claim runs for `queue` on the current data, read
     /// from the live `claim()` and `claim_controlled()` (see [`crate::explain`]). Runs inside a
     /// transaction that is rolled back, so `ANALYZE` claims nothing.
@@ -308,34 +278,6 @@ impl PgStore {
         let out = crate::explain::explain_claim(&mut tx, &self.inner.schema, queue, analyze).await;
         tx.rollback().await.map_err(db_err)?;
         out
-    }
-
-    /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.
-    pub async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        let leading: Option<bool> = self
-            .run(async |c: &mut PgConnection| {
-                self.query_scalar(&self.inner.q.leader_try)
-                    .bind(owner)
-                    .bind(ms(ttl))
-                    .fetch_optional(&mut *c)
-                    .await
-                    .map_err(db_err)
-            })
-            .await?;
-        Ok(leading.unwrap_or(false))
-    }
-
-    /// Gives up leadership held by `owner`.
-    pub async fn leader_resign(&self, owner: &str) -> Result<()> {
-        self.run(async |c: &mut PgConnection| {
-            self.query(&self.inner.q.leader_resign)
-                .bind(owner)
-                .execute(&mut *c)
-                .await
-                .map_err(db_err)
-        })
-        .await?;
-        Ok(())
     }
 
     /// Sends a notification (delivered at commit of the surrounding transaction, or at once
@@ -357,7 +299,7 @@ impl PgStore {
 
     /// Runs a fenced batch statement whose rows are `(id, attempt)` of the applied writes and
     /// sorts every input lease into applied or lost.
-    async fn fenced(&self, leases: &[Lease], rows: Vec<PgRow>) -> Result<BatchOutcome> {
+    pub(crate) async fn fenced(&self, leases: &[Lease], rows: Vec<PgRow>) -> Result<BatchOutcome> {
         let mut applied = Vec::with_capacity(rows.len());
         for r in &rows {
             applied.push(Lease {
@@ -383,7 +325,7 @@ impl PgStore {
     }
 
     /// Says why each lease no longer holds.
-    async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
+    pub(crate) async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
         let ids: Vec<i64> = lost.iter().map(|l| l.id.0).collect();
         let rows = self
             .run(async |c: &mut PgConnection| {
@@ -428,6 +370,28 @@ fn lease_arrays(leases: &[Lease]) -> (Vec<Lease>, Vec<i64>, Vec<i32>) {
 }
 
 impl Store for PgStore {
+    type Listener = crate::engine::PgHints;
+
+    async fn migrate(&self) -> Result<()> {
+        crate::migrate(&self.inner.pool, &self.inner.schema).await
+    }
+
+    async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
+        self.leader_try_sql(owner, ttl).await
+    }
+
+    async fn leader_resign(&self, owner: &str) -> Result<()> {
+        self.leader_resign_sql(owner).await
+    }
+
+    fn listen_support(&self, direct_url: Option<&str>) -> ListenSupport {
+        self.listen_support_for(direct_url)
+    }
+
+    async fn listen(&self, direct_url: Option<&str>) -> Result<crate::engine::PgHints> {
+        crate::engine::PgHints::connect(self, direct_url).await
+    }
+
     async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
         let mut v = self
             .run(async |c: &mut PgConnection| {

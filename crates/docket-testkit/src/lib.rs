@@ -21,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 pub mod checker;
+pub mod conformance;
 pub mod pgbouncer;
 pub mod proxy;
 mod shared;
@@ -118,7 +119,7 @@ impl TestDb {
         let schema = fresh_schema();
         let pool = pool(&url, &schema, max).await;
         let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");
-        store.migrate().await.expect("migrate");
+        docket_core::Store::migrate(&store).await.expect("migrate");
         TestDb {
             store,
             pool,

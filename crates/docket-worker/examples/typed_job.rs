@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use docket_core::NewJob;
+use docket_core::{NewJob, Store};
 use docket_postgres::PgStore;
 use docket_worker::{
     Job, JobContext, JobError, JobResult, Registry, Shutdown, Worker, WorkerConfig,

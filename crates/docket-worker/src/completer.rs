@@ -85,10 +85,7 @@ impl<S: Store> Completer<S> {
 
     /// Runs until `close` fires (or every sender is dropped), then writes what is left in
     /// the channel and returns.
-    pub async fn run(self, mut rx: mpsc::Receiver<Completion>, close: CancellationToken)
-    where
-        S: Send + Sync + 'static,
-    {
+    pub async fn run(self, mut rx: mpsc::Receiver<Completion>, close: CancellationToken) {
         let me = Arc::new(self);
         let slots = Arc::new(tokio::sync::Semaphore::new(FLUSHES_IN_FLIGHT));
         let mut flushes = tokio::task::JoinSet::new();
@@ -261,5 +258,26 @@ impl<S: Store> Completer<S> {
                 }
             }
         }
+    }
+}
+
+/// The completer with its channel, as a service.
+pub(crate) struct CompleterService<S: Store> {
+    pub completer: Completer<S>,
+    pub rx: mpsc::Receiver<Completion>,
+}
+
+impl<S: Store> crate::service::Service for CompleterService<S> {
+    fn name(&self) -> &'static str {
+        "completer"
+    }
+
+    fn phase(&self) -> crate::supervisor::Phase {
+        // Closed after running jobs ended, so that every outcome is written.
+        crate::supervisor::Phase::Completer
+    }
+
+    async fn run(self, stop: CancellationToken) {
+        self.completer.run(self.rx, stop).await
     }
 }

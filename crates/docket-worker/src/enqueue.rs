@@ -4,12 +4,12 @@
 //! ```text
 //! store.enqueue_job(&SendWelcome { user_id: 42 }).await?;                       // queue, kind from the type
 //! store.enqueue_job_with(&SendWelcome { user_id: 42 }, |j| j.priority(-5)).await?;
-//! store.enqueue_tx(&mut tx, &docket_worker::new_job(&SendWelcome { user_id: 42 })?).await?;
+//! store.enqueue_job_in(&mut tx, &SendWelcome { user_id: 42 }).await?;             // in the caller's transaction
 //! ```
 
 use std::future::Future;
 
-use docket_core::{Enqueued, NewJob, Store, StoreError, ValidationError};
+use docket_core::{Enqueued, InTransaction, NewJob, Store, StoreError, ValidationError};
 
 use crate::job::{Job, TxJob};
 
@@ -27,8 +27,8 @@ pub fn new_job<J: Job>(job: &J) -> Result<NewJob, StoreError> {
     Ok(NewJob::new(J::QUEUE, J::KIND, args(job)?))
 }
 
-/// The [`NewJob`] for a typed in-transaction job.
-pub fn new_tx_job<J: TxJob>(job: &J) -> Result<NewJob, StoreError> {
+/// The [`NewJob`] for a typed in-transaction job of engine `S`.
+pub fn new_tx_job<S: InTransaction, J: TxJob<S>>(job: &J) -> Result<NewJob, StoreError> {
     Ok(NewJob::new(J::QUEUE, J::KIND, args(job)?))
 }
 
@@ -49,10 +49,22 @@ pub trait EnqueueJob {
     ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
 
     /// Enqueues an in-transaction job in its type's queue under its type's kind.
-    fn enqueue_tx_job<J: TxJob>(
+    fn enqueue_tx_job<J: TxJob<Self>>(
         &self,
         job: &J,
-    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send
+    where
+        Self: InTransaction;
+
+    /// Enqueues `job` inside the caller's transaction on `conn` (the outbox: the job exists
+    /// iff the transaction commits).
+    fn enqueue_job_in<J: Job>(
+        &self,
+        conn: &mut <Self as InTransaction>::Conn,
+        job: &J,
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send
+    where
+        Self: InTransaction;
 }
 
 impl<S: Store + Sync> EnqueueJob for S {
@@ -68,7 +80,22 @@ impl<S: Store + Sync> EnqueueJob for S {
         self.enqueue(&options(new_job(job)?)).await
     }
 
-    async fn enqueue_tx_job<J: TxJob>(&self, job: &J) -> Result<Enqueued, StoreError> {
-        self.enqueue(&new_tx_job(job)?).await
+    async fn enqueue_tx_job<J: TxJob<Self>>(&self, job: &J) -> Result<Enqueued, StoreError>
+    where
+        Self: InTransaction,
+    {
+        self.enqueue(&new_tx_job::<Self, J>(job)?).await
+    }
+
+    async fn enqueue_job_in<J: Job>(
+        &self,
+        conn: &mut <Self as InTransaction>::Conn,
+        job: &J,
+    ) -> Result<Enqueued, StoreError>
+    where
+        Self: InTransaction,
+    {
+        let new = new_job(job)?;
+        self.enqueue_in(conn, &new).await
     }
 }

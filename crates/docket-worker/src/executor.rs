@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use docket_core::duration::MAX_DELAY;
-use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze};
+use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze, Store};
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
 use crate::completer::Completion;
+use crate::intx::{TxCall, TxEnd};
 use crate::job::{JobContext, JobError, JobResult};
 use crate::metrics::Metrics;
 use crate::registry::Handler;
@@ -19,14 +20,14 @@ use crate::runtime::Shared;
 use crate::tracker::{InFlight, StopReason};
 
 /// How a handler run ended.
-enum Ended {
+pub(crate) enum Ended {
     Returned(JobResult),
     Panicked(String),
     /// Dropped after ignoring its cancellation for the grace period.
     Dropped,
 }
 
-fn panic_message(p: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {
@@ -37,8 +38,8 @@ fn panic_message(p: &(dyn Any + Send)) -> String {
 }
 
 /// Runs `job` to its end and hands the outcome to the completer.
-pub(crate) async fn execute(
-    shared: Arc<Shared>,
+pub(crate) async fn execute<S: Store>(
+    shared: Arc<Shared<S>>,
     job: ClaimedJob,
     permit: OwnedSemaphorePermit,
     deadline: std::time::Instant,
@@ -58,7 +59,7 @@ pub(crate) async fn execute(
         kind: job.kind.clone(),
         metadata: job.metadata.clone(),
         cancel: entry.cancel.clone(),
-        pool: shared.store.pool().clone(),
+        store: shared.erased_store.clone(),
         reason: entry.reason_cell(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
@@ -80,11 +81,16 @@ pub(crate) async fn execute(
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
         Handler::InTransaction(f) => {
-            let done = run_in_transaction(&shared, &entry, lease, max_runtime, |tx| {
-                f(job.args, ctx, tx)
-            })
-            .await;
-            match done {
+            let call = TxCall {
+                store: shared.store.clone(),
+                args: job.args,
+                ctx,
+                owner: shared.config.owner.clone(),
+                lease,
+                entry: entry.clone(),
+                stop: Box::pin(must_stop(shared.clone(), entry.clone(), max_runtime)),
+            };
+            match f(call).await {
                 TxEnd::Committed => {
                     Metrics::add(&shared.metrics.completed, 1);
                     shared.tracker.remove(lease);
@@ -108,8 +114,8 @@ pub(crate) async fn execute(
 /// lost (nothing is written: the lease is someone else's), or it was cancelled, timed out in
 /// the buffer, the worker is shutting down, or its lease is about to run out (it is released:
 /// back to the queue at once, its attempt not counted).
-async fn wait_for_slot(
-    shared: &Arc<Shared>,
+async fn wait_for_slot<S: Store>(
+    shared: &Arc<Shared<S>>,
     entry: &Arc<InFlight>,
     queue: &str,
 ) -> Option<OwnedSemaphorePermit> {
@@ -171,7 +177,7 @@ fn stop_margin(config: &crate::config::WorkerConfig) -> Duration {
 /// lease early — or earlier by the cancel grace, so that a handler given its grace to stop
 /// (a child process given SIGTERM, then SIGKILL) is gone before the database lets another
 /// worker claim the job. Capped at a third of the lease, so heartbeats keep their slack.
-async fn must_stop(shared: &Shared, entry: &Arc<InFlight>, max_runtime: Duration) {
+async fn must_stop<S: Store>(shared: Arc<Shared<S>>, entry: Arc<InFlight>, max_runtime: Duration) {
     let watchdog = async {
         let margin = stop_margin(&shared.config);
         loop {
@@ -192,8 +198,8 @@ async fn must_stop(shared: &Shared, entry: &Arc<InFlight>, max_runtime: Duration
     }
 }
 
-async fn run_plain(
-    shared: &Shared,
+async fn run_plain<S: Store>(
+    shared: &Arc<Shared<S>>,
     entry: &Arc<InFlight>,
     fut: futures::future::BoxFuture<'static, JobResult>,
     max_runtime: Duration,
@@ -203,7 +209,7 @@ async fn run_plain(
     let mut fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
     let done = tokio::select! {
         r = &mut fut => Some(r),
-        _ = must_stop(shared, entry, max_runtime) => None,
+        _ = must_stop(shared.clone(), entry.clone(), max_runtime) => None,
     };
     let r = match done {
         Some(r) => r,
@@ -218,74 +224,10 @@ async fn run_plain(
     }
 }
 
-enum TxEnd {
-    Committed,
-    Other(Ended),
-}
-
-async fn run_in_transaction<F>(
-    shared: &Shared,
-    entry: &Arc<InFlight>,
-    lease: Lease,
-    max_runtime: Duration,
-    f: F,
-) -> TxEnd
-where
-    F: for<'a> FnOnce(&'a mut sqlx::PgConnection) -> futures::future::BoxFuture<'a, JobResult>,
-{
-    let mut tx = match shared.store.pool().begin().await {
-        Ok(tx) => tx,
-        Err(e) => {
-            return TxEnd::Other(Ended::Returned(Err(JobError::retry(format!(
-                "could not begin the job's transaction: {e}"
-            )))))
-        }
-    };
-    let ran = {
-        let fut = std::panic::AssertUnwindSafe(f(&mut tx)).catch_unwind();
-        tokio::select! {
-            r = fut => Some(r),
-            _ = must_stop(shared, entry, max_runtime) => None,
-        }
-    };
-    let ended = match ran {
-        None => Ended::Dropped,
-        Some(Err(p)) => Ended::Panicked(panic_message(&*p)),
-        Some(Ok(Ok(()))) => {
-            // The completion joins the handler's writes: both commit, or neither.
-            match shared
-                .store
-                .complete_tx(&mut tx, &shared.config.owner, lease)
-                .await
-            {
-                Ok(()) => match tx.commit().await {
-                    Ok(()) => return TxEnd::Committed,
-                    Err(e) => {
-                        // Unknown whether it committed: leave the job to its lease. If it did
-                        // not, the reaper requeues it and the handler's writes are gone too.
-                        warn!(job = %lease.id, error = %e, "commit of in-transaction job failed");
-                        entry.stop(StopReason::LeaseLost);
-                        return TxEnd::Other(Ended::Dropped);
-                    }
-                },
-                Err(e) => {
-                    warn!(job = %lease.id, error = %e, "in-transaction completion rejected; rolling back");
-                    let _ = tx.rollback().await;
-                    entry.stop(StopReason::LeaseLost);
-                    return TxEnd::Other(Ended::Dropped);
-                }
-            }
-        }
-        Some(Ok(Err(e))) => Ended::Returned(Err(e)),
-    };
-    let _ = tx.rollback().await;
-    TxEnd::Other(ended)
-}
-
 /// Decides what to write. `None`: nothing (the lease is lost; whatever we wrote would be
 /// fenced off anyway).
-fn outcome(
-    shared: &Shared,
+fn outcome<S: Store>(
+    shared: &Shared<S>,
     entry: &InFlight,
     lease: Lease,
     ended: Ended,
@@ -356,7 +298,7 @@ fn humantime_secs(d: Duration) -> String {
     format!("{:.3}s", d.as_secs_f64())
 }
 
-async fn finish(shared: &Shared, entry: &InFlight, c: Completion) {
+async fn finish<S: Store>(shared: &Shared<S>, entry: &InFlight, c: Completion) {
     entry.mark_finished();
     // Sending may wait when the completer is behind; the slot stays taken meanwhile, which is
     // the back-pressure on fetching.

@@ -16,8 +16,8 @@ use crate::metrics::Metrics;
 use crate::runtime::Shared;
 
 /// Fetches for one queue.
-pub(crate) struct Fetcher {
-    pub shared: Arc<Shared>,
+pub(crate) struct Fetcher<S: Store> {
+    pub shared: Arc<Shared<S>>,
     pub queue: String,
     pub slots: Arc<Semaphore>,
     pub wake: Arc<Notify>,
@@ -33,7 +33,7 @@ fn jittered(d: Duration) -> Duration {
     d.mul_f64(rand::thread_rng().gen_range(0.8..1.2))
 }
 
-impl Fetcher {
+impl<S: Store> Fetcher<S> {
     /// Jobs this queue may hold now (running plus buffered): its slots plus the current
     /// prefetch depth.
     fn allowance(&self) -> usize {
@@ -94,8 +94,19 @@ impl Fetcher {
         Ok((n, offered))
     }
 
+}
+
+impl<S: Store> crate::service::Service for Fetcher<S> {
+    fn name(&self) -> &'static str {
+        "fetcher"
+    }
+
+    fn phase(&self) -> crate::supervisor::Phase {
+        crate::supervisor::Phase::Fetch
+    }
+
     /// Runs until `stop` fires.
-    pub async fn run(self, stop: CancellationToken) {
+    async fn run(self, stop: CancellationToken) {
         // Claim once at start: work may have been enqueued while no worker listened.
         let mut immediate = true;
         let mut error_backoff = Duration::from_millis(100);

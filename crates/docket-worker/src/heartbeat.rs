@@ -24,11 +24,11 @@ pub struct BeatReport {
 }
 
 /// Extends leases.
-pub(crate) struct Heartbeater {
-    pub shared: Arc<Shared>,
+pub(crate) struct Heartbeater<S: Store> {
+    pub shared: Arc<Shared<S>>,
 }
 
-impl Heartbeater {
+impl<S: Store> Heartbeater<S> {
     /// One beat.
     pub async fn run_once(&self) -> BeatReport {
         let entries: Vec<_> = self
@@ -92,10 +92,22 @@ impl Heartbeater {
         report
     }
 
+}
+
+impl<S: Store> crate::service::Service for Heartbeater<S> {
+    fn name(&self) -> &'static str {
+        "heartbeater"
+    }
+
+    fn phase(&self) -> crate::supervisor::Phase {
+        // Stopped last: leases stay alive until every outcome is written.
+        crate::supervisor::Phase::Service
+    }
+
     /// Beats every `heartbeat_interval` until `stop` fires, and early when a cancel
     /// notification arrives (at most every 50 ms, so a flood of forged notifications costs
     /// one statement per 50 ms and nothing else).
-    pub async fn run(self, stop: CancellationToken) {
+    async fn run(self, stop: CancellationToken) {
         let mut tick = tokio::time::interval(self.shared.config.heartbeat_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

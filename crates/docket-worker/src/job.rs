@@ -4,10 +4,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use docket_core::JobId;
+use docket_core::{InTransaction, JobId};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::tracker::StopReason;
@@ -32,13 +31,20 @@ pub struct JobContext {
     /// its maximum runtime, or the worker is shutting down past its deadline. A handler that
     /// ignores it is dropped after a grace period.
     pub cancel: CancellationToken,
-    /// The worker's pool, for handlers that touch the database.
-    pub pool: PgPool,
+    /// The worker's store, type-erased so that handlers stay engine-independent; read it
+    /// with [`JobContext::store`].
+    pub(crate) store: std::sync::Arc<dyn std::any::Any + Send + Sync>,
     /// Why the job was told to stop (shared with the runtime's record of it).
     pub(crate) reason: std::sync::Arc<std::sync::Mutex<Option<StopReason>>>,
 }
 
 impl JobContext {
+    /// The worker's store, for handlers that touch the database (`ctx.store::<PgStore>()`
+    /// then `.pool()`); `None` when the worker runs another engine.
+    pub fn store<S: Clone + 'static>(&self) -> Option<S> {
+        self.store.downcast_ref::<S>().cloned()
+    }
+
     /// True once the job must stop.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
@@ -139,7 +145,11 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 /// A job that runs inside the transaction that completes it: its own writes through `tx` and
 /// the completion commit together, or neither does (exactly-once for local effects). Keep
 /// such jobs short: the transaction is open while the handler runs.
-pub trait TxJob: Serialize + DeserializeOwned + Send + Sync + 'static {
+///
+/// Generic over the engine `S`, since `tx` is the engine's connection type: on PostgreSQL,
+/// `impl TxJob<PgStore> for MyJob` and `tx: &mut PgConnection`. Only engines with the
+/// [`InTransaction`] capability can run such jobs.
+pub trait TxJob<S: InTransaction>: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind stored with the job and used to find this handler.
     const KIND: &'static str;
 
@@ -147,5 +157,5 @@ pub trait TxJob: Serialize + DeserializeOwned + Send + Sync + 'static {
     const QUEUE: &'static str = "default";
 
     /// Runs the job inside `tx`. Returning an error rolls `tx` back.
-    fn run(self, ctx: JobContext, tx: &mut PgConnection) -> impl Future<Output = JobResult> + Send;
+    fn run(self, ctx: JobContext, tx: &mut S::Conn) -> impl Future<Output = JobResult> + Send;
 }

@@ -1,12 +1,12 @@
-//! Maintenance services run by the elected leader: the leader election itself, the reaper,
-//! the pruner, the periodic-job scheduler and the key sweeper. Each has a `run_once` that
-//! tests drive directly; [`run_maintenance`] is their periodic loop.
+//! Maintenance run by the elected leader: the leader election itself, the reaper, the
+//! pruner, the periodic-job scheduler and the key sweeper. Each has a `run_once` that tests
+//! drive directly; each runs as its own service with its own interval
+//! (`crate::service::WhileLeading`, `crate::service::Election`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docket_core::{PruneReport, ReapReport, Retention, Store, StoreError, TickEnqueued};
-use docket_postgres::PgStore;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -16,21 +16,24 @@ use crate::metrics::Metrics;
 /// every tick; one that crashes, pauses or loses its connection stops renewing and another
 /// worker takes over once the row expires. Locally, leadership is trusted only until
 /// `renewal sent + ttl`, so a leader that cannot reach the database gives it up on its own.
-pub struct Leader {
-    store: PgStore,
+pub struct Leader<S: Store> {
+    store: S,
     owner: String,
     ttl: Duration,
     valid_until: std::sync::Mutex<Option<Instant>>,
+    /// Told after every renewal attempt, so leader-gated services start at once on winning.
+    renewed: tokio::sync::watch::Sender<bool>,
 }
 
-impl Leader {
+impl<S: Store> Leader<S> {
     /// A candidate named `owner` whose leadership lasts `ttl` per renewal.
-    pub fn new(store: PgStore, owner: impl Into<String>, ttl: Duration) -> Self {
+    pub fn new(store: S, owner: impl Into<String>, ttl: Duration) -> Self {
         Leader {
             store,
             owner: owner.into(),
             ttl,
             valid_until: std::sync::Mutex::new(None),
+            renewed: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -57,7 +60,22 @@ impl Leader {
             (true, false) => warn!(owner = %self.owner, "lost maintenance leadership"),
             _ => {}
         }
+        self.renewed.send_replace(leading);
         leading
+    }
+
+    /// Waits until this process leads (at once when it does). False when `stop` fired.
+    pub(crate) async fn wait_leading(&self, stop: &CancellationToken) -> bool {
+        let mut renewed = self.renewed.subscribe();
+        loop {
+            if self.is_leader() {
+                return true;
+            }
+            tokio::select! {
+                r = renewed.changed() => if r.is_err() { return false },
+                _ = stop.cancelled() => return false,
+            }
+        }
     }
 
     /// Gives up leadership (on shutdown) so another worker takes over at once.
@@ -188,77 +206,4 @@ impl<S: Store> KeySweeper<S> {
         }
         Ok(n)
     }
-}
-
-/// Everything the leader runs, and how often.
-pub(crate) struct Maintenance {
-    pub leader: Arc<Leader>,
-    pub reaper: Reaper<PgStore>,
-    pub pruner: Pruner<PgStore>,
-    pub scheduler: Scheduler<PgStore>,
-    pub sweeper: KeySweeper<PgStore>,
-    pub schedule_interval: Duration,
-    pub reap_interval: Duration,
-    pub prune_interval: Duration,
-    /// Serverless mode: run only after a claim (see `WorkerConfig::serverless`).
-    pub after_claims: Option<Arc<tokio::sync::Notify>>,
-    /// Test-only panics (feature `fault-injection`).
-    pub faults: Arc<crate::faults::Faults>,
-}
-
-/// The leader loop: every `schedule_interval` keeps trying to lead; while leading, enqueues
-/// due periodic ticks, reaps every `reap_interval`, and prunes and sweeps blocked keys every
-/// `prune_interval`.
-pub(crate) async fn run_maintenance(m: Maintenance, stop: CancellationToken) {
-    let tick_every = m.schedule_interval.min(m.reap_interval);
-    let mut tick = tokio::time::interval(tick_every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_reap: Option<tokio::time::Instant> = None;
-    let mut last_prune: Option<tokio::time::Instant> = None;
-    let mut last_tick: Option<tokio::time::Instant> = None;
-    loop {
-        match &m.after_claims {
-            None => tokio::select! {
-                _ = tick.tick() => {}
-                _ = stop.cancelled() => break,
-            },
-            Some(claimed) => {
-                // At most every `tick_every`, and only in the wake-up of a claim.
-                if let Some(t) = last_tick {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(t + tick_every) => {}
-                        _ = stop.cancelled() => break,
-                    }
-                }
-                tokio::select! {
-                    _ = claimed.notified() => {}
-                    _ = stop.cancelled() => break,
-                }
-                last_tick = Some(tokio::time::Instant::now());
-            }
-        }
-        m.faults.check("maintenance");
-        if !m.leader.run_once().await {
-            continue;
-        }
-        if let Err(e) = m.scheduler.run_once().await {
-            warn!(error = %e, "periodic pass failed");
-        }
-        if last_reap.is_none_or(|t| t.elapsed() >= m.reap_interval) {
-            last_reap = Some(tokio::time::Instant::now());
-            if let Err(e) = m.reaper.run_once().await {
-                warn!(error = %e, "reaper pass failed");
-            }
-        }
-        if last_prune.is_none_or(|t| t.elapsed() >= m.prune_interval) {
-            last_prune = Some(tokio::time::Instant::now());
-            if let Err(e) = m.pruner.run_once().await {
-                warn!(error = %e, "prune pass failed");
-            }
-            if let Err(e) = m.sweeper.run_once().await {
-                warn!(error = %e, "key sweep failed");
-            }
-        }
-    }
-    m.leader.resign().await;
 }

@@ -4,39 +4,66 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use docket_core::{InTransaction, Store};
 use futures::future::BoxFuture;
-use sqlx::PgConnection;
 
+use crate::intx::{TxCall, TxEnd};
 use crate::job::{Job, JobContext, JobError, JobResult, TxJob};
 
 type PlainFn = dyn Fn(serde_json::Value, JobContext) -> BoxFuture<'static, JobResult> + Send + Sync;
-type TxFn = dyn for<'a> Fn(serde_json::Value, JobContext, &'a mut PgConnection) -> BoxFuture<'a, JobResult>
-    + Send
-    + Sync;
+/// An in-transaction handler, erased together with the engine's transaction calls (so the
+/// registry of an engine without the capability can exist, just never hold one).
+type TxFn<S> = dyn Fn(TxCall<S>) -> BoxFuture<'static, TxEnd> + Send + Sync;
 
 /// One registered handler.
-#[derive(Clone)]
-pub enum Handler {
+pub(crate) enum Handler<S> {
     /// Runs outside any transaction.
     Plain(Arc<PlainFn>),
     /// Runs inside the completing transaction.
-    InTransaction(Arc<TxFn>),
+    InTransaction(Arc<TxFn<S>>),
+}
+
+impl<S> Clone for Handler<S> {
+    fn clone(&self) -> Self {
+        match self {
+            Handler::Plain(f) => Handler::Plain(f.clone()),
+            Handler::InTransaction(f) => Handler::InTransaction(f.clone()),
+        }
+    }
 }
 
 /// Handlers by kind, plus an optional fallback for any other kind (used by `docket work
-/// --exec`, which runs one command for every kind).
-#[derive(Clone, Default)]
-pub struct Registry {
-    handlers: HashMap<String, (Handler, Option<Duration>)>,
-    fallback: Option<Handler>,
+/// --exec`, which runs one command for every kind). Typed by the engine `S` the worker runs
+/// on, because in-transaction handlers write through that engine's connection.
+pub struct Registry<S> {
+    handlers: HashMap<String, (Handler<S>, Option<Duration>)>,
+    fallback: Option<Handler<S>>,
 }
 
-fn bad_args(kind: &str, e: serde_json::Error) -> JobError {
+impl<S> Default for Registry<S> {
+    fn default() -> Self {
+        Registry {
+            handlers: HashMap::new(),
+            fallback: None,
+        }
+    }
+}
+
+impl<S> Clone for Registry<S> {
+    fn clone(&self) -> Self {
+        Registry {
+            handlers: self.handlers.clone(),
+            fallback: self.fallback.clone(),
+        }
+    }
+}
+
+pub(crate) fn bad_args(kind: &str, e: serde_json::Error) -> JobError {
     // Arguments that do not deserialize will not deserialize next time either: permanent.
     JobError::discard(format!("invalid args for kind {kind}: {e}"))
 }
 
-impl Registry {
+impl<S: Store> Registry<S> {
     /// Registers a typed job. A later registration of the same kind replaces the earlier.
     pub fn register<J: Job>(&mut self) -> &mut Self {
         let f: Arc<PlainFn> = Arc::new(|args, ctx| {
@@ -51,13 +78,11 @@ impl Registry {
     }
 
     /// Registers a job that runs inside its completing transaction.
-    pub fn register_tx<J: TxJob>(&mut self) -> &mut Self {
-        let f: Arc<TxFn> = Arc::new(|args, ctx, tx| {
-            Box::pin(async move {
-                let job: J = serde_json::from_value(args).map_err(|e| bad_args(J::KIND, e))?;
-                job.run(ctx, tx).await
-            })
-        });
+    pub fn register_tx<J: TxJob<S>>(&mut self) -> &mut Self
+    where
+        S: InTransaction,
+    {
+        let f: Arc<TxFn<S>> = Arc::new(|call| Box::pin(crate::intx::run::<S, J>(call)));
         self.handlers
             .insert(J::KIND.to_string(), (Handler::InTransaction(f), None));
         self
@@ -96,7 +121,7 @@ impl Registry {
     }
 
     /// The handler for `kind` and its timeout.
-    pub fn get(&self, kind: &str) -> Option<(Handler, Option<Duration>)> {
+    pub(crate) fn get(&self, kind: &str) -> Option<(Handler<S>, Option<Duration>)> {
         self.handlers
             .get(kind)
             .cloned()

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use docket_postgres::PgStore;
+use docket_core::Store;
 use tokio::sync::{mpsc, Notify};
 
 use crate::completer::Completion;
@@ -13,9 +13,11 @@ use crate::registry::Registry;
 use crate::tracker::Tracker;
 
 /// Everything a worker's services share.
-pub(crate) struct Shared {
-    pub store: PgStore,
-    pub registry: Registry,
+pub(crate) struct Shared<S: Store> {
+    pub store: S,
+    /// The same store, type-erased for [`crate::JobContext::store`].
+    pub erased_store: Arc<dyn std::any::Any + Send + Sync>,
+    pub registry: Registry<S>,
     pub config: WorkerConfig,
     pub tracker: Arc<Tracker>,
     pub metrics: Arc<Metrics>,
@@ -42,7 +44,7 @@ pub(crate) struct Shared {
     pub credit_returned: Notify,
 }
 
-impl Shared {
+impl<S: Store> Shared<S> {
     /// Wakes the fetcher of `queue` (a hint: it claims once more).
     pub fn wake(&self, queue: &str) {
         if let Some(n) = self.wakeups.get(queue) {

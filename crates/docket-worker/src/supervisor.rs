@@ -6,10 +6,11 @@
 //! bug and could not restore a completer whose channel died with it; the process supervisor
 //! (systemd, Kubernetes) restarts the process, which is what the exit code is for.
 
-use std::future::Future;
-
 use futures::future::select_all;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::service::Service;
 
 /// When, during shutdown, a service is told to stop (and joined).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,25 +29,39 @@ struct Task {
     handle: Option<JoinHandle<()>>,
 }
 
-/// The watched tasks.
+/// The watched tasks, and one stop token per phase.
 #[derive(Default)]
 pub(crate) struct Supervisor {
     tasks: Vec<Task>,
+    fetch: CancellationToken,
+    completer: CancellationToken,
+    service: CancellationToken,
 }
 
 impl Supervisor {
-    /// Spawns `fut` as service `name`, joined in `phase`.
-    pub fn spawn(
-        &mut self,
-        name: &'static str,
-        phase: Phase,
-        fut: impl Future<Output = ()> + Send + 'static,
-    ) {
+    fn token(&self, phase: Phase) -> &CancellationToken {
+        match phase {
+            Phase::Fetch => &self.fetch,
+            Phase::Completer => &self.completer,
+            Phase::Service => &self.service,
+        }
+    }
+
+    /// Starts `svc`; it runs until its phase is stopped.
+    pub fn start(&mut self, svc: impl Service) {
+        let (name, phase) = (svc.name(), svc.phase());
+        let stop = self.token(phase).clone();
         self.tasks.push(Task {
             name,
             phase,
-            handle: Some(tokio::spawn(fut)),
+            handle: Some(tokio::spawn(svc.run(stop))),
         });
+    }
+
+    /// Tells every service of `phase` to stop and waits for them.
+    pub async fn stop(&mut self, phase: Phase) {
+        self.token(phase).cancel();
+        self.join(phase).await;
     }
 
     /// Completes when any service ends (none should before shutdown): its name and why.
@@ -83,7 +98,7 @@ impl Supervisor {
     }
 
     /// Waits for every service of `phase` (its stop token must have fired).
-    pub async fn join(&mut self, phase: Phase) {
+    async fn join(&mut self, phase: Phase) {
         for t in self.tasks.iter_mut().filter(|t| t.phase == phase) {
             if let Some(h) = t.handle.take() {
                 if let Err(e) = h.await {

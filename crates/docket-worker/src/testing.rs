@@ -11,9 +11,7 @@
 
 use std::time::Duration;
 
-use docket_core::{JobRecord, Store, StoreError};
-use docket_postgres::PgStore;
-use sqlx::PgConnection;
+use docket_core::{InTransaction, JobRecord, Store, StoreError};
 
 use crate::enqueue::new_job;
 use crate::job::Job;
@@ -36,9 +34,9 @@ pub fn config(queues: &[&str], concurrency: usize) -> WorkerConfig {
 }
 
 /// Runs `registry` over `queues` until no job in them is ready or running.
-pub async fn drain(
-    store: &PgStore,
-    registry: Registry,
+pub async fn drain<S: Store>(
+    store: &S,
+    registry: Registry<S>,
     queues: &[&str],
 ) -> Result<RunReport, WorkerError> {
     Worker::new(store.clone(), registry, config(queues, 10))?
@@ -49,7 +47,7 @@ pub async fn drain(
 /// Enqueues `job` in a queue of its own and runs it (retries included, their backoff
 /// shortened to 10 ms) until it ends; returns its final record. A retry scheduled further
 /// ahead than a test should wait ends the run with the job still pending.
-pub async fn run_job<J: Job>(store: &PgStore, job: J) -> Result<JobRecord, WorkerError> {
+pub async fn run_job<S: Store, J: Job>(store: &S, job: J) -> Result<JobRecord, WorkerError> {
     let queue = format!("test-{}", uuid_ish());
     let mut new = new_job(&job)?;
     new.queue = queue.clone();
@@ -73,22 +71,12 @@ pub async fn run_job<J: Job>(store: &PgStore, job: J) -> Result<JobRecord, Worke
 
 /// The args of every job of `kind` that the transaction on `conn` has enqueued (and not yet
 /// committed, or committed by this transaction: rows written by it).
-pub async fn enqueued_in(
-    store: &PgStore,
-    conn: &mut PgConnection,
+pub async fn enqueued_in<S: InTransaction>(
+    store: &S,
+    conn: &mut S::Conn,
     kind: &str,
 ) -> Result<Vec<serde_json::Value>, StoreError> {
-    docket_core::validate::kind(kind)?;
-    sqlx::query_scalar(&format!(
-        "SELECT args FROM \"{}\".jobs
-         WHERE kind = $1 AND xmin::text::bigint = txid_current() % 4294967296 ORDER BY id",
-        store.schema()
-    ))
-    .persistent(false)
-    .bind(kind)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(docket_postgres::errors::db_err)
+    store.enqueued_in(conn, kind).await
 }
 
 fn uuid_ish() -> String {

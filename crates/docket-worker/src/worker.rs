@@ -2,28 +2,24 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use docket_core::{Lease, Store};
-use docket_postgres::PgStore;
+use docket_core::{Lease, ListenSupport, Store};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::supervisor::{Phase, Supervisor};
+use crate::service::{Cadence, Election, WhileLeading};
+use crate::supervisor::Supervisor;
 
-use crate::completer::Completer;
+use crate::completer::{Completer, CompleterService};
 use crate::config::WorkerConfig;
 use crate::fetcher::Fetcher;
 use crate::heartbeat::{BeatReport, Heartbeater};
-use crate::maintenance::{
-    run_maintenance, KeySweeper, Leader, Maintenance, Pruner, Reaper, Scheduler,
-};
+use crate::maintenance::{KeySweeper, Leader, Pruner, Reaper, Scheduler};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::notifier::Notifier;
 use crate::registry::Registry;
 use crate::runtime::Shared;
-use crate::tracker::StopReason;
 
 /// Shutdown requests: the first token asks for a graceful stop (finish in-flight jobs up to
 /// the deadline), the second for an immediate one.
@@ -89,19 +85,19 @@ pub enum WorkerError {
 
 /// A worker process's runtime: fetchers per queue, executor tasks, the completer, the
 /// heartbeater, the notifier and (when elected) the reaper and pruner.
-pub struct Worker {
-    shared: Arc<Shared>,
+pub struct Worker<S: Store> {
+    shared: Arc<Shared<S>>,
     rx: std::sync::Mutex<Option<mpsc::Receiver<crate::completer::Completion>>>,
     slots: HashMap<String, Arc<Semaphore>>,
     idle: Arc<Notify>,
-    leader: Arc<Leader>,
+    leader: Arc<Leader<S>>,
 }
 
-impl Worker {
-    /// Builds a worker. Nothing runs until [`Worker::run`].
+impl<S: Store> Worker<S> {
+    /// Builds a worker on any engine's store. Nothing runs until [`Worker::run`].
     pub fn new(
-        store: PgStore,
-        registry: Registry,
+        store: S,
+        registry: Registry<S>,
         mut config: WorkerConfig,
     ) -> Result<Self, WorkerError> {
         config.validate()?;
@@ -142,6 +138,7 @@ impl Worker {
         ));
         Ok(Worker {
             shared: Arc::new(Shared {
+                erased_store: Arc::new(store.clone()),
                 store,
                 registry,
                 config,
@@ -180,7 +177,7 @@ impl Worker {
     }
 
     /// Test-only: makes `service` (`fetcher`, `completer`, `heartbeater`, `notifier`,
-    /// `maintenance`) panic at its next turn.
+    /// `leader`, `scheduler`, `reaper`, `pruner`, `sweeper`) panic at its next turn.
     #[cfg(feature = "fault-injection")]
     pub fn inject_panic(&self, service: &str) {
         self.shared.faults.arm(service);
@@ -207,7 +204,7 @@ impl Worker {
         self.fetcher(queue).run_once().await
     }
 
-    fn fetcher(&self, queue: &str) -> Fetcher {
+    fn fetcher(&self, queue: &str) -> Fetcher<S> {
         Fetcher {
             shared: self.shared.clone(),
             queue: queue.to_string(),
@@ -246,9 +243,6 @@ impl Worker {
             .ok_or(WorkerError::Config(crate::config::ConfigError::AlreadyRan))?;
         let cfg = &self.shared.config;
         info!(owner = %cfg.owner, queues = ?cfg.queues.iter().map(|q| &q.name).collect::<Vec<_>>(), "worker starting");
-        let fetch_stop = CancellationToken::new();
-        let services_stop = CancellationToken::new();
-        let completer_close = CancellationToken::new();
 
         // Declared periodic jobs are stored before anything runs, so a definition error
         // surfaces at start rather than in a leader's log.
@@ -256,75 +250,8 @@ impl Worker {
             self.shared.store.upsert_periodic(p).await?;
         }
 
-        let completer = Completer::new(
-            self.shared.store.clone(),
-            cfg.owner.clone(),
-            self.shared.tracker.clone(),
-            self.shared.metrics.clone(),
-            cfg.completion_batch,
-            cfg.completion_flush,
-        );
-        let mut completer = completer;
-        completer.faults = self.shared.faults.clone();
         let mut sup = Supervisor::default();
-        sup.spawn(
-            "completer",
-            Phase::Completer,
-            completer.run(rx, completer_close.clone()),
-        );
-        sup.spawn(
-            "heartbeater",
-            Phase::Service,
-            Heartbeater {
-                shared: self.shared.clone(),
-            }
-            .run(services_stop.clone()),
-        );
-        let through_pooler = self.shared.store.pooler() == docket_postgres::PoolerMode::Transaction;
-        if cfg.listen && through_pooler && cfg.listen_url.is_none() {
-            // LISTEN is session state: through a transaction-mode pooler it would be lost
-            // (or land on another client's server connection). Said once, at start.
-            warn!(
-                poll = ?cfg.poll_interval,
-                "transaction-mode pooler and no listen_url: no LISTEN, polling only (give a direct URL as listen_url / --listen-url for wake-ups)"
-            );
-        } else if cfg.listen && !cfg.serverless {
-            sup.spawn(
-                "notifier",
-                Phase::Service,
-                Notifier {
-                    shared: self.shared.clone(),
-                }
-                .run(services_stop.clone()),
-            );
-        }
-        if cfg.maintenance {
-            let store = &self.shared.store;
-            let m = Maintenance {
-                leader: self.leader.clone(),
-                reaper: Reaper::new(store.clone(), cfg.reap_batch, self.shared.metrics.clone()),
-                pruner: Pruner::new(store.clone(), cfg.retention),
-                scheduler: Scheduler::new(store.clone()),
-                sweeper: KeySweeper::new(store.clone(), 1000),
-                schedule_interval: cfg.schedule_interval,
-                reap_interval: cfg.reap_interval,
-                prune_interval: cfg.prune_interval,
-                after_claims: cfg.serverless.then(|| self.shared.claimed.clone()),
-                faults: self.shared.faults.clone(),
-            };
-            sup.spawn(
-                "maintenance",
-                Phase::Service,
-                run_maintenance(m, services_stop.clone()),
-            );
-        }
-        for q in &cfg.queues {
-            sup.spawn(
-                "fetcher",
-                Phase::Fetch,
-                self.fetcher(&q.name).run(fetch_stop.clone()),
-            );
-        }
+        self.start_services(&mut sup, rx);
 
         // Wait for the stop request (or, draining, for the queues to empty) — or for a
         // service to die, which stops the worker too.
@@ -341,88 +268,83 @@ impl Worker {
         if let Some((service, reason)) = &failed {
             error!(service = %service, reason = %reason, "a worker service died; stopping the worker");
         }
-        info!("worker stopping: no new claims");
-        fetch_stop.cancel();
-        sup.join(Phase::Fetch).await;
-        // Jobs claimed ahead of their slots go back to the queue now, uncounted.
-        self.shared.buffer_release.cancel();
-
-        // Let running jobs finish up to the deadline (unless told to stop now).
-        let finished_in_time = tokio::select! {
-            _ = self.shared.tracker.wait_empty() => true,
-            _ = tokio::time::sleep(cfg.shutdown_timeout) => false,
-            _ = shutdown.immediate.cancelled() => false,
-        };
-        let mut released = 0;
-        if !finished_in_time {
-            // Cancel what is left; the executor turns a shutdown stop into a release (the
-            // job goes back to pending at once and the attempt is not counted).
-            let left = self.shared.tracker.all();
-            released = left.len();
-            warn!(
-                jobs = released,
-                "shutdown deadline: cancelling running jobs and releasing them"
-            );
-            for e in &left {
-                e.stop(StopReason::Shutdown);
-            }
-            let grace = if shutdown.immediate.is_cancelled() {
-                Duration::ZERO
-            } else {
-                cfg.cancel_grace + Duration::from_millis(500)
-            };
-            tokio::select! {
-                _ = self.shared.tracker.wait_empty() => {}
-                _ = tokio::time::sleep(grace) => {}
-                _ = shutdown.immediate.cancelled(), if grace > Duration::ZERO => {}
-            }
-        }
-        // Write every queued outcome, then stop the services (heartbeats keep leases alive
-        // until the very end).
-        completer_close.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(30), sup.join(Phase::Completer)).await;
-        // Anything still here had no outcome written (hard stop, or the completer gave up):
-        // release it directly so it does not wait for its lease to expire.
-        let leftover: Vec<Lease> = self
-            .shared
-            .tracker
-            .all()
-            .iter()
-            .map(|e| {
-                // The executor drops a handler that ignores this after its grace period.
-                e.stop(StopReason::Shutdown);
-                e.lease
-            })
-            .collect();
-        let mut abandoned = 0;
-        if !leftover.is_empty() {
-            match tokio::time::timeout(
-                Duration::from_secs(5),
-                self.shared.store.release_many(&cfg.owner, &leftover),
-            )
-            .await
-            {
-                Ok(Ok(out)) => {
-                    Metrics::add(&self.shared.metrics.released, out.applied.len() as u64);
-                    abandoned = out.lost.len();
-                }
-                _ => abandoned = leftover.len(),
-            }
-            for l in &leftover {
-                self.shared.tracker.remove(*l);
-            }
-        }
-        services_stop.cancel();
-        sup.join(Phase::Service).await;
-        info!("worker stopped");
+        let stopped = crate::shutdown::stop(&self.shared, &mut sup, &shutdown).await;
         if let Some((service, reason)) = failed {
             return Err(WorkerError::ServiceFailed { service, reason });
         }
         Ok(RunReport {
             metrics: self.shared.metrics.snapshot(),
-            released_at_shutdown: released,
-            abandoned,
+            released_at_shutdown: stopped.released,
+            abandoned: stopped.abandoned,
         })
+    }
+
+    /// Starts every service this configuration runs (see [`crate::service`]).
+    fn start_services(
+        &self,
+        sup: &mut Supervisor,
+        rx: mpsc::Receiver<crate::completer::Completion>,
+    ) {
+        let cfg = &self.shared.config;
+        let shared = &self.shared;
+        let mut completer = Completer::new(
+            shared.store.clone(),
+            cfg.owner.clone(),
+            shared.tracker.clone(),
+            shared.metrics.clone(),
+            cfg.completion_batch,
+            cfg.completion_flush,
+        );
+        completer.faults = shared.faults.clone();
+        sup.start(CompleterService { completer, rx });
+        sup.start(Heartbeater {
+            shared: shared.clone(),
+        });
+        let listen = shared.store.listen_support(cfg.listen_url.as_deref());
+        if let (true, ListenSupport::No(why)) = (cfg.listen, &listen) {
+            // Said once, at start: the fetchers' poll is the only trigger.
+            warn!(poll = ?cfg.poll_interval, "{why}");
+        } else if cfg.listen && !cfg.serverless {
+            sup.start(Notifier {
+                shared: shared.clone(),
+            });
+        }
+        if cfg.maintenance {
+            let store = &shared.store;
+            let cadence = |every| Cadence {
+                every,
+                after_claims: cfg.serverless.then(|| shared.claimed.clone()),
+                faults: shared.faults.clone(),
+            };
+            let leader = self.leader.clone();
+            sup.start(Election {
+                leader: leader.clone(),
+                cadence: cadence(cfg.schedule_interval.min(cfg.reap_interval)),
+            });
+            sup.start(WhileLeading {
+                task: Scheduler::new(store.clone()),
+                leader: leader.clone(),
+                cadence: cadence(cfg.schedule_interval),
+            });
+            sup.start(WhileLeading {
+                task: Reaper::new(store.clone(), cfg.reap_batch, shared.metrics.clone()),
+                leader: leader.clone(),
+                cadence: cadence(cfg.reap_interval),
+            });
+            sup.start(WhileLeading {
+                task: Pruner::new(store.clone(), cfg.retention),
+                leader: leader.clone(),
+                cadence: cadence(cfg.prune_interval),
+            });
+            sup.start(WhileLeading {
+                task: KeySweeper::new(store.clone(), 1000),
+                leader,
+                cadence: cadence(cfg.prune_interval),
+            });
+        }
+        for q in &cfg.queues {
+            sup.start(self.fetcher(&q.name));
+        }
     }
 
     /// Returns when nothing in this worker's queues is ready or running (or on shutdown).

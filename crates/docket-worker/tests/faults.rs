@@ -6,6 +6,7 @@
 
 mod common;
 
+use docket_postgres::PgStore;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ async fn clear(db: &TestDb) {
         .await;
 }
 
-fn noop() -> Registry {
+fn noop() -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("noop", |_a, _c| async { Ok(()) });
     r
@@ -196,7 +197,7 @@ async fn the_completer_gives_up_after_ten_tries_and_the_lease_takes_over() {
 /// considered its lease valid at that moment.
 type Seen = Arc<Mutex<Option<(Option<StopReason>, bool)>>>;
 
-fn held(seen: Seen) -> Registry {
+fn held(seen: Seen) -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("held", move |_a, ctx| {
         let seen = seen.clone();
@@ -207,7 +208,7 @@ fn held(seen: Seen) -> Registry {
                 ctx.metadata["schema"].as_str().unwrap_or_default()
             ))
             .bind(ctx.id.0)
-            .fetch_one(&ctx.pool)
+            .fetch_one(ctx.store::<PgStore>().expect("postgres").pool())
             .await
             .unwrap_or(false);
             *seen.lock().unwrap() = Some((ctx.stop_reason(), valid));

@@ -6,6 +6,7 @@
 
 mod common;
 
+use docket_postgres::PgStore;
 use std::time::Duration;
 
 use common::*;
@@ -27,7 +28,7 @@ struct Credit {
     hold: Option<String>,
 }
 
-impl TxJob for Credit {
+impl TxJob<PgStore> for Credit {
     const KIND: &'static str = "credit";
 
     async fn run(self, ctx: JobContext, tx: &mut PgConnection) -> JobResult {
@@ -73,7 +74,7 @@ async fn setup(db: &TestDb, hold: Option<&str>) -> JobId {
         .id
 }
 
-fn registry() -> Registry {
+fn registry() -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_tx::<Credit>();
     r

@@ -3,6 +3,7 @@
 
 mod common;
 
+use docket_postgres::PgStore;
 use std::time::Duration;
 
 use common::*;
@@ -14,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::PgConnection;
 
-fn noop_registry() -> Registry {
+fn noop_registry() -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("noop", |_a, _c| async { Ok(()) });
     r
@@ -220,7 +221,7 @@ struct Transfer {
     fail: bool,
 }
 
-impl TxJob for Transfer {
+impl TxJob<PgStore> for Transfer {
     const KIND: &'static str = "transfer";
 
     async fn run(self, ctx: JobContext, tx: &mut PgConnection) -> JobResult {

@@ -76,7 +76,7 @@ impl OwnedDb {
     }
 }
 
-fn noop() -> Registry {
+fn noop() -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("noop", |_, _| async { Ok(()) });
     r
@@ -142,7 +142,7 @@ async fn a_plain_role_that_owns_its_database_or_only_its_schema_migrates_and_wor
 #[derive(Serialize, Deserialize)]
 struct SlowTx {}
 
-impl TxJob for SlowTx {
+impl TxJob<PgStore> for SlowTx {
     const KIND: &'static str = "slow_tx";
     async fn run(self, ctx: JobContext, tx: &mut PgConnection) -> JobResult {
         sqlx::query("SELECT 1")

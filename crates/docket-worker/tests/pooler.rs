@@ -31,7 +31,7 @@ async fn via(db: &TestDb, bouncer: &PgBouncer, max: u32) -> PgStore {
     store
 }
 
-fn noop() -> Registry {
+fn noop() -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("noop", |_, _| async { Ok(()) });
     r

@@ -3,6 +3,7 @@
 
 mod common;
 
+use docket_postgres::PgStore;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Records each execution in a table (job id, attempt, owner) and succeeds.
-fn recording_registry(schema: &str, owner_tag: &str) -> Registry {
+fn recording_registry(schema: &str, owner_tag: &str) -> Registry<PgStore> {
     let mut r = Registry::default();
     let schema = schema.to_string();
     let tag = owner_tag.to_string();
@@ -29,7 +30,7 @@ fn recording_registry(schema: &str, owner_tag: &str) -> Registry {
             .bind(ctx.id.0)
             .bind(ctx.attempt)
             .bind(tag)
-            .execute(&ctx.pool)
+            .execute(ctx.store::<PgStore>().expect("postgres").pool())
             .await?;
             Ok(())
         }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use docket_postgres::PgStore;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -60,7 +61,7 @@ impl Recorder {
 
 /// Kind "work": args {key, seq, ms, fail_first}. Holds the slot for `ms`, records the
 /// execution, fails its first attempt when asked (retried 1 ms later).
-fn registry(rec: Rec) -> Registry {
+fn registry(rec: Rec) -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("work", move |args, ctx: JobContext| {
         let rec = rec.clone();

@@ -20,13 +20,20 @@ async fn a_panic_in_any_service_stops_the_worker_with_its_name() {
         "completer",
         "heartbeater",
         "notifier",
-        "maintenance",
+        "leader",
+        "scheduler",
+        "reaper",
+        "pruner",
+        "sweeper",
     ] {
         let db = TestDb::new().await;
         let mut r = Registry::default();
         r.register_fn("noop", |_, _| async { Ok(()) });
         let mut cfg = config("q", 4).lease(Duration::from_secs(3));
         cfg.poll_interval = Duration::from_millis(100);
+        // Every leader task gets a turn within the test's bounds.
+        cfg.reap_interval = Duration::from_millis(300);
+        cfg.prune_interval = Duration::from_millis(300);
         let w = Arc::new(Worker::new(db.second_store(6).await, r, cfg).unwrap());
         let run = {
             let w = w.clone();

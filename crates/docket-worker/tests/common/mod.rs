@@ -1,6 +1,7 @@
 //! Helpers shared by the runtime tests.
 #![allow(dead_code)]
 
+use docket_postgres::PgStore;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ pub fn config(queue: &str, concurrency: usize) -> WorkerConfig {
 
 /// A running worker and the means to stop it.
 pub struct Running {
-    pub worker: Arc<Worker>,
+    pub worker: Arc<Worker<PgStore>>,
     pub shutdown: Shutdown,
     pub task: JoinHandle<RunReport>,
 }
@@ -39,14 +40,14 @@ impl Running {
 }
 
 /// Starts a worker on its own pool (its own connections, like a separate process).
-pub async fn start(db: &TestDb, registry: Registry, config: WorkerConfig) -> Running {
+pub async fn start(db: &TestDb, registry: Registry<PgStore>, config: WorkerConfig) -> Running {
     start_on(db.second_store(8).await, registry, config).await
 }
 
 /// Starts a worker on `store`.
 pub async fn start_on(
     store: docket_postgres::PgStore,
-    registry: Registry,
+    registry: Registry<PgStore>,
     config: WorkerConfig,
 ) -> Running {
     let worker = Arc::new(Worker::new(store, registry, config).expect("worker"));

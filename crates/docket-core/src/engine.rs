@@ -1,0 +1,103 @@
+//! The parts of the seam beyond queue operations: what an engine can push to the runtime
+//! (wake-ups and cancel hints), and the capability to run a handler inside the transaction
+//! that completes it.
+//!
+//! An engine without push (SQLite, or PostgreSQL behind a transaction-mode pooler with no
+//! direct address) says so in [`Store::listen_support`], and the runtime then polls only;
+//! an engine without transactions a handler can join does not implement [`InTransaction`],
+//! and in-transaction handlers cannot be registered for it (a compile error, not a surprise
+//! at run time).
+
+use std::future::Future;
+
+use crate::job::{Enqueued, JobId, Lease, NewJob};
+use crate::Result;
+
+#[allow(unused_imports)] // for the doc links
+use crate::store::Store;
+
+/// A hint pushed by the engine. Any client that can connect may forge one (PostgreSQL lets
+/// every role NOTIFY every channel), so the runtime treats each as a reason to ask the
+/// database, never as a fact: a wake-up makes a fetcher claim once, a cancel hint makes the
+/// heartbeater beat at once (the beat stops a job only if the database recorded the cancel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// A queue may have due work.
+    Queue(String),
+    /// A running job may have been cancelled.
+    Cancel(JobId),
+    /// A hint the engine could not read (counted, otherwise ignored).
+    Unreadable,
+}
+
+/// Whether this store can push hints, and if not why (said once at start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenSupport {
+    /// [`Store::listen`] works.
+    Yes,
+    /// Poll only, for this reason.
+    No(String),
+}
+
+/// An open stream of hints.
+pub trait Listener: Send + 'static {
+    /// The next hint. `Ok(None)`: the connection dropped; the runtime opens a new listener and
+    /// every fetcher claims once, since hints sent in between are gone.
+    fn recv(&mut self) -> impl Future<Output = Result<Option<Wake>>> + Send;
+}
+
+/// The listener of an engine without push: never yields.
+#[derive(Debug)]
+pub enum NoListener {}
+
+impl Listener for NoListener {
+    async fn recv(&mut self) -> Result<Option<Wake>> {
+        match *self {}
+    }
+}
+
+/// Capability: a handler's own writes and its job's completion commit together, or neither
+/// does (exactly-once for local effects); and jobs can be enqueued inside the caller's
+/// transaction (the outbox: the job exists iff the business change commits).
+pub trait InTransaction: Store {
+    /// An open transaction owned by the runtime.
+    type Tx: Send + 'static;
+    /// What a handler or an enqueuing caller writes through (`PgConnection` on PostgreSQL).
+    type Conn: Send + ?Sized;
+
+    /// Begins a transaction.
+    fn begin(&self) -> impl Future<Output = Result<Self::Tx>> + Send;
+
+    /// The connection of an open transaction.
+    fn conn(tx: &mut Self::Tx) -> &mut Self::Conn;
+
+    /// Marks the claimed job succeeded inside `tx` (fenced like `complete_many`): a
+    /// [`crate::StoreError::LeaseLost`] when another attempt owns it now.
+    fn complete_in(
+        &self,
+        tx: &mut Self::Tx,
+        owner: &str,
+        lease: Lease,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Commits.
+    fn commit(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
+
+    /// Rolls back.
+    fn rollback(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
+
+    /// Enqueues inside the caller's transaction on `conn`.
+    fn enqueue_in(
+        &self,
+        conn: &mut Self::Conn,
+        job: &NewJob,
+    ) -> impl Future<Output = Result<Enqueued>> + Send;
+
+    /// The args of every job of `kind` the transaction on `conn` has enqueued so far (for
+    /// tests that assert what a request enqueued before it commits).
+    fn enqueued_in(
+        &self,
+        conn: &mut Self::Conn,
+        kind: &str,
+    ) -> impl Future<Output = Result<Vec<serde_json::Value>>> + Send;
+}

@@ -1,0 +1,181 @@
+//! The PostgreSQL side of the seam beyond queue operations: leader election, LISTEN for
+//! wake-ups and cancel hints, and the in-transaction capability (a handler's writes and its
+//! completion in one transaction; enqueue inside the caller's transaction).
+
+use std::time::Duration;
+
+use docket_core::*;
+use sqlx::postgres::PgListener;
+use sqlx::{PgConnection, Postgres};
+
+use crate::connect::PoolerMode;
+use crate::errors::db_err;
+use crate::store::{ms, PgStore};
+
+impl PgStore {
+    /// Takes or renews maintenance leadership for `owner` until `now() + ttl`.
+    pub(crate) async fn leader_try_sql(&self, owner: &str, ttl: Duration) -> Result<bool> {
+        let leading: Option<bool> = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.leader_try)
+                    .bind(owner)
+                    .bind(ms(ttl))
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        Ok(leading.unwrap_or(false))
+    }
+
+    /// Gives up leadership held by `owner`.
+    pub(crate) async fn leader_resign_sql(&self, owner: &str) -> Result<()> {
+        self.run(async |c: &mut PgConnection| {
+            self.query(&self.inner.q.leader_resign)
+                .bind(owner)
+                .execute(&mut *c)
+                .await
+                .map_err(db_err)
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) fn listen_support_for(&self, direct_url: Option<&str>) -> ListenSupport {
+        if self.pooler() == PoolerMode::Transaction && direct_url.is_none() {
+            // LISTEN is session state: through a transaction-mode pooler it would be lost (or
+            // land on another client's server connection).
+            return ListenSupport::No(
+                "transaction-mode pooler and no listen_url: no LISTEN, polling only (give a direct URL as listen_url / --listen-url for wake-ups)".into(),
+            );
+        }
+        ListenSupport::Yes
+    }
+}
+
+/// One dedicated LISTEN connection (never through a pooler) on this schema's wake-up and
+/// cancel channels.
+pub struct PgHints {
+    listener: PgListener,
+    cancel: String,
+}
+
+impl PgHints {
+    pub(crate) async fn connect(store: &PgStore, direct_url: Option<&str>) -> Result<PgHints> {
+        let unavailable = |e: sqlx::Error| StoreError::Unavailable(Box::new(e));
+        let mut listener = match direct_url {
+            Some(url) => {
+                // TLS parameters and key=value strings as for the main pool.
+                let target = crate::connect::parse(url)
+                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                let pool = crate::connect::pool(&target, "docket-listen", 1)
+                    .await
+                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                PgListener::connect_with(&pool).await.map_err(unavailable)?
+            }
+            None => PgListener::connect_with(store.pool())
+                .await
+                .map_err(unavailable)?,
+        };
+        let wake = store.wakeup_channel();
+        let cancel = store.cancel_channel();
+        listener
+            .listen_all([wake.as_str(), cancel.as_str()])
+            .await
+            .map_err(unavailable)?;
+        Ok(PgHints { listener, cancel })
+    }
+}
+
+impl Listener for PgHints {
+    async fn recv(&mut self) -> Result<Option<Wake>> {
+        match self.listener.try_recv().await {
+            // The connection dropped. The caller reconnects itself (rather than letting sqlx
+            // re-listen lazily) so that its claim-once happens only after LISTEN is back.
+            Ok(None) => Ok(None),
+            Ok(Some(n)) if n.channel() == self.cancel => Ok(Some(
+                n.payload()
+                    .parse::<i64>()
+                    .map_or(Wake::Unreadable, |id| Wake::Cancel(JobId(id))),
+            )),
+            Ok(Some(n)) => Ok(Some(Wake::Queue(n.payload().to_string()))),
+            Err(e) => Err(StoreError::Unavailable(Box::new(e))),
+        }
+    }
+}
+
+impl InTransaction for PgStore {
+    type Tx = sqlx::Transaction<'static, Postgres>;
+    type Conn = PgConnection;
+
+    async fn begin(&self) -> Result<Self::Tx> {
+        self.pool().begin().await.map_err(db_err)
+    }
+
+    fn conn(tx: &mut Self::Tx) -> &mut PgConnection {
+        tx
+    }
+
+    async fn complete_in(&self, tx: &mut Self::Tx, owner: &str, lease: Lease) -> Result<()> {
+        self.complete_tx(tx, owner, lease).await
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<()> {
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn rollback(tx: Self::Tx) -> Result<()> {
+        tx.rollback().await.map_err(db_err)
+    }
+
+    async fn enqueue_in(&self, conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued> {
+        self.enqueue_tx(conn, job).await
+    }
+
+    async fn enqueued_in(
+        &self,
+        conn: &mut PgConnection,
+        kind: &str,
+    ) -> Result<Vec<serde_json::Value>> {
+        validate::kind(kind)?;
+        // Rows whose creating transaction is this one (xmin is the 32-bit transaction id).
+        sqlx::query_scalar(&format!(
+            "SELECT args FROM \"{}\".jobs
+             WHERE kind = $1 AND xmin::text::bigint = txid_current() % 4294967296 ORDER BY id",
+            self.schema()
+        ))
+        .persistent(false)
+        .bind(kind)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)
+    }
+}
+
+impl PgStore {
+    /// Completes a claimed job inside the caller's transaction (in-transaction mode): the
+    /// handler's own writes and the completion commit together, or neither does.
+    pub async fn complete_tx(
+        &self,
+        conn: &mut PgConnection,
+        owner: &str,
+        lease: Lease,
+    ) -> Result<()> {
+        let rows = self
+            .query(&self.inner.q.complete_many)
+            .bind(vec![lease.id.0])
+            .bind(vec![lease.attempt])
+            .bind(owner)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        if rows.is_empty() {
+            let lost = self.explain_lost(vec![lease]).await?;
+            return Err(StoreError::LeaseLost(
+                lost.into_iter().next().expect("one lease"),
+            ));
+        }
+        Ok(())
+    }
+
+}

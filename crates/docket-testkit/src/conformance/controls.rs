@@ -1,0 +1,150 @@
+//! Scheduling controls, enforced inside the claim across all workers.
+
+use std::time::Duration;
+
+use docket_core::*;
+
+use super::*;
+
+/// A paused queue hands out nothing (other queues are unaffected) until resumed.
+pub async fn paused_queues_hand_out_nothing<H: Harness>(h: &H) {
+    let s = h.store();
+    put(s, job("q")).await;
+    put(s, job("other")).await;
+    let c = s.pause_queue("q").await.unwrap();
+    assert!(c.paused_at.is_some());
+    assert!(claim(s, "q", 10, "w", LONG).await.is_empty());
+    assert_eq!(claim(s, "other", 10, "w", LONG).await.len(), 1);
+    assert!(s.queue_controls().await.unwrap().iter().any(|c| c.queue == "q" && c.paused_at.is_some()));
+    s.resume_queue("q").await.unwrap();
+    assert_eq!(claim(s, "q", 10, "w", LONG).await.len(), 1);
+}
+
+/// A queue's `max_running` and a key's limit bound what all claims together hold running.
+pub async fn queue_and_key_limits_bound_claims<H: Harness>(h: &H) {
+    let s = h.store();
+    for _ in 0..5 {
+        put(s, job("q")).await;
+    }
+    s.set_queue_limits(
+        "q",
+        &QueueLimits {
+            max_running: Some(2),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let a = claim(s, "q", 10, "a", LONG).await;
+    assert_eq!(a.len(), 2);
+    let b = h.second().await;
+    assert!(claim(&b, "q", 10, "b", LONG).await.is_empty(), "the limit holds across workers");
+    s.complete_many("a", &[lease(&a[0])]).await.unwrap();
+    assert_eq!(claim(&b, "q", 10, "b", LONG).await.len(), 1, "a finished job frees a place");
+
+    for _ in 0..4 {
+        put(s, job("k").concurrency_key("tenant-1")).await;
+    }
+    put(s, job("k").concurrency_key("tenant-2")).await;
+    s.set_key_limit(&KeyLimit {
+        key: "tenant-1".into(),
+        max_running: Some(1),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    let got = claim(s, "k", 10, "a", LONG).await;
+    let mut by_key = std::collections::HashMap::new();
+    for j in &got {
+        let k = get(s, j.id).await.concurrency_key.unwrap();
+        *by_key.entry(k).or_insert(0) += 1;
+    }
+    assert_eq!(by_key.get("tenant-1"), Some(&1), "{by_key:?}");
+    assert_eq!(by_key.get("tenant-2"), Some(&1), "{by_key:?}");
+    assert!(s.key_limits().await.unwrap().iter().any(|l| l.key == "tenant-1"));
+}
+
+/// Jobs sharing an ordering key run one at a time, in enqueue order; a dead head holds the
+/// key until it is skipped.
+pub async fn ordering_keys_run_one_at_a_time_in_order<H: Harness>(h: &H) {
+    let s = h.store();
+    let ids: Vec<JobId> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(put(s, job("o").ordering_key("acct-7").max_attempts(1)).await);
+        }
+        v
+    };
+    let free = put(s, job("o")).await;
+    let first = claim(s, "o", 10, "w", LONG).await;
+    let mut got: Vec<JobId> = first.iter().map(|j| j.id).collect();
+    got.sort();
+    assert_eq!(got, vec![ids[0], free], "the key's head and the unkeyed job");
+    let head = first.iter().find(|j| j.id == ids[0]).unwrap();
+    s.complete_many("w", &[lease(head)]).await.unwrap();
+    s.unblock_keys(100).await.unwrap();
+    let next = claim(s, "o", 10, "w", LONG).await;
+    assert_eq!(next.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[1]]);
+    // The second dies: the third waits behind it until an operator skips it.
+    s.fail_many(
+        "w",
+        &[Failure {
+            lease: lease(&next[0]),
+            class: FailureClass::Discard,
+            message: "bad".into(),
+            retry_in: None,
+        }],
+    )
+    .await
+    .unwrap();
+    s.unblock_keys(100).await.unwrap();
+    assert!(claim(s, "o", 10, "w", LONG).await.is_empty(), "held by a dead head");
+    let blocked = s.blocked_keys(10).await.unwrap();
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    let skipped = s.skip(ids[1]).await.unwrap();
+    assert_eq!(skipped.state, JobState::Cancelled);
+    s.unblock_keys(100).await.unwrap();
+    let last = claim(s, "o", 10, "w", LONG).await;
+    assert_eq!(last.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[2]]);
+}
+
+/// Claims take the lowest priority number first, then the oldest; under a starvation bound
+/// a job ready for longer than the bound goes first whatever its priority.
+pub async fn priority_then_age_with_a_starvation_bound<H: Harness>(h: &H) {
+    let s = h.store();
+    let low = put(s, job("p").priority(5)).await;
+    let urgent_old = put(s, job("p").priority(-5)).await;
+    let urgent_new = put(s, job("p").priority(-5)).await;
+    let got = claim(s, "p", 2, "w", LONG).await;
+    assert_eq!(
+        got.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![urgent_old, urgent_new]
+    );
+    // A fresh urgent job and the old low one: with a bound the starving one goes first.
+    h.advance(Duration::from_secs(120)).await;
+    let urgent = put(s, job("p").priority(-5)).await;
+    let got = s
+        .claim(&ClaimRequest {
+            queue: "p".into(),
+            limit: 1,
+            owner: "w".into(),
+            lease: LONG,
+            starvation: Some(Duration::from_secs(60)),
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![low]);
+    let got = claim(s, "p", 1, "w", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![urgent]);
+}
+
+/// A delayed job is not claimable before its time; it is after.
+pub async fn delayed_jobs_wait_for_their_time<H: Harness>(h: &H) {
+    let s = h.store();
+    let id = put(s, job("d").delay(Duration::from_secs(300))).await;
+    assert!(claim(s, "d", 1, "w", LONG).await.is_empty());
+    assert!(!s.any_active(&["d".into()]).await.unwrap(), "scheduled is not active");
+    h.advance(Duration::from_secs(301)).await;
+    let got = claim(s, "d", 1, "w", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+}

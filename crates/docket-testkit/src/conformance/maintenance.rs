@@ -1,0 +1,108 @@
+//! What the leader runs: the reaper, the pruner, leader election itself, periodic ticks.
+
+use std::time::Duration;
+
+use docket_core::*;
+
+use super::*;
+
+/// Only expired leases are reaped; a reaped job with attempts left is pending again with its
+/// attempt counted, one without is dead; the history names the owner that lost it.
+pub async fn reaper_takes_only_expired_leases<H: Harness>(h: &H) {
+    let s = h.store();
+    let live = put(s, job("live")).await;
+    let again = put(s, job("q").max_attempts(3)).await;
+    let last = put(s, job("last").max_attempts(1)).await;
+    let l = claim(s, "live", 1, "w", LONG).await;
+    claim(s, "q", 1, "w", Duration::from_secs(5)).await;
+    claim(s, "last", 1, "w", Duration::from_secs(5)).await;
+    assert!(s.reap(100).await.unwrap().jobs.is_empty(), "nothing expired yet");
+    h.advance(Duration::from_secs(6)).await;
+    let r = s.reap(100).await.unwrap();
+    let mut got: Vec<(JobId, JobState)> = r.jobs.iter().map(|j| (j.id, j.state)).collect();
+    got.sort_by_key(|(id, _)| *id);
+    assert_eq!(got, vec![(again, JobState::Pending), (last, JobState::Dead)]);
+    assert!(r.jobs.iter().all(|j| j.owner == "w" && j.attempt == 1));
+    assert_eq!(get(s, live).await.state, JobState::Running);
+    let rec = get(s, again).await;
+    assert_eq!(rec.attempt, 1, "the reaped attempt counts");
+    assert_eq!(rec.errors.last().and_then(|e| e.owner.as_deref()), Some("w"));
+    assert!(s.reap(100).await.unwrap().jobs.is_empty(), "a sweep is not repeated");
+    // A live lease is renewed by its heartbeat past the advance.
+    let beat = s.heartbeat("w", &[lease(&l[0])], LONG).await.unwrap();
+    assert_eq!(beat.extended.len(), 1);
+    // The batch bounds a sweep.
+    for _ in 0..3 {
+        put(s, job("b")).await;
+    }
+    claim(s, "b", 3, "w", Duration::from_secs(5)).await;
+    h.advance(Duration::from_secs(6)).await;
+    assert_eq!(s.reap(2).await.unwrap().jobs.len(), 2);
+    assert_eq!(s.reap(2).await.unwrap().jobs.len(), 1);
+}
+
+/// Finished jobs past their retention are deleted; younger ones, and unfinished ones of any
+/// age, are kept.
+pub async fn prune_deletes_only_past_retention<H: Harness>(h: &H) {
+    let s = h.store();
+    let old = put(s, job("q")).await;
+    let pending = put(s, job("p")).await;
+    let c = claim(s, "q", 1, "w", LONG).await;
+    s.complete_many("w", &[lease(&c[0])]).await.unwrap();
+    let retention = Retention {
+        finished: Duration::from_secs(3600),
+        dead: Duration::from_secs(3600),
+        batch: 100,
+    };
+    assert_eq!(s.prune(&retention).await.unwrap().finished, 0);
+    h.advance(Duration::from_secs(3601)).await;
+    let young = put(s, job("q")).await;
+    let c = claim(s, "q", 1, "w", LONG).await;
+    s.complete_many("w", &[lease(&c[0])]).await.unwrap();
+    let r = s.prune(&retention).await.unwrap();
+    assert_eq!(r.finished, 1);
+    assert!(matches!(s.get(old).await, Err(StoreError::NotFound(_))));
+    assert_eq!(get(s, young).await.state, JobState::Succeeded);
+    assert_eq!(get(s, pending).await.state, JobState::Pending);
+}
+
+/// One leader at a time; its term ends at its TTL (another takes over) or when it resigns.
+pub async fn one_leader_at_a_time<H: Harness>(h: &H) {
+    let s = h.store();
+    let ttl = Duration::from_secs(15);
+    assert!(s.leader_try("a", ttl).await.unwrap());
+    assert!(!s.leader_try("b", ttl).await.unwrap());
+    assert!(s.leader_try("a", ttl).await.unwrap(), "renewal");
+    h.advance(Duration::from_secs(16)).await;
+    assert!(s.leader_try("b", ttl).await.unwrap(), "a's term ran out");
+    assert!(!s.leader_try("a", ttl).await.unwrap());
+    s.leader_resign("b").await.unwrap();
+    assert!(s.leader_try("a", ttl).await.unwrap(), "b resigned");
+    s.leader_resign("nobody").await.unwrap();
+    assert!(!s.leader_try("b", ttl).await.unwrap(), "resigning for another does nothing");
+}
+
+/// A due tick is enqueued once however often the scheduler runs; a redefinition with the
+/// same schedule keeps it; removal stops it.
+pub async fn periodic_ticks_are_enqueued_once<H: Harness>(h: &H) {
+    let s = h.store();
+    let def = Periodic::new("every-minute", "* * * * *", "cron", "tick", serde_json::json!({}));
+    s.upsert_periodic(&def).await.unwrap();
+    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "not due yet");
+    h.advance(Duration::from_secs(61)).await;
+    let first = s.enqueue_due_periodic(10).await.unwrap();
+    assert!(!first.is_empty(), "due after a minute");
+    assert!(first.iter().all(|t| t.name == "every-minute"));
+    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "once per tick");
+    let jobs = all(s).await;
+    assert_eq!(jobs.len(), first.iter().filter(|t| !t.duplicate).count());
+    assert!(jobs.iter().all(|j| j.queue == "cron" && j.kind == "tick"));
+    let listed = s.list_periodic().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    s.upsert_periodic(&def).await.unwrap();
+    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "a redeploy is no tick");
+    assert!(s.remove_periodic("every-minute").await.unwrap());
+    assert!(!s.remove_periodic("every-minute").await.unwrap());
+    h.advance(Duration::from_secs(61)).await;
+    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty());
+}

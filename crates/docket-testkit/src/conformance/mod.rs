@@ -1,0 +1,143 @@
+//! The conformance suite: the engine contract, written once against the seam
+//! ([`docket_core::Store`]) and run for every engine (the counterpart of River's
+//! `riverdrivertest` and of Oban's one suite over every engine).
+//!
+//! An engine's tests implement [`Harness`] — a fresh store of its own, and a way to move
+//! that store's clock — and expand [`conformance_suite!`](crate::conformance_suite) once:
+//!
+//! ```text
+//! docket_testkit::conformance_suite!(docket_testkit::conformance::PgHarness);
+//! ```
+//!
+//! Cases never touch an engine's tables: time moves through [`Harness::advance`], and every
+//! expectation is read back through the seam (`get`, `list`, `stats`, the outcomes of the
+//! fenced writes). Cases: [`lifecycle`] (enqueue, claim, complete, retry, dead, snooze,
+//! release, cancel, replay, unique keys), [`fencing`] (every fenced write by a stale holder,
+//! superseded by another worker or by its own reclaim, or past its lease), [`maintenance`]
+//! (reaper, prune, leader election, periodic ticks) and [`controls`] (pause, queue and key
+//! limits, ordering keys, priorities and the starvation bound, delays).
+
+pub mod controls;
+pub mod fencing;
+pub mod lifecycle;
+pub mod maintenance;
+mod postgres;
+
+use std::future::Future;
+use std::time::Duration;
+
+use docket_core::{ClaimRequest, ClaimedJob, JobFilter, JobId, JobRecord, Lease, NewJob, Store};
+
+pub use postgres::PgHarness;
+
+/// What the suite needs from an engine's test setup.
+pub trait Harness: Sized + Send + Sync + 'static {
+    /// The engine's store.
+    type S: Store;
+
+    /// A fresh, migrated, empty store of its own (its own database, schema or file), so
+    /// cases run in parallel.
+    fn fresh() -> impl Future<Output = Self> + Send;
+
+    /// The store under test.
+    fn store(&self) -> &Self::S;
+
+    /// Another store on the same data with connections of its own (a second worker).
+    fn second(&self) -> impl Future<Output = Self::S> + Send;
+
+    /// Moves this store's clock forward by `d`: every deadline (run_at, lease expiry, the
+    /// leader's term, cron ticks, retention) comes `d` nearer, as if `d` had passed.
+    fn advance(&self, d: Duration) -> impl Future<Output = ()> + Send;
+}
+
+/// Expands to one `#[tokio::test]` per conformance case, for harness type `$h`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($h:ty) => {
+        $crate::conformance_suite!(@cases $h;
+            lifecycle::enqueue_claim_complete,
+            lifecycle::enqueue_many_keeps_order_and_unique_keys_dedupe,
+            lifecycle::retry_backs_off_then_dies_when_attempts_run_out,
+            lifecycle::discard_cancel_snooze_and_release,
+            lifecycle::cancel_pending_and_running_then_replay,
+            lifecycle::invalid_input_writes_nothing,
+            fencing::stale_writes_by_a_superseded_worker_are_refused,
+            fencing::stale_writes_after_the_same_worker_reclaimed_are_refused,
+            fencing::writes_past_the_lease_are_refused_before_any_reap,
+            fencing::a_wrong_owner_cannot_write,
+            maintenance::reaper_takes_only_expired_leases,
+            maintenance::prune_deletes_only_past_retention,
+            maintenance::one_leader_at_a_time,
+            maintenance::periodic_ticks_are_enqueued_once,
+            controls::paused_queues_hand_out_nothing,
+            controls::queue_and_key_limits_bound_claims,
+            controls::ordering_keys_run_one_at_a_time_in_order,
+            controls::priority_then_age_with_a_starvation_bound,
+            controls::delayed_jobs_wait_for_their_time,
+        );
+    };
+    (@cases $h:ty; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let h = <$h as $crate::conformance::Harness>::fresh().await;
+                $crate::conformance::$module::$case(&h).await;
+            }
+        )*
+    };
+}
+
+/// A lease long enough that real time never ends it within a case.
+pub const LONG: Duration = Duration::from_secs(600);
+
+/// A claim of up to `n` jobs of `queue` for `owner`.
+pub async fn claim<S: Store>(
+    s: &S,
+    queue: &str,
+    n: i32,
+    owner: &str,
+    lease: Duration,
+) -> Vec<ClaimedJob> {
+    s.claim(&ClaimRequest {
+        queue: queue.into(),
+        limit: n,
+        owner: owner.into(),
+        lease,
+        starvation: None,
+    })
+    .await
+    .expect("claim")
+}
+
+/// Enqueues and returns the id.
+pub async fn put<S: Store>(s: &S, job: NewJob) -> JobId {
+    s.enqueue(&job).await.expect("enqueue").id
+}
+
+/// A no-op job of `queue`.
+pub fn job(queue: &str) -> NewJob {
+    NewJob::new(queue, "conformance", serde_json::json!({}))
+}
+
+/// The record of `id`.
+pub async fn get<S: Store>(s: &S, id: JobId) -> JobRecord {
+    s.get(id).await.expect("get")
+}
+
+/// Every job, oldest first.
+pub async fn all<S: Store>(s: &S) -> Vec<JobRecord> {
+    let mut v = s
+        .list(&JobFilter {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    v.sort_by_key(|r| r.id);
+    v
+}
+
+/// The lease of a claimed job.
+pub fn lease(j: &ClaimedJob) -> Lease {
+    j.lease()
+}

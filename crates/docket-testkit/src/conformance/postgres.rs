@@ -1,0 +1,59 @@
+//! The PostgreSQL harness: a fresh schema per case on the test server, and a clock moved by
+//! shifting every timestamp of the schema's tables into the past (the database's own clock
+//! cannot be moved, and every deadline Docket keeps is a timestamp compared with `now()`).
+
+use std::time::Duration;
+
+use docket_postgres::PgStore;
+
+use super::Harness;
+use crate::TestDb;
+
+/// [`Harness`] for [`PgStore`].
+pub struct PgHarness {
+    /// The case's schema.
+    pub db: TestDb,
+}
+
+impl Harness for PgHarness {
+    type S = PgStore;
+
+    async fn fresh() -> Self {
+        PgHarness {
+            db: TestDb::new().await,
+        }
+    }
+
+    fn store(&self) -> &PgStore {
+        &self.db.store
+    }
+
+    async fn second(&self) -> PgStore {
+        self.db.second_store(4).await
+    }
+
+    async fn advance(&self, d: Duration) {
+        // Every timestamp column of every table of the schema (jobs, queues, key_limits,
+        // leader, periodic), found from the catalogue so a new column moves too.
+        let ms = d.as_millis() as i64;
+        let sql = format!(
+            "DO $$
+             DECLARE t record; sets text;
+             BEGIN
+               FOR t IN SELECT table_name, string_agg(format('%I = %I - interval ''{ms} milliseconds''', column_name, column_name), ', ') AS s
+                        FROM information_schema.columns
+                        WHERE table_schema = '{schema}' AND data_type = 'timestamp with time zone'
+                          AND table_name NOT LIKE '\\_%'
+                        GROUP BY table_name
+               LOOP
+                 EXECUTE format('UPDATE %I.%I SET %s', '{schema}', t.table_name, t.s);
+               END LOOP;
+             END $$",
+            schema = self.db.schema
+        );
+        sqlx::raw_sql(&sql)
+            .execute(&self.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("advance the clock: {e}"));
+    }
+}
