@@ -3,8 +3,8 @@
 use comfy_table::Cell;
 use docket_core::{KeyLimit, MissedTicks, Periodic, QueueControl, QueueLimits, RateLimit, Store};
 
-use crate::engine::Open;
 use crate::cli::{CronCommand, KeysCommand, QueuesCommand};
+use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
 
@@ -284,7 +284,10 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
             }
         }
         CronCommand::Remove(a) => {
-            let removed = Open::existing(ctx, 1).await?.remove_periodic(&a.name).await?;
+            let removed = Open::existing(ctx, 1)
+                .await?
+                .remove_periodic(&a.name)
+                .await?;
             if a.json {
                 output::json(&serde_json::json!({"name": a.name, "removed": removed}))?;
             } else if removed {

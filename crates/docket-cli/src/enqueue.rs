@@ -8,8 +8,8 @@ use docket_core::{validate, NewJob, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
-use crate::engine::Open;
 use crate::cli::EnqueueArgs;
+use crate::engine::Open;
 use crate::fail::CliError;
 use crate::{output, Ctx};
 

@@ -3,8 +3,8 @@
 use comfy_table::Cell;
 use docket_core::{JobFilter, JobId, JobState, Store};
 
-use crate::engine::Open;
 use crate::cli::JobsCommand;
+use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 use docket_core::duration::parse_bounded;
 use docket_worker::{Registry, Shutdown, Worker, WorkerConfig};
 
-use crate::engine::Open;
 use crate::cli::WorkArgs;
+use crate::engine::Open;
 use crate::exec::{exec_job, ExecSpec};
 use crate::fail::CliError;
 
@@ -93,7 +93,11 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     let store = ctx.migrated(conns).await?;
     let mut registry = Registry::default();
     let secrets = ctx.secrets();
-    let spec = ExecSpec::new(a.exec.clone(), kill_grace, secrets.first().map(String::as_str));
+    let spec = ExecSpec::new(
+        a.exec.clone(),
+        kill_grace,
+        secrets.first().map(String::as_str),
+    );
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
     let worker = Worker::new(store, registry, cfg)?;
     eprintln!("docket: worker {} serving {:?}", worker.owner(), a.queues);

@@ -66,8 +66,8 @@ impl PgHints {
         let mut listener = match direct_url {
             Some(url) => {
                 // TLS parameters and key=value strings as for the main pool.
-                let target = crate::connect::parse(url)
-                    .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+                let target =
+                    crate::connect::parse(url).map_err(|e| StoreError::Unavailable(Box::new(e)))?;
                 let pool = crate::connect::pool(&target, "docket-listen", 1)
                     .await
                     .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
@@ -177,5 +177,4 @@ impl PgStore {
         }
         Ok(())
     }
-
 }

@@ -81,7 +81,7 @@ impl<S: Store> Fetcher<S> {
                 starvation: self.shared.config.starvation_bound,
             })
             .await?;
-        // Wakes only a waiting maintenance loop (no stored permit): one that is still
+        // Wakes only waiting maintenance services (no stored permit): one that is still
         // pausing between its ticks must not run later, between two polls.
         self.shared.claimed.notify_waiters();
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
@@ -93,7 +93,6 @@ impl<S: Store> Fetcher<S> {
         }
         Ok((n, offered))
     }
-
 }
 
 impl<S: Store> crate::service::Service for Fetcher<S> {

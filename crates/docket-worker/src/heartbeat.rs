@@ -91,7 +91,6 @@ impl<S: Store> Heartbeater<S> {
         Metrics::add(&self.shared.metrics.leases_lost, report.lost as u64);
         report
     }
-
 }
 
 impl<S: Store> crate::service::Service for Heartbeater<S> {

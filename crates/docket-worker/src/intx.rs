@@ -36,7 +36,9 @@ pub(crate) enum TxEnd {
 }
 
 fn retry(what: &str, e: impl std::fmt::Display) -> TxEnd {
-    TxEnd::Other(Ended::Returned(Err(JobError::retry(format!("{what}: {e}")))))
+    TxEnd::Other(Ended::Returned(Err(JobError::retry(format!(
+        "{what}: {e}"
+    )))))
 }
 
 /// Runs job `J` inside a transaction of `S` and commits it with the job's completion.

@@ -40,7 +40,6 @@ impl<S: Store> Notifier<S> {
             Wake::Unreadable => {}
         }
     }
-
 }
 
 impl<S: Store> crate::service::Service for Notifier<S> {

@@ -16,7 +16,10 @@ use docket_worker::{JobContext, Registry, Shutdown, Worker};
 use serde_json::json;
 
 /// Kind "hold": records (id, attempt), then waits until released (or cancelled).
-fn holding(seen: Arc<Mutex<Vec<(i64, i32)>>>, release: Arc<tokio::sync::Notify>) -> Registry<PgStore> {
+fn holding(
+    seen: Arc<Mutex<Vec<(i64, i32)>>>,
+    release: Arc<tokio::sync::Notify>,
+) -> Registry<PgStore> {
     let mut r = Registry::default();
     r.register_fn("hold", move |_, ctx: JobContext| {
         let (seen, release) = (seen.clone(), release.clone());

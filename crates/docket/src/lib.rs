@@ -19,8 +19,11 @@
 //! }
 //!
 //! let store = PgStore::connect(&url, "docket", 10).await?;
-//! docket::migrate(store.pool(), "docket").await?;
+//! store.migrate().await?;
 //! store.enqueue_job(&SendWelcome { user_id: 42 }).await?;   // queue and kind from the type
+//! let mut tx = store.pool().begin().await?;
+//! store.enqueue_job_in(&mut tx, &SendWelcome { user_id: 43 }).await?; // iff tx commits
+//! tx.commit().await?;
 //!
 //! let mut registry = Registry::default();
 //! registry.register::<SendWelcome>();
@@ -34,11 +37,12 @@
 //! completes them.
 //!
 //! # Features
-//! - `postgres` (default): [`PgStore`], migrations, connection strings (TLS, poolers), and
-//!   the worker runtime ([`Worker`]), which runs on PostgreSQL today.
+//! - `postgres` (default): [`PgStore`], migrations, connection strings (TLS, poolers).
 //!
-//! Without features the crate is the engine-independent core: job types, states,
-//! validation, typed errors and the [`Store`] seam an engine implements.
+//! Without features the crate is engine-independent: job types, states, validation, typed
+//! errors, the [`Store`] seam an engine implements (with the [`InTransaction`] and
+//! [`Listener`] capabilities), and the worker runtime, [`Worker<S>`](Worker) over any
+//! store.
 //!
 //! # Testing an application
 //! [`testing`] runs a job inline against a real database, drains queues, and shows what an
@@ -46,16 +50,16 @@
 
 pub use docket_core as core;
 pub use docket_core::{
-    Backoff, CancelOutcome, ClaimRequest, ClaimedJob, Enqueued, Failure, FailureClass, JobFilter,
-    JobId, JobRecord, JobState, KeyLimit, Lease, LeaseLost, LostReason, NewJob, Periodic,
-    QueueLimits, RateLimit, Retention, Store, StoreError, ValidationError,
+    Backoff, CancelOutcome, ClaimRequest, ClaimedJob, Enqueued, Failure, FailureClass,
+    InTransaction, JobFilter, JobId, JobRecord, JobState, KeyLimit, Lease, LeaseLost,
+    ListenSupport, Listener, LostReason, NewJob, Periodic, QueueLimits, RateLimit, Retention,
+    Store, StoreError, ValidationError, Wake,
 };
 
 #[cfg(feature = "postgres")]
 pub use docket_postgres as postgres;
 #[cfg(feature = "postgres")]
 pub use docket_postgres::{migrate, ConnectError, PgStore, PoolerMode};
-#[cfg(feature = "postgres")]
 pub use docket_worker::{
     new_job, new_tx_job, testing, ConfigError, EnqueueJob, Job, JobContext, JobError, JobResult,
     QueueConfig, Registry, RunReport, Shutdown, StopReason, TxJob, Worker, WorkerConfig,
@@ -65,10 +69,9 @@ pub use docket_worker::{
 /// The names an application uses all day: `use docket::prelude::*;`. Includes the [`Store`]
 /// trait (so `store.enqueue(..)` resolves) and [`EnqueueJob`] (typed enqueue).
 pub mod prelude {
-    pub use docket_core::{JobId, JobState, NewJob, Store, StoreError};
+    pub use docket_core::{InTransaction, JobId, JobState, NewJob, Store, StoreError};
     #[cfg(feature = "postgres")]
     pub use docket_postgres::PgStore;
-    #[cfg(feature = "postgres")]
     pub use docket_worker::{
         EnqueueJob, Job, JobContext, JobError, JobResult, Registry, Shutdown, TxJob, Worker,
         WorkerConfig,

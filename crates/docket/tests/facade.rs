@@ -89,10 +89,7 @@ async fn enqueued_in_shows_what_an_open_transaction_enqueued() {
         .unwrap(); // not this transaction's
     let mut tx = db.pool.begin().await.unwrap();
     db.store
-        .enqueue_tx(
-            &mut tx,
-            &docket::new_job(&SendWelcome { user_id: 2 }).unwrap(),
-        )
+        .enqueue_job_in(&mut tx, &SendWelcome { user_id: 2 })
         .await
         .unwrap();
     let seen = docket::testing::enqueued_in(&db.store, &mut tx, "send_welcome")

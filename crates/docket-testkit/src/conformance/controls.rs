@@ -15,7 +15,12 @@ pub async fn paused_queues_hand_out_nothing<H: Harness>(h: &H) {
     assert!(c.paused_at.is_some());
     assert!(claim(s, "q", 10, "w", LONG).await.is_empty());
     assert_eq!(claim(s, "other", 10, "w", LONG).await.len(), 1);
-    assert!(s.queue_controls().await.unwrap().iter().any(|c| c.queue == "q" && c.paused_at.is_some()));
+    assert!(s
+        .queue_controls()
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.queue == "q" && c.paused_at.is_some()));
     s.resume_queue("q").await.unwrap();
     assert_eq!(claim(s, "q", 10, "w", LONG).await.len(), 1);
 }
@@ -38,9 +43,16 @@ pub async fn queue_and_key_limits_bound_claims<H: Harness>(h: &H) {
     let a = claim(s, "q", 10, "a", LONG).await;
     assert_eq!(a.len(), 2);
     let b = h.second().await;
-    assert!(claim(&b, "q", 10, "b", LONG).await.is_empty(), "the limit holds across workers");
+    assert!(
+        claim(&b, "q", 10, "b", LONG).await.is_empty(),
+        "the limit holds across workers"
+    );
     s.complete_many("a", &[lease(&a[0])]).await.unwrap();
-    assert_eq!(claim(&b, "q", 10, "b", LONG).await.len(), 1, "a finished job frees a place");
+    assert_eq!(
+        claim(&b, "q", 10, "b", LONG).await.len(),
+        1,
+        "a finished job frees a place"
+    );
 
     for _ in 0..4 {
         put(s, job("k").concurrency_key("tenant-1")).await;
@@ -61,7 +73,12 @@ pub async fn queue_and_key_limits_bound_claims<H: Harness>(h: &H) {
     }
     assert_eq!(by_key.get("tenant-1"), Some(&1), "{by_key:?}");
     assert_eq!(by_key.get("tenant-2"), Some(&1), "{by_key:?}");
-    assert!(s.key_limits().await.unwrap().iter().any(|l| l.key == "tenant-1"));
+    assert!(s
+        .key_limits()
+        .await
+        .unwrap()
+        .iter()
+        .any(|l| l.key == "tenant-1"));
 }
 
 /// Jobs sharing an ordering key run one at a time, in enqueue order; a dead head holds the
@@ -79,7 +96,11 @@ pub async fn ordering_keys_run_one_at_a_time_in_order<H: Harness>(h: &H) {
     let first = claim(s, "o", 10, "w", LONG).await;
     let mut got: Vec<JobId> = first.iter().map(|j| j.id).collect();
     got.sort();
-    assert_eq!(got, vec![ids[0], free], "the key's head and the unkeyed job");
+    assert_eq!(
+        got,
+        vec![ids[0], free],
+        "the key's head and the unkeyed job"
+    );
     let head = first.iter().find(|j| j.id == ids[0]).unwrap();
     s.complete_many("w", &[lease(head)]).await.unwrap();
     s.unblock_keys(100).await.unwrap();
@@ -98,7 +119,10 @@ pub async fn ordering_keys_run_one_at_a_time_in_order<H: Harness>(h: &H) {
     .await
     .unwrap();
     s.unblock_keys(100).await.unwrap();
-    assert!(claim(s, "o", 10, "w", LONG).await.is_empty(), "held by a dead head");
+    assert!(
+        claim(s, "o", 10, "w", LONG).await.is_empty(),
+        "held by a dead head"
+    );
     let blocked = s.blocked_keys(10).await.unwrap();
     assert_eq!(blocked.len(), 1, "{blocked:?}");
     let skipped = s.skip(ids[1]).await.unwrap();
@@ -143,7 +167,10 @@ pub async fn delayed_jobs_wait_for_their_time<H: Harness>(h: &H) {
     let s = h.store();
     let id = put(s, job("d").delay(Duration::from_secs(300))).await;
     assert!(claim(s, "d", 1, "w", LONG).await.is_empty());
-    assert!(!s.any_active(&["d".into()]).await.unwrap(), "scheduled is not active");
+    assert!(
+        !s.any_active(&["d".into()]).await.unwrap(),
+        "scheduled is not active"
+    );
     h.advance(Duration::from_secs(301)).await;
     let got = claim(s, "d", 1, "w", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);

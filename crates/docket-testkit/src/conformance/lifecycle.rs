@@ -31,7 +31,10 @@ pub async fn enqueue_claim_complete<H: Harness>(h: &H) {
     assert_eq!(rec.state, JobState::Running);
     assert_eq!(rec.lease_owner.as_deref(), Some("w1"));
     assert!(rec.lease_expires_at.is_some());
-    assert!(claim(s, "q", 10, "w2", LONG).await.is_empty(), "one holder at a time");
+    assert!(
+        claim(s, "q", 10, "w2", LONG).await.is_empty(),
+        "one holder at a time"
+    );
     let out = s.complete_many("w1", &[lease(&got[0])]).await.unwrap();
     assert_eq!((out.applied.len(), out.lost.len()), (1, 0));
     let rec = get(s, id).await;
@@ -60,7 +63,10 @@ pub async fn enqueue_many_keeps_order_and_unique_keys_dedupe<H: Harness>(h: &H) 
     let c = claim(s, "u", 1, "w", LONG).await;
     s.complete_many("w", &[lease(&c[0])]).await.unwrap();
     let d = s.enqueue(&job("u").unique_key("k")).await.unwrap();
-    assert!(!d.duplicate && d.id != a.id, "the key is free after its holder finished");
+    assert!(
+        !d.duplicate && d.id != a.id,
+        "the key is free after its holder finished"
+    );
 }
 
 /// A retried failure goes back to pending after its backoff (not before), with its error
@@ -72,7 +78,11 @@ pub async fn retry_backs_off_then_dies_when_attempts_run_out<H: Harness>(h: &H) 
     let out = s
         .fail_many(
             "w",
-            &[fail(lease(&c[0]), FailureClass::Retry, Some(Duration::from_secs(60)))],
+            &[fail(
+                lease(&c[0]),
+                FailureClass::Retry,
+                Some(Duration::from_secs(60)),
+            )],
         )
         .await
         .unwrap();
@@ -81,7 +91,10 @@ pub async fn retry_backs_off_then_dies_when_attempts_run_out<H: Harness>(h: &H) 
     assert_eq!((rec.state, rec.attempt), (JobState::Pending, 1));
     assert_eq!(rec.errors.len(), 1);
     assert_eq!(rec.errors[0].attempt, 1);
-    assert!(claim(s, "q", 1, "w", LONG).await.is_empty(), "not before its backoff");
+    assert!(
+        claim(s, "q", 1, "w", LONG).await.is_empty(),
+        "not before its backoff"
+    );
     h.advance(Duration::from_secs(61)).await;
     let c = claim(s, "q", 1, "w", LONG).await;
     assert_eq!(c.len(), 1);
@@ -129,14 +142,22 @@ pub async fn discard_cancel_snooze_and_release<H: Harness>(h: &H) {
     assert_eq!(again.len(), 1, "only the released job is ready");
     assert_eq!(again[0].id, ids[3]);
     let rec = get(s, ids[3]).await;
-    assert_eq!(rec.max_attempts - rec.attempt, 24, "release does not spend an attempt");
+    assert_eq!(
+        rec.max_attempts - rec.attempt,
+        24,
+        "release does not spend an attempt"
+    );
     // Snoozed: after its delay, and without having spent an attempt either.
     h.advance(Duration::from_secs(31)).await;
     let later = claim(s, "q", 4, "w", LONG).await;
     assert_eq!(later.len(), 1);
     assert_eq!(later[0].id, ids[2]);
     let rec = get(s, ids[2]).await;
-    assert_eq!(rec.max_attempts - rec.attempt, 24, "snooze does not spend an attempt");
+    assert_eq!(
+        rec.max_attempts - rec.attempt,
+        24,
+        "snooze does not spend an attempt"
+    );
 }
 
 async fn futures_join<S: Store>(s: &S, n: usize) -> Vec<JobId> {
@@ -180,7 +201,11 @@ pub async fn cancel_pending_and_running_then_replay<H: Harness>(h: &H) {
         s.cancel(running).await,
         Err(StoreError::WrongState { .. })
     ));
-    assert_eq!(get(s, running).await, done, "a refused cancel changes nothing");
+    assert_eq!(
+        get(s, running).await,
+        done,
+        "a refused cancel changes nothing"
+    );
     assert!(matches!(
         s.get(JobId(i64::MAX)).await,
         Err(StoreError::NotFound(_))

@@ -16,18 +16,30 @@ pub async fn reaper_takes_only_expired_leases<H: Harness>(h: &H) {
     let l = claim(s, "live", 1, "w", LONG).await;
     claim(s, "q", 1, "w", Duration::from_secs(5)).await;
     claim(s, "last", 1, "w", Duration::from_secs(5)).await;
-    assert!(s.reap(100).await.unwrap().jobs.is_empty(), "nothing expired yet");
+    assert!(
+        s.reap(100).await.unwrap().jobs.is_empty(),
+        "nothing expired yet"
+    );
     h.advance(Duration::from_secs(6)).await;
     let r = s.reap(100).await.unwrap();
     let mut got: Vec<(JobId, JobState)> = r.jobs.iter().map(|j| (j.id, j.state)).collect();
     got.sort_by_key(|(id, _)| *id);
-    assert_eq!(got, vec![(again, JobState::Pending), (last, JobState::Dead)]);
+    assert_eq!(
+        got,
+        vec![(again, JobState::Pending), (last, JobState::Dead)]
+    );
     assert!(r.jobs.iter().all(|j| j.owner == "w" && j.attempt == 1));
     assert_eq!(get(s, live).await.state, JobState::Running);
     let rec = get(s, again).await;
     assert_eq!(rec.attempt, 1, "the reaped attempt counts");
-    assert_eq!(rec.errors.last().and_then(|e| e.owner.as_deref()), Some("w"));
-    assert!(s.reap(100).await.unwrap().jobs.is_empty(), "a sweep is not repeated");
+    assert_eq!(
+        rec.errors.last().and_then(|e| e.owner.as_deref()),
+        Some("w")
+    );
+    assert!(
+        s.reap(100).await.unwrap().jobs.is_empty(),
+        "a sweep is not repeated"
+    );
     // A live lease is renewed by its heartbeat past the advance.
     let beat = s.heartbeat("w", &[lease(&l[0])], LONG).await.unwrap();
     assert_eq!(beat.extended.len(), 1);
@@ -79,28 +91,46 @@ pub async fn one_leader_at_a_time<H: Harness>(h: &H) {
     s.leader_resign("b").await.unwrap();
     assert!(s.leader_try("a", ttl).await.unwrap(), "b resigned");
     s.leader_resign("nobody").await.unwrap();
-    assert!(!s.leader_try("b", ttl).await.unwrap(), "resigning for another does nothing");
+    assert!(
+        !s.leader_try("b", ttl).await.unwrap(),
+        "resigning for another does nothing"
+    );
 }
 
 /// A due tick is enqueued once however often the scheduler runs; a redefinition with the
 /// same schedule keeps it; removal stops it.
 pub async fn periodic_ticks_are_enqueued_once<H: Harness>(h: &H) {
     let s = h.store();
-    let def = Periodic::new("every-minute", "* * * * *", "cron", "tick", serde_json::json!({}));
+    let def = Periodic::new(
+        "every-minute",
+        "* * * * *",
+        "cron",
+        "tick",
+        serde_json::json!({}),
+    );
     s.upsert_periodic(&def).await.unwrap();
-    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "not due yet");
+    assert!(
+        s.enqueue_due_periodic(10).await.unwrap().is_empty(),
+        "not due yet"
+    );
     h.advance(Duration::from_secs(61)).await;
     let first = s.enqueue_due_periodic(10).await.unwrap();
     assert!(!first.is_empty(), "due after a minute");
     assert!(first.iter().all(|t| t.name == "every-minute"));
-    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "once per tick");
+    assert!(
+        s.enqueue_due_periodic(10).await.unwrap().is_empty(),
+        "once per tick"
+    );
     let jobs = all(s).await;
     assert_eq!(jobs.len(), first.iter().filter(|t| !t.duplicate).count());
     assert!(jobs.iter().all(|j| j.queue == "cron" && j.kind == "tick"));
     let listed = s.list_periodic().await.unwrap();
     assert_eq!(listed.len(), 1);
     s.upsert_periodic(&def).await.unwrap();
-    assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty(), "a redeploy is no tick");
+    assert!(
+        s.enqueue_due_periodic(10).await.unwrap().is_empty(),
+        "a redeploy is no tick"
+    );
     assert!(s.remove_periodic("every-minute").await.unwrap());
     assert!(!s.remove_periodic("every-minute").await.unwrap());
     h.advance(Duration::from_secs(61)).await;
