@@ -34,8 +34,8 @@ async fn sample(
     let row: (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(&format!(
         "SELECT pg_total_relation_size('{s}.jobs'), pg_relation_size('{s}.jobs'),
                 pg_indexes_size('{s}.jobs'),
-                coalesce((SELECT n_live_tup FROM pg_stat_user_tables WHERE schemaname = '{s}' AND relname = 'jobs'), 0),
-                coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = '{s}' AND relname = 'jobs'), 0),
+                coalesce(pg_stat_get_live_tuples(to_regclass('{s}.jobs')), 0),
+                coalesce(pg_stat_get_dead_tuples(to_regclass('{s}.jobs')), 0),
                 (SELECT count(*) FROM {s}.jobs WHERE state = 'pending' AND run_at <= now()),
                 (SELECT count(*) FROM {s}.jobs WHERE state = 'succeeded')",
         s = schema
