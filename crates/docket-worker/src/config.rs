@@ -194,8 +194,9 @@ impl WorkerConfig {
 /// [`crate::Worker::new`] calls).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// Leadership is renewed before every reap pass; a TTL not longer than `reap_interval`
-    /// could lapse between renewals and hand leadership around.
+    /// Leadership is renewed at least every `reap_interval` (every `min(schedule_interval,
+    /// reap_interval)`); a TTL not longer could lapse between renewals and hand leadership
+    /// around.
     #[error("leader_ttl must be longer than reap_interval (leadership is renewed every {every:?}; leader_ttl is {ttl:?})")]
     LeaderTtlTooShort {
         /// The configured TTL.
@@ -236,8 +237,8 @@ impl WorkerConfig {
     /// Checks that this configuration can run (what [`crate::Worker::new`] checks), with the
     /// queue list as the worker will serve it.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        // The leader renews before each reap pass; a TTL no longer than the reap interval
-        // could lapse between two renewals.
+        // The election renews at least every reap interval; a TTL no longer than that could
+        // lapse between two renewals.
         let renew = self.reap_interval;
         if self.maintenance && self.leader_ttl <= renew {
             return Err(ConfigError::LeaderTtlTooShort {

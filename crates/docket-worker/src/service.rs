@@ -52,33 +52,19 @@ pub(crate) trait LeaderTask: Send + Sync + 'static {
     fn pass(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-impl<S: Store> LeaderTask for Reaper<S> {
-    const NAME: &'static str = "reaper";
-    async fn pass(&self) -> Result<(), StoreError> {
-        self.run_once().await.map(drop)
-    }
+/// Each maintenance task's `run_once`, as a leader pass under its service name.
+macro_rules! leader_task {
+    ($($task:ident => $name:literal),* $(,)?) => {$(
+        impl<S: Store> LeaderTask for $task<S> {
+            const NAME: &'static str = $name;
+            async fn pass(&self) -> Result<(), StoreError> {
+                self.run_once().await.map(drop)
+            }
+        }
+    )*};
 }
 
-impl<S: Store> LeaderTask for Pruner<S> {
-    const NAME: &'static str = "pruner";
-    async fn pass(&self) -> Result<(), StoreError> {
-        self.run_once().await.map(drop)
-    }
-}
-
-impl<S: Store> LeaderTask for Scheduler<S> {
-    const NAME: &'static str = "scheduler";
-    async fn pass(&self) -> Result<(), StoreError> {
-        self.run_once().await.map(drop)
-    }
-}
-
-impl<S: Store> LeaderTask for KeySweeper<S> {
-    const NAME: &'static str = "sweeper";
-    async fn pass(&self) -> Result<(), StoreError> {
-        self.run_once().await.map(drop)
-    }
-}
+leader_task!(Reaper => "reaper", Pruner => "pruner", Scheduler => "scheduler", KeySweeper => "sweeper");
 
 /// When a periodic service may run.
 #[derive(Clone)]

@@ -61,11 +61,13 @@ pub async fn run_job<S: Store, J: Job>(store: &S, job: J) -> Result<JobRecord, W
     loop {
         drain(store, registry.clone(), &[&queue]).await?;
         let rec = store.get(id).await?;
-        let later = rec.run_at > chrono::Utc::now() + chrono::Duration::seconds(1);
-        if rec.state.is_terminal() || later {
+        let wait = rec.run_at - chrono::Utc::now();
+        if rec.state.is_terminal() || wait > chrono::Duration::seconds(1) {
             return Ok(rec);
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Pending with a retry due within the second: drain again when it is due (the
+        // database's clock may differ a little from ours; the next drain finds it either way).
+        tokio::time::sleep(wait.to_std().unwrap_or(Duration::ZERO)).await;
     }
 }
 

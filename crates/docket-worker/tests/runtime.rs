@@ -362,13 +362,22 @@ async fn the_default_config_serves_the_default_queue_and_bad_ttls_are_refused() 
     let mut r = Registry::default();
     let peak = Arc::new(AtomicUsize::new(0));
     let now = Arc::new(AtomicUsize::new(0));
-    let (p, n) = (peak.clone(), now.clone());
+    // Handlers hold their slots until 100 run at once (then all go), instead of sleeping and
+    // hoping the slots fill meanwhile; a worker that never runs 100 at once lets them go after
+    // 30 s and the peak assertion below says so.
+    let full = Arc::new(tokio::sync::Notify::new());
+    let (p, n, f) = (peak.clone(), now.clone(), full.clone());
     r.register_fn("noop", move |_a, _c| {
-        let (p, n) = (p.clone(), n.clone());
+        let (p, n, f) = (p.clone(), n.clone(), f.clone());
         async move {
+            let wait = f.notified();
             let running = n.fetch_add(1, Ordering::SeqCst) + 1;
-            p.fetch_max(running, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = p.fetch_max(running, Ordering::SeqCst);
+            if running >= 100 || before >= 100 {
+                f.notify_waiters();
+            } else {
+                let _ = tokio::time::timeout(Duration::from_secs(30), wait).await;
+            }
             n.fetch_sub(1, Ordering::SeqCst);
             Ok(())
         }

@@ -112,7 +112,7 @@ pub async fn retry_backs_off_then_dies_when_attempts_run_out<H: Harness>(h: &H) 
 /// Release: pending now, attempt not consumed.
 pub async fn discard_cancel_snooze_and_release<H: Harness>(h: &H) {
     let s = h.store();
-    let ids: Vec<JobId> = futures_join(s, 4).await;
+    let ids: Vec<JobId> = put_many(s, 4).await;
     let c = claim(s, "q", 4, "w", LONG).await;
     assert_eq!(c.len(), 4);
     let by_id = |id: JobId| lease(c.iter().find(|j| j.id == id).unwrap());
@@ -160,7 +160,8 @@ pub async fn discard_cancel_snooze_and_release<H: Harness>(h: &H) {
     );
 }
 
-async fn futures_join<S: Store>(s: &S, n: usize) -> Vec<JobId> {
+/// `n` jobs of queue `q` with 25 attempts each, in order.
+async fn put_many<S: Store>(s: &S, n: usize) -> Vec<JobId> {
     let mut ids = Vec::new();
     for _ in 0..n {
         ids.push(put(s, job("q").max_attempts(25)).await);
