@@ -18,13 +18,13 @@ cd "$(dirname "$0")/.."
 # mutant | tests that must catch it (package:test-target[:name filter], space-separated)
 MAP=$(cat <<'EOF'
 complete_no_attempt_check|docket-postgres:interleavings docket-postgres:conformance
-complete_no_fence|docket-postgres:interleavings docket-postgres:model docket-cli:crash:without_worker_guards
+complete_no_fence|docket-postgres:interleavings docket-postgres:conformance:store_matches_the_state_machine_model docket-cli:crash:without_worker_guards
 complete_after_expiry|docket-postgres:lifecycle:an_expired_lease_cannot_complete docket-postgres:conformance
 fail_no_fence|docket-postgres:interleavings docket-postgres:conformance
 snooze_no_fence|docket-postgres:interleavings docket-postgres:conformance
 heartbeat_no_fence|docket-postgres:interleavings docket-postgres:conformance
 claim_no_skip_locked|docket-postgres:concurrency:a_claim_skips_a_locked_row
-reap_unexpired|docket-postgres:reaper docket-postgres:model docket-postgres:conformance
+reap_unexpired|docket-postgres:reaper docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:conformance
 no_cancel_on_lost_lease|docket-worker:runtime:a_lost_lease_cancels_the_handler
 notify_trusted|docket-worker:trust:a_forged_cancel_notification
 buffered_starts_after_lost|docket-worker:prefetch:a_buffered_job_never_starts_once_its_lease_is_lost

@@ -15,12 +15,15 @@
 //! release, cancel, replay, unique keys), [`fencing`] (every fenced write by a stale holder,
 //! superseded by another worker or by its own reclaim, or past its lease), [`maintenance`]
 //! (reaper, prune, leader election, periodic ticks) and [`controls`] (pause, queue and key
-//! limits, ordering keys, priorities and the starvation bound, delays).
+//! limits, ordering keys, priorities and the starvation bound, delays), and [`model`], the
+//! model-based test: random sequences of every operation against an in-memory model of the
+//! state machine, compared after every step.
 
 pub mod controls;
 pub mod fencing;
 pub mod lifecycle;
 pub mod maintenance;
+pub mod model;
 mod postgres;
 
 use std::future::Future;
@@ -48,6 +51,17 @@ pub trait Harness: Sized + Send + Sync + 'static {
     /// Moves this store's clock forward by `d`: every deadline (run_at, lease expiry, the
     /// leader's term, cron ticks, retention) comes `d` nearer, as if `d` had passed.
     fn advance(&self, d: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Empties the store — jobs, queue controls, key limits — and restarts job ids, so the
+    /// model test runs case after case on one store.
+    fn reset(&self) -> impl Future<Output = ()> + Send;
+
+    /// The database's clock now (times read back are compared with it).
+    fn now(&self) -> impl Future<Output = chrono::DateTime<chrono::Utc>> + Send;
+
+    /// Who the engine records as the author of an operator action (a cancel request's
+    /// history entry): on PostgreSQL the session's role.
+    fn actor(&self) -> impl Future<Output = String> + Send;
 }
 
 /// Expands to one `#[tokio::test]` per conformance case, for harness type `$h`.
@@ -75,6 +89,11 @@ macro_rules! conformance_suite {
             controls::priority_then_age_with_a_starvation_bound,
             controls::delayed_jobs_wait_for_their_time,
         );
+        /// The model-based test over this engine (`conformance::model`).
+        #[test]
+        fn store_matches_the_state_machine_model() {
+            $crate::conformance::model::run::<$h>();
+        }
     };
     (@cases $h:ty; $($module:ident :: $case:ident),* $(,)?) => {
         $(

@@ -32,6 +32,26 @@ impl Harness for PgHarness {
         self.db.second_store(4).await
     }
 
+    async fn reset(&self) {
+        self.db
+            .exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits RESTART IDENTITY")
+            .await;
+    }
+
+    async fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        sqlx::query_scalar("SELECT now()")
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("now(): {e}"))
+    }
+
+    async fn actor(&self) -> String {
+        sqlx::query_scalar("SELECT session_user::text")
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("session_user: {e}"))
+    }
+
     async fn advance(&self, d: Duration) {
         // Every timestamp column of every table of the schema (jobs, queues, key_limits,
         // leader, periodic), found from the catalogue so a new column moves too.

@@ -2,14 +2,15 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+
+use crate::conformance::Harness;
 use docket_core::*;
-use docket_testkit::TestDb;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use sqlx::Row;
 
-use crate::state::*;
-use crate::*;
+use super::state::*;
+use super::*;
 
 /// One row as the database has it.
 #[derive(Debug)]
@@ -30,48 +31,39 @@ pub struct DbJob {
     pub blocked: bool,
 }
 
-pub async fn snapshot(db: &TestDb) -> Result<Vec<DbJob>, TestCaseError> {
-    let sql = "SELECT id, state, attempt, max_attempts, lease_owner, \
-                      cancel_requested_at IS NOT NULL AS cancel_requested, \
-                      queue, priority, jsonb_array_length(errors) AS errors, \
-                      (errors->-1->>'attempt')::int AS last_attempt, \
-                      errors->-1->>'class' AS last_class, \
-                      errors->-1->>'owner' AS last_owner, \
-                      finished_at IS NOT NULL AS finished, \
-                      extract(epoch FROM run_at - now())::float8 AS run_in, \
-                      extract(epoch FROM lease_expires_at - now())::float8 AS lease_in, blocked \
-               FROM {schema}.jobs ORDER BY id"
-        .replace("{schema}", &db.schema);
-    let rows = sqlx::query(&sql)
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|e| fail(format!("snapshot: {e}")))?;
-    let get = |e: sqlx::Error| fail(format!("snapshot column: {e}"));
+pub async fn snapshot<H: Harness>(h: &H) -> Result<Vec<DbJob>, TestCaseError> {
+    // Times relative to the database's clock, read once after the rows.
+    let rows = records(h).await?;
+    let now = h.now().await;
+    let secs = |t: DateTime<Utc>| (t - now).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
     let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let st: String = r.try_get("state").map_err(get)?;
+    for r in rows {
+        let last_error = match r.errors.last() {
+            None => None,
+            Some(e) => Some(LastError {
+                attempt: e.attempt,
+                class: e.class.clone(),
+                owner: e
+                    .owner
+                    .clone()
+                    .ok_or_else(|| fail(format!("job {}: history entry without owner", r.id)))?,
+            }),
+        };
         out.push(DbJob {
-            id: r.try_get("id").map_err(get)?,
-            state: st.parse().map_err(|e| fail(format!("{e}")))?,
-            attempt: r.try_get("attempt").map_err(get)?,
-            max_attempts: r.try_get("max_attempts").map_err(get)?,
-            owner: r.try_get("lease_owner").map_err(get)?,
-            cancel_requested: r.try_get("cancel_requested").map_err(get)?,
-            queue: r.try_get("queue").map_err(get)?,
-            priority: r.try_get("priority").map_err(get)?,
-            errors: r.try_get("errors").map_err(get)?,
-            last_error: match r.try_get::<Option<i32>, _>("last_attempt").map_err(get)? {
-                None => None,
-                Some(attempt) => Some(LastError {
-                    attempt,
-                    class: r.try_get("last_class").map_err(get)?,
-                    owner: r.try_get("last_owner").map_err(get)?,
-                }),
-            },
-            finished: r.try_get("finished").map_err(get)?,
-            run_in: r.try_get("run_in").map_err(get)?,
-            lease_in: r.try_get("lease_in").map_err(get)?,
-            blocked: r.try_get("blocked").map_err(get)?,
+            id: r.id.0,
+            state: r.state,
+            attempt: r.attempt,
+            max_attempts: r.max_attempts,
+            owner: r.lease_owner,
+            cancel_requested: r.cancel_requested_at.is_some(),
+            queue: r.queue,
+            priority: r.priority,
+            errors: r.errors.len() as i32,
+            last_error,
+            finished: r.finished_at.is_some(),
+            run_in: secs(r.run_at),
+            lease_in: r.lease_expires_at.map(secs),
+            blocked: r.blocked,
         });
     }
     Ok(out)
@@ -83,9 +75,9 @@ pub fn within(got: f64, lo: i64, hi: i64) -> bool {
     got >= lo as f64 - LAG_S && got <= hi as f64 + 0.5
 }
 
-pub async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
+pub async fn compare<H: Harness>(h: &H, m: &Model) -> Result<(), TestCaseError> {
     m.check_invariants()?;
-    let rows = snapshot(db).await?;
+    let rows = snapshot(h).await?;
     let db_ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let model_ids: Vec<i64> = m.jobs.keys().copied().collect();
     prop_assert_eq!(&db_ids, &model_ids, "job ids differ");
@@ -157,16 +149,16 @@ pub async fn compare(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
             }
         }
         let got = ok(
-            db.store.active_count(&[q.to_string()]).await,
+            h.store().active_count(&[q.to_string()]).await,
             "active_count",
         )?;
         prop_assert_eq!(got, active, "active_count of {}", q);
     }
-    compare_stats(db, m).await
+    compare_stats(h, m).await
 }
 
 /// The operator counters of `Store::stats`, per queue.
-pub async fn compare_stats(db: &TestDb, m: &Model) -> Result<(), TestCaseError> {
+pub async fn compare_stats<H: Harness>(h: &H, m: &Model) -> Result<(), TestCaseError> {
     // (pending, ready, running, succeeded, dead, cancelled, near expiry, expired)
     type Counts = [i64; 8];
     let mut want: BTreeMap<String, Counts> = BTreeMap::new();
@@ -193,7 +185,7 @@ pub async fn compare_stats(db: &TestDb, m: &Model) -> Result<(), TestCaseError> 
             }
         }
     }
-    let stats = ok(db.store.stats().await, "stats")?;
+    let stats = ok(h.store().stats().await, "stats")?;
     let got: BTreeMap<String, Counts> = stats
         .queues
         .iter()

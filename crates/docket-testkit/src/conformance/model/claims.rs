@@ -12,37 +12,37 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::conformance::Harness;
 use docket_core::*;
-use docket_testkit::TestDb;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::state::*;
-use crate::*;
+use super::state::*;
+use super::*;
 
 /// Ids of the jobs flagged `blocked`.
-pub async fn blocked_ids(db: &TestDb) -> Result<BTreeSet<i64>, TestCaseError> {
-    let sql = "SELECT id FROM {schema}.jobs WHERE blocked".replace("{schema}", &db.schema);
-    let ids: Vec<i64> = sqlx::query_scalar(&sql)
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|e| fail(format!("blocked ids: {e}")))?;
-    Ok(ids.into_iter().collect())
+pub async fn blocked_ids<H: Harness>(h: &H) -> Result<BTreeSet<i64>, TestCaseError> {
+    Ok(records(h)
+        .await?
+        .iter()
+        .filter(|r| r.blocked)
+        .map(|r| r.id.0)
+        .collect())
 }
 
 /// Worker `w` claims up to `limit` jobs of queue `queue`.
-pub async fn claim(
-    db: &TestDb,
+pub async fn claim<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     queue: usize,
     limit: i32,
     starve: bool,
 ) -> Result<(), TestCaseError> {
-    let blocked = blocked_ids(db).await?;
+    let blocked = blocked_ids(h).await?;
     let ready = m.ready_ids(queue)?;
     let got = ok(
-        db.store
+        h.store()
             .claim(&ClaimRequest {
                 queue: QUEUES[queue].into(),
                 limit,
@@ -142,7 +142,7 @@ pub async fn claim(
             prop_assert!(n <= q, "claim: {} jobs of c{} with {} free slots", n, k, q);
         }
     }
-    let stored = crate::writes::lease_expiries(db).await?;
+    let stored = super::writes::lease_expiries(h).await?;
     for c in &got {
         prop_assert_eq!(
             Some(&c.lease_expires_at),
@@ -203,8 +203,8 @@ pub async fn claim(
 /// After a sweep: every ordering key's head that may run is unflagged, and every
 /// concurrency key has at least as many unflagged pending jobs as it has free slots (all of
 /// them without a limit).
-pub async fn check_no_stale_flags(db: &TestDb, m: &mut Model) -> Result<(), TestCaseError> {
-    let blocked = blocked_ids(db).await?;
+pub async fn check_no_stale_flags<H: Harness>(h: &H, m: &mut Model) -> Result<(), TestCaseError> {
+    let blocked = blocked_ids(h).await?;
     for (&id, j) in &m.jobs {
         if j.state == JobState::Pending && j.ordering_key.is_some() && m.keys_allow(id) {
             prop_assert!(

@@ -6,7 +6,7 @@ use docket_core::*;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::*;
+use super::*;
 
 // ---------------------------------------------------------------------------------------
 // The model

@@ -3,20 +3,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::conformance::Harness;
 use docket_core::*;
-use docket_testkit::TestDb;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::json;
 
-use crate::claims::*;
-use crate::ops::*;
-use crate::state::*;
-use crate::writes::*;
-use crate::*;
+use super::claims::*;
+use super::ops::*;
+use super::state::*;
+use super::writes::*;
+use super::*;
 
-pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
-    let store = &db.store;
+pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+    let store = &h.store();
     m.step += 1;
     match *op {
         Op::Enqueue {
@@ -107,7 +107,7 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             queue,
             limit,
             starve,
-        } => claim(db, m, w, queue, limit, starve).await?,
+        } => claim(h, m, w, queue, limit, starve).await?,
 
         Op::Pause { queue } => {
             ok(store.pause_queue(QUEUES[queue]).await, "pause")?;
@@ -175,12 +175,12 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             if n > 0 {
                 m.saw("sweep: unflagged");
             }
-            check_no_stale_flags(db, m).await?;
+            check_no_stale_flags(h, m).await?;
         }
 
         Op::Complete { w, ref picks } => {
             let leases = m.pick(w, picks);
-            complete(db, m, w, &leases).await?;
+            complete(h, m, w, &leases).await?;
         }
 
         Op::Fail { w, ref items } => {
@@ -194,7 +194,7 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                     }
                 }
             }
-            fail_many(db, m, w, &failures).await?;
+            fail_many(h, m, w, &failures).await?;
         }
 
         Op::Snooze {
@@ -203,17 +203,17 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             delay_s,
         } => {
             let leases = m.pick(w, picks);
-            snooze(db, m, w, &leases, Some(delay_s)).await?;
+            snooze(h, m, w, &leases, Some(delay_s)).await?;
         }
 
         Op::Release { w, ref picks } => {
             let leases = m.pick(w, picks);
-            snooze(db, m, w, &leases, None).await?;
+            snooze(h, m, w, &leases, None).await?;
         }
 
         Op::Heartbeat { w, forget_lost } => {
             let leases = m.held[w].clone();
-            heartbeat(db, m, w, &leases, forget_lost).await?;
+            heartbeat(h, m, w, &leases, forget_lost).await?;
         }
 
         Op::Crash { w } => m.held[w].clear(),
@@ -236,7 +236,7 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 lease,
                 victim
             );
-            one_write(db, m, w, lease, write).await?;
+            one_write(h, m, w, lease, write).await?;
         }
 
         Op::Replay { w, pick, write } => {
@@ -244,17 +244,12 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
                 return Ok(());
             }
             let lease = m.history[pick % m.history.len()];
-            one_write(db, m, w, lease, write).await?;
+            one_write(h, m, w, lease, write).await?;
         }
 
         Op::Advance { big } => {
             let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
-            db.exec(&format!(
-                "UPDATE {{schema}}.jobs SET run_at = run_at - interval '{s} seconds', \
-                 lease_expires_at = lease_expires_at - interval '{s} seconds', \
-                 finished_at = finished_at - interval '{s} seconds'"
-            ))
-            .await;
+            h.advance(Duration::from_secs(s as u64)).await;
             m.now += s;
         }
 
@@ -329,11 +324,8 @@ pub async fn step(db: &TestDb, m: &mut Model, op: &Op) -> Result<(), TestCaseErr
             let got = store.cancel(id).await;
             m.saw("cancel");
             let st = m.job(id).state;
-            // The first request of a job is audited in its history, naming the role.
-            let role: String = sqlx::query_scalar("SELECT session_user::text")
-                .fetch_one(store.pool())
-                .await
-                .map_err(|e| fail(format!("session_user: {e}")))?;
+            // The first request of a job is audited in its history, naming who asked.
+            let role = h.actor().await;
             match (st, got) {
                 (JobState::Pending, Ok(CancelOutcome::Cancelled)) => {
                     let j = m.job_mut(id);

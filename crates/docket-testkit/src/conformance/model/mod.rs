@@ -1,9 +1,9 @@
-//! Model-based test of the PostgreSQL store: random sequences of enqueue (plain, with an
-//! ordering key, a concurrency key or a unique key), claim (strict priority order or under a
-//! starvation bound), heartbeat, complete, fail, snooze, release, crash, writes by impostors
-//! and stale tokens, operator cancel, retry, pause, resume and queue limits, prune, the key
-//! sweep, advance-the-clock and reap run against [`PgStore`](docket_postgres::PgStore) and
-//! against a small in-memory model of the state machine (`docs/state-machine.md`,
+//! Model-based test of an engine's store, through the seam and its [`Harness`]: random
+//! sequences of enqueue (plain, with an ordering key, a concurrency key or a unique key),
+//! claim (strict priority order or under a starvation bound), heartbeat, complete, fail,
+//! snooze, release, crash, writes by impostors and stale tokens, operator cancel, retry,
+//! pause, resume and queue limits, prune, the key sweep, advance-the-clock and reap run
+//! against the store and against a small in-memory model of the state machine (`docs/state-machine.md`,
 //! `sql/*.sql`); the two are compared after every step. The claims reach all three claim
 //! paths: the fast path, its starving branch, and the controlled path (limits and keys); see
 //! `claims.rs`.
@@ -29,9 +29,10 @@
 //!
 //! # Time
 //!
-//! The database clock cannot be moved, so "advance the clock by S seconds" moves every job's
-//! `run_at` and `lease_expires_at` S seconds into the past, and the model moves its own clock
-//! forward by S. Every model duration is a multiple of 5 s (lease 60 s, explicit retry,
+//! "Advance the clock by S seconds" is [`Harness::advance`] (on PostgreSQL: every timestamp
+//! of the schema S seconds into the past), and the model moves its own clock forward by S.
+//! What the store holds is read back through the seam only (`list`, `stats`,
+//! `active_count`). Every model duration is a multiple of 5 s (lease 60 s, explicit retry,
 //! snooze and enqueue delays 0 or 40 s, advances 25 s or 2 h), so the clock never lands
 //! exactly on a lease expiry (60 - 25k is never 0) and two deadlines that differ differ by at
 //! least 10 s: the real time the test takes (assumed below `LAG_S` between a write and the
@@ -64,8 +65,8 @@ mod writes;
 
 use std::time::{Duration, Instant};
 
+use crate::conformance::Harness;
 use docket_core::*;
-use docket_testkit::TestDb;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -161,12 +162,11 @@ fn with_context(e: TestCaseError, ctx: String) -> TestCaseError {
 /// Coverage over every case of a run: how often each operation and outcome happened.
 type Coverage = std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>;
 
-async fn run_case(db: &TestDb, ops: &[Op], coverage: &Coverage) -> Result<(), TestCaseError> {
-    db.exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits RESTART IDENTITY")
-        .await;
+async fn run_case<H: Harness>(h: &H, ops: &[Op], coverage: &Coverage) -> Result<(), TestCaseError> {
+    h.reset().await;
     // c0 runs one job at a time; c1 has no limit.
     ok(
-        db.store
+        h.store()
             .set_key_limit(&KeyLimit {
                 key: "c0".into(),
                 max_running: Some(C0_LIMIT),
@@ -178,11 +178,11 @@ async fn run_case(db: &TestDb, ops: &[Op], coverage: &Coverage) -> Result<(), Te
     let mut m = state::Model::default();
     let result = async {
         for (i, op) in ops.iter().enumerate() {
-            steps::step(db, &mut m, op)
+            steps::step(h, &mut m, op)
                 .await
                 .map_err(|e| with_context(e, format!("step {i} {op:?}")))?;
             m.stamp_finished();
-            compare::compare(db, &m)
+            compare::compare(h, &m)
                 .await
                 .map_err(|e| with_context(e, format!("after step {i} {op:?}")))?;
         }
@@ -230,13 +230,29 @@ const MUST_COVER: &[&str] = &[
     "retry",
 ];
 
-#[test]
-fn store_matches_the_state_machine_model() {
+/// Every job, by id (cases have fewer than the 1,000 a page holds).
+pub async fn records<H: Harness>(h: &H) -> Result<Vec<JobRecord>, TestCaseError> {
+    let mut v = ok(
+        h.store()
+            .list(&JobFilter {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await,
+        "list",
+    )?;
+    v.sort_by_key(|r| r.id);
+    Ok(v)
+}
+
+/// Runs the model test on engine harness `H` (expanded as a `#[test]` by
+/// [`crate::conformance_suite!`]).
+pub fn run<H: Harness>() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let db = rt.block_on(TestDb::with_pool_size(2));
+    let h = rt.block_on(H::fresh());
     let mut runner = TestRunner::new(Config {
         cases: cases(),
         // No regression files next to the sources: a failure prints its minimal sequence.
@@ -246,7 +262,7 @@ fn store_matches_the_state_machine_model() {
     });
     let coverage = Coverage::default();
     let started = Instant::now();
-    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&db, &ops, &coverage)));
+    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&h, &ops, &coverage)));
     eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
     if let Err(e) = result {
         panic!("{e}");

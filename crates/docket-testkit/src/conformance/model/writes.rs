@@ -3,43 +3,46 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::conformance::Harness;
 use chrono::{DateTime, Utc};
 use docket_core::*;
-use docket_testkit::TestDb;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::ops::*;
-use crate::state::*;
-use crate::*;
+use super::ops::*;
+use super::state::*;
+use super::*;
 
 /// Worker `w` writes `write` for `lease`.
-pub async fn one_write(
-    db: &TestDb,
+pub async fn one_write<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     lease: Lease,
     write: Write,
 ) -> Result<(), TestCaseError> {
     match write {
-        Write::Complete => complete(db, m, w, &[lease]).await,
-        Write::Fail(kind) => fail_many(db, m, w, &[(lease, kind)]).await,
-        Write::Snooze { delay_s } => snooze(db, m, w, &[lease], Some(delay_s)).await,
-        Write::Release => snooze(db, m, w, &[lease], None).await,
-        Write::Heartbeat => heartbeat(db, m, w, &[lease], true).await,
+        Write::Complete => complete(h, m, w, &[lease]).await,
+        Write::Fail(kind) => fail_many(h, m, w, &[(lease, kind)]).await,
+        Write::Snooze { delay_s } => snooze(h, m, w, &[lease], Some(delay_s)).await,
+        Write::Release => snooze(h, m, w, &[lease], None).await,
+        Write::Heartbeat => heartbeat(h, m, w, &[lease], true).await,
     }
 }
 
 /// Worker `w` completes `leases` (distinct) in one batch, then forgets them.
-pub async fn complete(
-    db: &TestDb,
+pub async fn complete<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     leases: &[Lease],
 ) -> Result<(), TestCaseError> {
     let want = m.split(w, leases)?;
     m.saw_split(&want);
-    let got = ok(db.store.complete_many(WORKERS[w], leases).await, "complete")?;
+    let got = ok(
+        h.store().complete_many(WORKERS[w], leases).await,
+        "complete",
+    )?;
     check_batch("complete", &got, &want)?;
     for l in &want.applied {
         let j = m.job_mut(l.id);
@@ -51,8 +54,8 @@ pub async fn complete(
 }
 
 /// Worker `w` reports `failures` (distinct leases) in one batch, then forgets them.
-pub async fn fail_many(
-    db: &TestDb,
+pub async fn fail_many<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     failures: &[(Lease, FailKind)],
@@ -73,7 +76,7 @@ pub async fn fail_many(
             retry_in: (kind == FailKind::RetryIn).then(|| Duration::from_secs(RETRY_IN_S as u64)),
         })
         .collect();
-    let got = ok(db.store.fail_many(WORKERS[w], &batch).await, "fail")?;
+    let got = ok(h.store().fail_many(WORKERS[w], &batch).await, "fail")?;
     check_batch("fail", &got, &want)?;
     let (now, step, window) = (m.now, m.step, m.backoff_window());
     for &(l, kind) in failures {
@@ -110,8 +113,8 @@ pub async fn fail_many(
 
 /// Worker `w` snoozes `leases` (distinct) by `delay_s`, or releases them (`None`:
 /// `release_many`, delay 0), in one batch, then forgets them.
-pub async fn snooze(
-    db: &TestDb,
+pub async fn snooze<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     leases: &[Lease],
@@ -128,9 +131,9 @@ pub async fn snooze(
                     delay: Duration::from_secs(d as u64),
                 })
                 .collect();
-            ok(db.store.snooze_many(WORKERS[w], &batch).await, "snooze")?
+            ok(h.store().snooze_many(WORKERS[w], &batch).await, "snooze")?
         }
-        None => ok(db.store.release_many(WORKERS[w], leases).await, "release")?,
+        None => ok(h.store().release_many(WORKERS[w], leases).await, "release")?,
     };
     check_batch(
         if delay_s.is_some() {
@@ -161,8 +164,8 @@ pub async fn snooze(
 }
 
 /// Worker `w` heartbeats `leases`; with `forget_lost` it then drops the lost ones.
-pub async fn heartbeat(
-    db: &TestDb,
+pub async fn heartbeat<H: Harness>(
+    h: &H,
     m: &mut Model,
     w: usize,
     leases: &[Lease],
@@ -174,12 +177,12 @@ pub async fn heartbeat(
     let want = m.split(w, &leases)?;
     m.saw_split(&want);
     let got = ok(
-        db.store
+        h.store()
             .heartbeat(WORKERS[w], &leases, Duration::from_secs(LEASE_S as u64))
             .await,
         "heartbeat",
     )?;
-    let stored = lease_expiries(db).await?;
+    let stored = lease_expiries(h).await?;
     for (l, at) in &got.extended {
         prop_assert_eq!(
             Some(at),
@@ -224,12 +227,17 @@ pub async fn heartbeat(
 }
 
 /// `lease_expires_at` of every running job.
-pub async fn lease_expiries(db: &TestDb) -> Result<BTreeMap<i64, DateTime<Utc>>, TestCaseError> {
-    let sql = "SELECT id, lease_expires_at FROM {schema}.jobs WHERE state = 'running'"
-        .replace("{schema}", &db.schema);
-    let rows: Vec<(i64, DateTime<Utc>)> = sqlx::query_as(&sql)
-        .fetch_all(&db.pool)
-        .await
-        .map_err(|e| fail(format!("lease expiries: {e}")))?;
-    Ok(rows.into_iter().collect())
+pub async fn lease_expiries<H: Harness>(
+    h: &H,
+) -> Result<BTreeMap<i64, DateTime<Utc>>, TestCaseError> {
+    let mut out = BTreeMap::new();
+    for r in records(h).await? {
+        if r.state == JobState::Running {
+            let at = r
+                .lease_expires_at
+                .ok_or_else(|| fail(format!("job {} is running without a lease", r.id)))?;
+            out.insert(r.id.0, at);
+        }
+    }
+    Ok(out)
 }
