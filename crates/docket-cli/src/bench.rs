@@ -54,7 +54,7 @@ pub struct BenchResult {
 
 /// The bench's own schema, and every connection (Docket's and the floor's) with the same
 /// `synchronous_commit`, so the ratio compares like with like whatever the server's default.
-fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
+pub fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
     let sep = if ctx.url.contains('?') { '&' } else { '?' };
     Ctx {
         url: format!(
@@ -65,7 +65,7 @@ fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
     }
 }
 
-pub(crate) async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
+pub async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
     crate::scratch::fresh(ctx, "bench", conns).await
 }
 
@@ -86,7 +86,7 @@ fn floor_script(explicit: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 /// Runs the SQL floor: (jobs/s, the JSON it printed).
-pub(crate) fn run_floor(
+pub fn run_floor(
     script: &Option<PathBuf>,
     url: &str,
     synchronous_commit: &str,
@@ -183,7 +183,7 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
 
 /// Starts `n` bench worker processes (`retention`: run maintenance and prune, for churn;
 /// without it they drain the queue and exit).
-pub(crate) fn spawn_workers(
+pub fn spawn_workers(
     ctx: &Ctx,
     n: u32,
     concurrency: usize,
@@ -213,7 +213,7 @@ pub(crate) fn spawn_workers(
 /// running anywhere). The end used to be found by polling `any_active` from here every
 /// 20 ms; each poll walked the dead index entries a drain leaves behind (2.7 ms mean,
 /// measured with pg_stat_statements), about a tenth of a core taken from the drain itself.
-pub(crate) async fn wait_exited(children: &mut [std::process::Child]) -> anyhow::Result<()> {
+pub async fn wait_exited(children: &mut [std::process::Child]) -> anyhow::Result<()> {
     let mut running: Vec<usize> = (0..children.len()).collect();
     while !running.is_empty() {
         let mut still = Vec::new();
@@ -237,7 +237,7 @@ pub(crate) async fn wait_exited(children: &mut [std::process::Child]) -> anyhow:
 
 /// A fresh bench schema holding `n` no-op jobs, vacuumed: the start of every drain. The jobs
 /// are streamed in (`enqueue_iter`), not built all at once.
-pub(crate) async fn load_drain(ctx: &Ctx, n: u64) -> anyhow::Result<docket_postgres::PgStore> {
+pub async fn load_drain(ctx: &Ctx, n: u64) -> anyhow::Result<docket_postgres::PgStore> {
     let store = fresh_store(ctx, 4).await?;
     store
         .enqueue_iter((0..n).map(|i| NewJob::new("bench", "noop", json!({ "n": i }))))
@@ -250,7 +250,7 @@ pub(crate) async fn load_drain(ctx: &Ctx, n: u64) -> anyhow::Result<docket_postg
 
 /// Checks that every one of the `n` jobs succeeded exactly once (attempt 1); returns the
 /// database's own duration of the drain, first claim to last completion, in seconds.
-pub(crate) async fn verify_drained(
+pub async fn verify_drained(
     ctx: &Ctx,
     store: &docket_postgres::PgStore,
     n: u64,
@@ -382,7 +382,7 @@ pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<Be
     ])
 }
 
-pub(crate) fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
+pub fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
     (p(0.5), p(0.95), p(0.99))
@@ -412,7 +412,7 @@ pub async fn latency(ctx: &Ctx, samples: usize, listen: bool) -> anyhow::Result<
 }
 
 /// Raw pickup latencies in ms, and the poll interval in force.
-pub(crate) async fn latency_samples(
+pub async fn latency_samples(
     ctx: &Ctx,
     samples: usize,
     listen: bool,
@@ -481,52 +481,19 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     let all = a.scenario == "all";
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
-    if ![
-        "all",
-        "drain",
-        "concurrency",
-        "mixed",
-        "enqueue",
-        "latency",
-        "scale",
-        "charts",
-        "churn",
-    ]
-    .contains(&a.scenario.as_str())
+    if !["all", "drain", "concurrency", "mixed", "enqueue", "latency"]
+        .contains(&a.scenario.as_str())
     {
-        return Err(CliError::invalid(format!(
-            "unknown scenario {:?} (drain, concurrency, mixed, enqueue, latency, scale, churn, charts, all)",
-            a.scenario
-        ))
-        .into());
-    }
-    if a.scenario == "charts" {
-        return charts(&ctx, &a).await;
-    }
-    if a.scenario == "churn" {
-        let duration = docket_core::duration::parse_bounded(
-            "--duration",
-            &a.duration,
-            Duration::from_secs(10),
-            Duration::from_secs(24 * 3600),
-        )
-        .map_err(|e| CliError::invalid(e.to_string()))?;
-        let chart = a.chart_dir.as_ref().map(|d| d.join("bench-churn.png"));
-        let (r, samples) = crate::bench_churn::churn(
-            &ctx,
-            duration,
-            a.rate,
-            a.workers,
-            Duration::from_secs(60),
-            chart.as_deref(),
-        )
-        .await?;
-        if a.json {
-            for s in &samples {
-                crate::output::json(&serde_json::json!({"scenario": "churn_sample", "sample": s}))?;
-            }
-        }
-        return print(&[r], a.json);
+        let hint = if ["scale", "churn", "charts"].contains(&a.scenario.as_str()) {
+            "the long benchmarks (scale, churn, charts) are `docket-bench`'s: cargo run --release -p docket-bench -- <scenario>"
+        } else {
+            "drain, concurrency, mixed, enqueue, latency or all"
+        };
+        return Err(
+            CliError::invalid(format!("unknown scenario {:?}", a.scenario))
+                .hint(hint)
+                .into(),
+        );
     }
     if a.scenario == "concurrency" {
         let r = crate::bench_concurrency::concurrency(&ctx, &a).await?;
@@ -592,14 +559,11 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         results.push(latency(&ctx, a.samples, true).await?);
         results.push(latency(&ctx, a.samples.min(100), false).await?);
     }
-    if want("scale") {
-        results.extend(crate::bench_scale::scale(&ctx, &a.sizes, a.finished).await?);
-    }
     print(&results, a.json)?;
     Ok(())
 }
 
-fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
+pub fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
     if json {
         for r in results {
             crate::output::json(r)?;
@@ -632,52 +596,5 @@ fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
         ]);
     }
     println!("{t}");
-    Ok(())
-}
-
-/// Throughput against concurrency and the latency distribution, as PNGs in `--chart-dir`.
-async fn charts(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<()> {
-    let dir = a.chart_dir.clone().unwrap_or_else(|| PathBuf::from("docs"));
-    std::fs::create_dir_all(&dir)?;
-    let floor = run_floor(
-        &a.floor_script,
-        &ctx.url,
-        &a.synchronous_commit,
-        a.jobs.max(10_000),
-        4,
-        100,
-    )
-    .map(|f| f.0)
-    .ok_or_else(|| CliError::new(1, "sql-floor.sh not found or failed (see --floor-script)"))?;
-    let mut points = Vec::new();
-    let mut results = Vec::new();
-    for c in [10usize, 25, 50, 100, 200] {
-        let mut r = drain(ctx, a.jobs, a.workers, c, a.batch.min(c.max(10))).await?;
-        r.floor_jobs_per_s = Some(floor);
-        r.floor_batch = Some(100);
-        r.ratio = r.jobs_per_s.map(|j| j / floor);
-        points.push((c, r.jobs_per_s.unwrap_or_default()));
-        results.push(r);
-    }
-    let t = dir.join("bench-throughput.png");
-    crate::bench_chart::throughput(&t, &points, floor)?;
-    let (ms, _) = latency_samples(ctx, a.samples, true).await?;
-    let mut lat = latency(ctx, a.samples.min(100), false).await?;
-    let l = dir.join("bench-latency.png");
-    crate::bench_chart::latency(&l, ms.clone())?;
-    let (p50, p95, p99) = percentiles(ms);
-    results.push(BenchResult {
-        scenario: "latency".into(),
-        jobs: Some(a.samples as u64),
-        p50_ms: Some(p50),
-        p95_ms: Some(p95),
-        p99_ms: Some(p99),
-        note: Some("LISTEN/NOTIFY wake-ups".into()),
-        ..Default::default()
-    });
-    lat.note = lat.note.map(|n| format!("{n} (for comparison)"));
-    results.push(lat);
-    print(&results, a.json)?;
-    eprintln!("charts written: {} {}", t.display(), l.display());
     Ok(())
 }

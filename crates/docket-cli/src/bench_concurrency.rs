@@ -73,22 +73,6 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
         (Some(b), Some(a)) => Some((b + a) / 2.0),
         (b, a) => b.or(a),
     };
-    if let (Some(dir), Some(f)) = (&a.chart_dir, floor) {
-        // Jobs/s against W at the largest N, beside the floor.
-        let n = *a.counts.iter().max().expect("counts");
-        let points: Vec<(usize, f64)> = measured
-            .iter()
-            .filter(|m| m.0 == n)
-            .map(|(_, w, r)| (*w, median(r.clone())))
-            .collect();
-        std::fs::create_dir_all(dir)?;
-        crate::bench_chart::throughput_titled(
-            &dir.join("bench-concurrency.png"),
-            &points,
-            f,
-            &format!("One worker process, library defaults: jobs/s vs slots (N = {n})"),
-        )?;
-    }
     Ok(measured
         .into_iter()
         .map(|(n, w, rates)| {

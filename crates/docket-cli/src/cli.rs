@@ -436,7 +436,8 @@ pub enum EmbeddedCommand {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// drain, enqueue, latency, scale, churn, charts or all.
+    /// drain, concurrency, mixed, enqueue, latency or all (scale, churn and the charts are
+    /// `docket-bench`'s).
     #[arg(long, default_value = "drain")]
     pub scenario: String,
     /// Jobs for drain and bulk enqueue.
@@ -467,7 +468,7 @@ pub struct BenchArgs {
     /// Finished rows kept during the scale scenario.
     #[arg(long, default_value_t = 10_000_000)]
     pub finished: u64,
-    /// Where `--scenario charts` writes its PNGs.
+    /// Where `docket-bench charts`, `churn` and `concurrency-chart` write their PNGs.
     #[arg(long)]
     pub chart_dir: Option<std::path::PathBuf>,
     /// Length of the churn scenario.

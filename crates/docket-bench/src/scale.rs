@@ -1,4 +1,4 @@
-//! `docket bench --scenario scale`: claim latency as the backlog grows, with finished rows
+//! `docket-bench scale`: claim latency as the backlog grows, with finished rows
 //! kept beside it.
 
 use std::time::{Duration, Instant};
@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use docket_core::{ClaimRequest, Store};
 use serde_json::json;
 
-use crate::bench::BenchResult;
-use crate::Ctx;
+use docket_cli::bench::BenchResult;
+use docket_cli::Ctx;
 
 /// Claim latency (batch of 10, 200 claims after 10 untimed ones) at each backlog size.
 pub async fn scale(ctx: &Ctx, sizes: &[u64], finished: u64) -> anyhow::Result<Vec<BenchResult>> {
-    let store = crate::bench::fresh_store(ctx, 2).await?;
+    let store = docket_cli::bench::fresh_store(ctx, 2).await?;
     let s = &ctx.schema;
     if finished > 0 {
         sqlx::query(&format!(

@@ -10,8 +10,8 @@ use plotters::prelude::*;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench::{fresh_store, BenchResult};
-use crate::Ctx;
+use docket_cli::bench::{fresh_store, BenchResult};
+use docket_cli::Ctx;
 
 /// One sample of the table's health.
 #[derive(Debug, Clone, Serialize)]
@@ -66,7 +66,7 @@ pub async fn churn(
     chart: Option<&Path>,
 ) -> anyhow::Result<(BenchResult, Vec<ChurnSample>)> {
     let store = fresh_store(ctx, 4).await?;
-    let mut children = crate::bench::spawn_workers(ctx, workers, 100, 100, Some(retention))?;
+    let mut children = docket_cli::bench::spawn_workers(ctx, workers, 100, 100, Some(retention))?;
     let t0 = Instant::now();
     let tick = Duration::from_millis(100);
     let per_tick = (rate / 10).max(1);
@@ -90,7 +90,7 @@ pub async fn churn(
         tokio::time::sleep_until(next.into()).await;
     }
     samples.push(sample(&store, &ctx.schema, t0).await?);
-    crate::stop_children(&mut children);
+    docket_cli::stop_children(&mut children);
     let secs = t0.elapsed().as_secs_f64();
     if let Some(path) = chart {
         draw(path, &samples)?;
@@ -125,7 +125,7 @@ pub async fn churn(
 
 /// Table + index size and dead tuples over the run.
 fn draw(path: &Path, samples: &[ChurnSample]) -> anyhow::Result<()> {
-    let labels = crate::bench_chart::register_font();
+    let labels = crate::chart::register_font();
     let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE)?;
     let max_x = samples.last().map(|s| s.at_s).unwrap_or(1.0).max(1.0);
