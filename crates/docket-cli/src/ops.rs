@@ -60,21 +60,23 @@ pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
         ]);
     }
     println!("{t}");
-    let tb = &s.table;
-    println!(
-        "jobs table: {} live / {} dead tuples, {:.1} MiB, last vacuum {}, last autovacuum {}",
-        tb.live_tuples,
-        tb.dead_tuples,
-        tb.total_bytes as f64 / 1048576.0,
-        tb.last_vacuum
-            .as_ref()
-            .map(output::time)
-            .unwrap_or_else(|| "never".into()),
-        tb.last_autovacuum
-            .as_ref()
-            .map(output::time)
-            .unwrap_or_else(|| "never".into()),
-    );
+    // Engine-specific (PostgreSQL's vacuum statistics); absent on other engines.
+    if let Some(tb) = &s.table {
+        println!(
+            "jobs table: {} live / {} dead tuples, {:.1} MiB, last vacuum {}, last autovacuum {}",
+            tb.live_tuples,
+            tb.dead_tuples,
+            tb.total_bytes as f64 / 1048576.0,
+            tb.last_vacuum
+                .as_ref()
+                .map(output::time)
+                .unwrap_or_else(|| "never".into()),
+            tb.last_autovacuum
+                .as_ref()
+                .map(output::time)
+                .unwrap_or_else(|| "never".into()),
+        );
+    }
     Ok(())
 }
 

@@ -530,5 +530,7 @@ pub struct TableStats {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Stats {
     pub queues: Vec<QueueStats>,
-    pub table: TableStats,
+    /// Engine-specific table health (PostgreSQL's tuples and vacuum times); `None` on an
+    /// engine that has no such statistics.
+    pub table: Option<TableStats>,
 }

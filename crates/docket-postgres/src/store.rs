@@ -830,14 +830,14 @@ impl Store for PgStore {
             })
             .await?;
         let table = match t {
-            Some(r) => TableStats {
+            Some(r) => Some(TableStats {
                 live_tuples: r.try_get("live_tuples").map_err(db_err)?,
                 dead_tuples: r.try_get("dead_tuples").map_err(db_err)?,
                 last_vacuum: r.try_get("last_vacuum").map_err(db_err)?,
                 last_autovacuum: r.try_get("last_autovacuum").map_err(db_err)?,
                 total_bytes: r.try_get("total_bytes").map_err(db_err)?,
-            },
-            None => TableStats::default(),
+            }),
+            None => None,
         };
         Ok(Stats { queues, table })
     }
