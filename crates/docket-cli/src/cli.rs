@@ -241,6 +241,8 @@ pub enum JobsCommand {
     Cancel(IdArgs),
     /// Give up on a dead job (it becomes cancelled), releasing its ordering key.
     Skip(IdArgs),
+    /// Why a job is not running: every gate that holds it, by the claim's own rules.
+    Why(IdArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,12 +1,87 @@
-//! `docket jobs list|show|retry|cancel`.
+//! `docket jobs list|show|retry|cancel|skip|why`.
 
 use comfy_table::Cell;
-use docket_core::{JobFilter, JobId, JobState, Store};
+use docket_core::{Gate, JobFilter, JobId, JobState, Store, WhyReport};
 
 use crate::cli::JobsCommand;
 use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
+
+/// `docket jobs why` for a person: one line per gate, every value from job data escaped.
+fn why_text(r: &WhyReport) -> String {
+    let q = output::safe(&r.queue);
+    let mut out = if r.next_up() {
+        format!(
+            "job {} (queue {q}) is pending and next: the next claim of its queue takes it\n",
+            r.id
+        )
+    } else if let [Gate::NotPending { state }] = r.gates.as_slice() {
+        return format!("job {} (queue {q}) is {state}, not waiting to run\n", r.id);
+    } else {
+        format!("job {} (queue {q}) is pending, held by:\n", r.id)
+    };
+    for g in &r.gates {
+        let line = match g {
+            Gate::NotPending { state } => format!("it is {state}"),
+            Gate::ScheduledLater { run_at, in_s } => {
+                format!("scheduled for {} (in {in_s:.1}s)", output::time(run_at))
+            }
+            Gate::QueuePaused { since } => {
+                format!("queue {q} is paused (since {})", output::time(since))
+            }
+            Gate::QueueFull {
+                max_running,
+                running,
+            } => format!("queue {q} is full: {running} running of max_running {max_running}"),
+            Gate::QueueRateEmpty {
+                tokens,
+                limit,
+                period_ms,
+            } => format!(
+                "queue {q}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms"
+            ),
+            Gate::KeyFull {
+                key,
+                max_running,
+                running,
+            } => format!(
+                "concurrency key {} is full: {running} running of max_running {max_running}",
+                output::safe(key)
+            ),
+            Gate::KeyRateEmpty {
+                key,
+                tokens,
+                limit,
+                period_ms,
+            } => format!(
+                "concurrency key {}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms",
+                output::safe(key)
+            ),
+            Gate::OrderingBehind { key, job, state } => format!(
+                "ordering key {}: job {job} before it is {state}{}",
+                output::safe(key),
+                if *state == JobState::Dead {
+                    " (retry or skip it to move on)"
+                } else {
+                    ""
+                }
+            ),
+            Gate::AwaitingSweep => {
+                "flagged blocked by a key that has freed up; the leader's key sweep clears it".into()
+            }
+            Gate::BehindInQueue { ahead } => format!(
+                "{}{ahead} ready job(s) of queue {q} go first (priority, then age)",
+                if *ahead >= 10_000 { "at least " } else { "" }
+            ),
+        };
+        out.push_str(&format!("  - {line}\n"));
+    }
+    if r.workers_unknown {
+        out.push_str("(whether a live worker serves the queue is not checked: Docket keeps no worker registry yet)\n");
+    }
+    out
+}
 
 pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
     match cmd {
@@ -131,11 +206,21 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
             if a.json {
                 output::json(&j)?;
             } else {
-                let key = j.ordering_key.as_deref().unwrap_or("-");
+                // Keys are job data: escaped for the terminal.
+                let key = output::safe(j.ordering_key.as_deref().unwrap_or("-"));
                 println!(
                     "job {} skipped (now cancelled); ordering key {key} moves on",
                     a.id
                 );
+            }
+        }
+        JobsCommand::Why(a) => {
+            let store = Open::existing(ctx, 1).await?;
+            let r = store.why(JobId(a.id)).await?;
+            if a.json {
+                output::json(&r)?;
+            } else {
+                print!("{}", why_text(&r));
             }
         }
         JobsCommand::Cancel(a) => {

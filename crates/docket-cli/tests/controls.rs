@@ -225,3 +225,64 @@ async fn periodic_jobs_from_the_command_line() {
     ok(&cli.run(&["cron", "remove", "nightly"]));
     assert_eq!(code(&cli.run(&["cron", "remove", "nightly"])), 4);
 }
+
+/// `docket jobs why`: the gate that holds a job, in words and as JSON; a hostile key is
+/// printed escaped; an unknown id is "not found".
+#[tokio::test]
+async fn jobs_why_names_the_gate_with_job_data_escaped() {
+    use docket_core::{ClaimRequest, NewJob, Store};
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let key = "acct\u{1b}[2J";
+    let first = db
+        .store
+        .enqueue(&NewJob::new("q", "k", serde_json::json!({})).ordering_key(key))
+        .await
+        .unwrap()
+        .id;
+    let second = db
+        .store
+        .enqueue(&NewJob::new("q", "k", serde_json::json!({})).ordering_key(key))
+        .await
+        .unwrap()
+        .id;
+    let got = db
+        .store
+        .claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: 5,
+            owner: "w".into(),
+            lease: std::time::Duration::from_secs(600),
+            starvation: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    let id = second.to_string();
+    let text = ok(&cli.run(&["jobs", "why", &id]));
+    assert!(text.contains("is pending, held by:"), "{text}");
+    assert!(
+        text.contains(&format!("job {first} before it is running")),
+        "{text}"
+    );
+    assert!(
+        text.contains("acct\\u{1b}[2J"),
+        "the key is escaped: {text}"
+    );
+    assert!(
+        !text.contains('\u{1b}'),
+        "no raw escape reaches the terminal"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&cli.run(&["jobs", "why", &id, "--json"]))).unwrap();
+    assert_eq!(v["gates"][0]["gate"], "ordering_behind");
+    assert_eq!(v["gates"][0]["key"], key);
+    assert_eq!(v["gates"][0]["job"], first.0);
+    let running = ok(&cli.run(&["jobs", "why", &first.to_string()]));
+    assert!(
+        running.contains("is running, not waiting to run"),
+        "{running}"
+    );
+    let o = cli.run(&["jobs", "why", "999999999"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
+}

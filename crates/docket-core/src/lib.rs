@@ -12,6 +12,7 @@
 //! - [`periodic`]: cron schedules with a time zone and the missed-tick policy.
 //! - [`redact`]: passwords out of anything printed, logged or stored.
 //! - [`mutants`]: deliberately broken variants (test builds only) that prove the suite can fail.
+//! - [`why`]: every gate that holds a pending job ("why is this job not running?").
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -27,6 +28,7 @@ pub mod periodic;
 pub mod redact;
 pub mod store;
 pub mod validate;
+pub mod why;
 
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
@@ -35,6 +37,7 @@ pub use job::*;
 pub use periodic::*;
 pub use store::*;
 pub use validate::Limits;
+pub use why::{Gate, WhyReport};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -125,6 +125,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Reads one job.
     fn get(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
 
+    /// Every gate that holds job `id` now, by the claim's own rules (not found: `NotFound`).
+    fn why(&self, id: JobId) -> impl Future<Output = Result<crate::WhyReport>> + Send;
+
     /// Lists jobs, newest first.
     fn list(&self, filter: &JobFilter) -> impl Future<Output = Result<Vec<JobRecord>>> + Send;
 

@@ -30,6 +30,7 @@ pub mod roles;
 mod rows;
 pub mod schema_dump;
 pub mod store;
+mod why;
 
 pub use connect::{ConnectError, PoolerMode};
 pub use docket_core as core;

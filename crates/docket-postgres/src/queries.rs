@@ -78,6 +78,7 @@ queries!(
     skip,
     unblock_keys,
     db_now,
+    why,
     periodic_upsert,
     periodic_list,
     periodic_remove,

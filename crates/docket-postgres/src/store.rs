@@ -753,6 +753,10 @@ impl Store for PgStore {
         }
     }
 
+    async fn why(&self, id: JobId) -> Result<WhyReport> {
+        self.why_impl(id).await
+    }
+
     async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
         if let Some(q) = &filter.queue {
             validate::queue(q)?;

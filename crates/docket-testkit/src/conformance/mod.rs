@@ -15,7 +15,8 @@
 //! release, cancel, replay, unique keys), [`fencing`] (every fenced write by a stale holder,
 //! superseded by another worker or by its own reclaim, or past its lease), [`maintenance`]
 //! (reaper, prune, leader election, periodic ticks) and [`controls`] (pause, queue and key
-//! limits, ordering keys, priorities and the starvation bound, delays), and [`model`], the
+//! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
+//! that holds a job, agreeing with the claim), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
@@ -25,6 +26,7 @@ pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
 mod postgres;
+pub mod why;
 
 use std::future::Future;
 use std::time::Duration;
@@ -88,6 +90,7 @@ macro_rules! conformance_suite {
             controls::ordering_keys_run_one_at_a_time_in_order,
             controls::priority_then_age_with_a_starvation_bound,
             controls::delayed_jobs_wait_for_their_time,
+            why::why_names_every_gate_that_holds_a_job,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -1,0 +1,79 @@
+//! "Why is this job not running?": every gate that holds a pending job, as the claim's own
+//! rules see it (see `claim()` and `claim_controlled()` in PostgreSQL's
+//! `schema/current.sql`), computed by the database in one statement so that the answer and
+//! the claim cannot disagree about the data.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::job::{JobId, JobState};
+
+/// One reason a job is not being claimed now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "gate", rename_all = "snake_case")]
+pub enum Gate {
+    /// The job is not waiting at all (running, or finished).
+    NotPending { state: JobState },
+    /// It is scheduled for later (a delay, a backoff, a snooze).
+    ScheduledLater { run_at: DateTime<Utc>, in_s: f64 },
+    /// Its queue is paused.
+    QueuePaused { since: DateTime<Utc> },
+    /// Its queue runs as many jobs as its `max_running` allows.
+    QueueFull { max_running: i32, running: i64 },
+    /// Its queue's rate bucket has no whole token.
+    QueueRateEmpty {
+        tokens: f64,
+        limit: i32,
+        period_ms: i64,
+    },
+    /// Its concurrency key runs as many jobs as the key's limit allows.
+    KeyFull {
+        key: String,
+        max_running: i32,
+        running: i64,
+    },
+    /// Its concurrency key's rate bucket has no whole token.
+    KeyRateEmpty {
+        key: String,
+        tokens: f64,
+        limit: i32,
+        period_ms: i64,
+    },
+    /// An earlier job of its ordering key is unfinished (or dead, which holds the key until it
+    /// is retried or skipped).
+    OrderingBehind {
+        key: String,
+        job: JobId,
+        state: JobState,
+    },
+    /// Flagged blocked by a key that has since freed up: claims skip it until the key sweep
+    /// (run by the leader every `prune_interval`) clears the flag.
+    AwaitingSweep,
+    /// Ready jobs of its queue that a claim takes first (strict priority, then age; under a
+    /// starvation bound a job older than the bound goes first). Counted up to 10,000.
+    BehindInQueue { ahead: i64 },
+}
+
+/// The answer for one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhyReport {
+    /// The job.
+    pub id: JobId,
+    /// Its queue.
+    pub queue: String,
+    /// Its state.
+    pub state: JobState,
+    /// Every gate that holds it, in the order the claim meets them; empty when the next claim
+    /// of its queue takes it.
+    pub gates: Vec<Gate>,
+    /// Not computed: whether a live worker serves the queue (Docket has no worker registry
+    /// yet; the dashboard issue adds one).
+    pub workers_unknown: bool,
+}
+
+impl WhyReport {
+    /// True when nothing holds it: the next claim of its queue takes it.
+    pub fn next_up(&self) -> bool {
+        self.gates.is_empty()
+    }
+}

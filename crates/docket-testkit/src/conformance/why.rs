@@ -1,0 +1,186 @@
+//! "Why is this job not running?" (`Store::why`): every gate the claim applies is named, and
+//! the answer agrees with what a claim then does.
+
+use std::time::Duration;
+
+use docket_core::*;
+
+use super::*;
+
+fn gates_of(r: &WhyReport) -> Vec<&'static str> {
+    r.gates
+        .iter()
+        .map(|g| match g {
+            Gate::NotPending { .. } => "not_pending",
+            Gate::ScheduledLater { .. } => "scheduled_later",
+            Gate::QueuePaused { .. } => "queue_paused",
+            Gate::QueueFull { .. } => "queue_full",
+            Gate::QueueRateEmpty { .. } => "queue_rate_empty",
+            Gate::KeyFull { .. } => "key_full",
+            Gate::KeyRateEmpty { .. } => "key_rate_empty",
+            Gate::OrderingBehind { .. } => "ordering_behind",
+            Gate::AwaitingSweep => "awaiting_sweep",
+            Gate::BehindInQueue { .. } => "behind_in_queue",
+        })
+        .collect()
+}
+
+/// Place in the queue, schedule, pause, queue limit and rate, key limit, ordering key, and
+/// "not pending": each named with its numbers, and the claim that follows agrees.
+pub async fn why_names_every_gate_that_holds_a_job<H: Harness>(h: &H) {
+    let s = h.store();
+    assert!(matches!(
+        s.why(JobId(i64::MAX)).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Place: the urgent job is next; the others wait behind it, in claim order.
+    let a = put(s, job("w1")).await;
+    let b = put(s, job("w1")).await;
+    let urgent = put(s, job("w1").priority(-1)).await;
+    assert!(s.why(urgent).await.unwrap().next_up());
+    assert_eq!(
+        s.why(b).await.unwrap().gates,
+        vec![Gate::BehindInQueue { ahead: 2 }]
+    );
+    assert_eq!(
+        s.why(a).await.unwrap().gates,
+        vec![Gate::BehindInQueue { ahead: 1 }]
+    );
+    let c = claim(s, "w1", 1, "w", LONG).await;
+    assert_eq!(c[0].id, urgent, "the claim takes the job `why` called next");
+    let r = s.why(urgent).await.unwrap();
+    assert_eq!(
+        r.gates,
+        vec![Gate::NotPending {
+            state: JobState::Running
+        }]
+    );
+
+    // Scheduled later.
+    let later = put(s, job("w2").delay(Duration::from_secs(300))).await;
+    let r = s.why(later).await.unwrap();
+    match r.gates.as_slice() {
+        [Gate::ScheduledLater { in_s, .. }] => assert!((250.0..=300.0).contains(in_s), "{in_s}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Paused.
+    let paused = put(s, job("w3")).await;
+    s.pause_queue("w3").await.unwrap();
+    assert_eq!(
+        gates_of(&s.why(paused).await.unwrap()),
+        vec!["queue_paused"]
+    );
+    assert!(claim(s, "w3", 1, "w", LONG).await.is_empty());
+
+    // Queue limit full.
+    put(s, job("w4")).await;
+    let held = put(s, job("w4")).await;
+    s.set_queue_limits(
+        "w4",
+        &QueueLimits {
+            max_running: Some(1),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(claim(s, "w4", 5, "w", LONG).await.len(), 1);
+    assert_eq!(
+        s.why(held).await.unwrap().gates,
+        vec![Gate::QueueFull {
+            max_running: 1,
+            running: 1
+        }]
+    );
+
+    // Queue rate bucket empty.
+    put(s, job("w5")).await;
+    let rated = put(s, job("w5")).await;
+    s.set_queue_limits(
+        "w5",
+        &QueueLimits {
+            rate: Some(RateLimit {
+                limit: 1,
+                period: Duration::from_secs(3600),
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(claim(s, "w5", 5, "w", LONG).await.len(), 1);
+    assert_eq!(
+        gates_of(&s.why(rated).await.unwrap()),
+        vec!["queue_rate_empty"]
+    );
+
+    // Key limit full.
+    s.set_key_limit(&KeyLimit {
+        key: "tenant".into(),
+        max_running: Some(1),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    put(s, job("w6").concurrency_key("tenant")).await;
+    let keyed = put(s, job("w6").concurrency_key("tenant")).await;
+    assert_eq!(claim(s, "w6", 5, "w", LONG).await.len(), 1);
+    assert_eq!(
+        s.why(keyed).await.unwrap().gates,
+        vec![Gate::KeyFull {
+            key: "tenant".into(),
+            max_running: 1,
+            running: 1
+        }]
+    );
+
+    // Ordering key: behind its running head, then behind the head once it is dead.
+    let head = put(s, job("w7").ordering_key("acct").max_attempts(1)).await;
+    let next = put(s, job("w7").ordering_key("acct")).await;
+    let c = claim(s, "w7", 5, "w", LONG).await;
+    assert_eq!(c.iter().map(|j| j.id).collect::<Vec<_>>(), vec![head]);
+    assert_eq!(
+        s.why(next).await.unwrap().gates,
+        vec![Gate::OrderingBehind {
+            key: "acct".into(),
+            job: head,
+            state: JobState::Running
+        }]
+    );
+    s.fail_many(
+        "w",
+        &[Failure {
+            lease: lease(&c[0]),
+            class: FailureClass::Discard,
+            message: "bad".into(),
+            retry_in: None,
+        }],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.why(next).await.unwrap().gates,
+        vec![Gate::OrderingBehind {
+            key: "acct".into(),
+            job: head,
+            state: JobState::Dead
+        }]
+    );
+    assert!(claim(s, "w7", 5, "w", LONG).await.is_empty());
+    s.skip(head).await.unwrap();
+    assert!(
+        s.why(next).await.unwrap().next_up(),
+        "skipping the head frees the key"
+    );
+    let c = claim(s, "w7", 5, "w", LONG).await;
+    assert_eq!(c.iter().map(|j| j.id).collect::<Vec<_>>(), vec![next]);
+
+    // Several gates at once, in the order a claim meets them.
+    let both = put(s, job("w3").delay(Duration::from_secs(60))).await;
+    assert_eq!(
+        gates_of(&s.why(both).await.unwrap()),
+        vec!["scheduled_later", "queue_paused"]
+    );
+}
