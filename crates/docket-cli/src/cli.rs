@@ -74,6 +74,8 @@ pub enum Command {
     Cron(CronCommand),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
+    /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader.
+    Workers(JsonFlag),
     /// One reaper pass: return expired leases to the queue (or to dead).
     Reap(JsonFlag),
     /// Delete finished jobs past their retention.

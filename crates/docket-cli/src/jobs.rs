@@ -70,15 +70,13 @@ fn why_text(r: &WhyReport) -> String {
             Gate::AwaitingSweep => {
                 "flagged blocked by a key that has freed up; the leader's key sweep clears it".into()
             }
+            Gate::NoLiveWorker => format!("no live worker serves queue {q} (`docket workers` lists them)"),
             Gate::BehindInQueue { ahead } => format!(
                 "{}{ahead} ready job(s) of queue {q} go first (priority, then age)",
                 if *ahead >= 10_000 { "at least " } else { "" }
             ),
         };
         out.push_str(&format!("  - {line}\n"));
-    }
-    if r.workers_unknown {
-        out.push_str("(whether a live worker serves the queue is not checked: Docket keeps no worker registry yet)\n");
     }
     out
 }

@@ -196,6 +196,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(c) => controls::keys(&ctx, c).await,
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
+        Command::Workers(a) => ops::workers(&ctx, a.json).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,
         Command::Prune(a) => ops::prune(&ctx, a).await,
         Command::Explain(a) => ops::explain(&ctx, a).await,

@@ -1,4 +1,4 @@
-//! Operator commands: stats, reap, prune, explain, lab, embedded.
+//! Operator commands: stats, workers, reap, prune, explain, lab, embedded.
 
 use std::time::Duration;
 
@@ -77,6 +77,35 @@ pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "never".into()),
         );
     }
+    Ok(())
+}
+
+/// `docket workers`: the live workers from the registry (each reports itself every
+/// `presence_interval` and expires three intervals after its last report).
+pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
+    let list = store.workers().await?;
+    if json {
+        return output::json(&list);
+    }
+    let mut t = output::table(&[
+        "owner", "host", "pid", "queues", "slots", "held", "started", "seen", "leader",
+    ]);
+    for w in &list {
+        let b = &w.beat;
+        t.add_row(vec![
+            Cell::new(output::safe(&b.owner)),
+            Cell::new(output::safe(&b.host)),
+            Cell::new(b.pid),
+            Cell::new(output::safe(&b.queues.join(","))),
+            Cell::new(b.concurrency),
+            Cell::new(b.in_flight),
+            Cell::new(output::time(&w.started_at)),
+            Cell::new(output::time(&w.seen_at)),
+            Cell::new(if w.leader { "leader" } else { "" }),
+        ]);
+    }
+    println!("{t}");
     Ok(())
 }
 

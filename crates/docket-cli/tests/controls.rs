@@ -286,3 +286,53 @@ async fn jobs_why_names_the_gate_with_job_data_escaped() {
     let o = cli.run(&["jobs", "why", "999999999"]);
     assert_eq!(code(&o), 4, "{}", err(&o));
 }
+
+/// `docket workers` lists a running `docket work` process from the registry — its owner,
+/// pid and queues — and it is gone from the list as soon as the worker stops cleanly.
+#[tokio::test]
+async fn workers_lists_a_running_worker_until_it_stops() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let (_dir, scratch) = scratch();
+    let err_file = scratch.join("worker.err");
+    let mut w = spawn_worker(
+        &db,
+        &[
+            "--queue",
+            "mail",
+            "--queue",
+            "sms",
+            "--concurrency",
+            "3",
+            "--exec",
+            "true",
+        ],
+        Some(&err_file),
+    );
+    let pid = w.id();
+    let listed = || async {
+        let o = cli.run(&["workers", "--json"]);
+        assert_eq!(code(&o), 0, "{}", err(&o));
+        serde_json::from_str::<serde_json::Value>(&out(&o)).unwrap()
+    };
+    eventually(
+        std::time::Duration::from_secs(20),
+        "the worker listed",
+        || async { listed().await.as_array().is_some_and(|a| a.len() == 1) },
+    )
+    .await;
+    let v = listed().await;
+    assert_eq!(v[0]["pid"], pid);
+    assert_eq!(v[0]["queues"], serde_json::json!(["mail", "sms"]));
+    assert_eq!(v[0]["concurrency"], 6);
+    let owner = owner_of(&std::fs::read_to_string(&err_file).unwrap()).expect("owner on stderr");
+    assert_eq!(v[0]["owner"], owner);
+    let text = ok(&cli.run(&["workers"]));
+    assert!(text.contains(&owner) && text.contains("mail,sms"), "{text}");
+    stop_all_cleanly(&mut [("worker", &mut w, &err_file)]);
+    assert_eq!(
+        listed().await,
+        serde_json::json!([]),
+        "a stopped worker removes itself"
+    );
+}

@@ -12,6 +12,7 @@
 //! - [`periodic`]: cron schedules with a time zone and the missed-tick policy.
 //! - [`redact`]: passwords out of anything printed, logged or stored.
 //! - [`mutants`]: deliberately broken variants (test builds only) that prove the suite can fail.
+//! - [`workers`]: the registry of live worker processes.
 //! - [`why`]: every gate that holds a pending job ("why is this job not running?").
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
@@ -29,6 +30,7 @@ pub mod redact;
 pub mod store;
 pub mod validate;
 pub mod why;
+pub mod workers;
 
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
@@ -38,6 +40,7 @@ pub use periodic::*;
 pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};
+pub use workers::{WorkerBeat, WorkerInfo};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

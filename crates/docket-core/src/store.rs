@@ -125,6 +125,19 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Reads one job.
     fn get(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
 
+    /// Reports worker `beat.owner` alive until the database's now + `ttl`.
+    fn worker_beat(
+        &self,
+        beat: &crate::WorkerBeat,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Removes worker `owner` from the registry (it is stopping).
+    fn worker_gone(&self, owner: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Live workers, oldest first.
+    fn workers(&self) -> impl Future<Output = Result<Vec<crate::WorkerInfo>>> + Send;
+
     /// Every gate that holds job `id` now, by the claim's own rules (not found: `NotFound`).
     fn why(&self, id: JobId) -> impl Future<Output = Result<crate::WhyReport>> + Send;
 

@@ -49,6 +49,8 @@ pub enum Gate {
     /// Flagged blocked by a key that has since freed up: claims skip it until the key sweep
     /// (run by the leader every `prune_interval`) clears the flag.
     AwaitingSweep,
+    /// No live worker (in the registry, unexpired) serves its queue.
+    NoLiveWorker,
     /// Ready jobs of its queue that a claim takes first (strict priority, then age; under a
     /// starvation bound a job older than the bound goes first). Counted up to 10,000.
     BehindInQueue { ahead: i64 },
@@ -66,13 +68,10 @@ pub struct WhyReport {
     /// Every gate that holds it, in the order the claim meets them; empty when the next claim
     /// of its queue takes it.
     pub gates: Vec<Gate>,
-    /// Not computed: whether a live worker serves the queue (Docket has no worker registry
-    /// yet; the dashboard issue adds one).
-    pub workers_unknown: bool,
 }
 
 impl WhyReport {
-    /// True when nothing holds it: the next claim of its queue takes it.
+    /// True when nothing holds it: the next claim of its queue (by a live worker) takes it.
     pub fn next_up(&self) -> bool {
         self.gates.is_empty()
     }

@@ -145,6 +145,26 @@ ALTER TABLE {{schema}}.schema_compat ADD CONSTRAINT schema_compat_id_check CHECK
 ALTER TABLE {{schema}}.schema_compat ADD CONSTRAINT schema_compat_min_reader_check CHECK ((min_reader >= 1));
 ALTER TABLE {{schema}}.schema_compat ADD CONSTRAINT schema_compat_pkey PRIMARY KEY (id);
 
+CREATE TABLE {{schema}}.workers (
+    owner text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    queues text[] NOT NULL,
+    concurrency integer NOT NULL,
+    in_flight integer NOT NULL DEFAULT 0,
+    started_at timestamp with time zone NOT NULL DEFAULT now(),
+    seen_at timestamp with time zone NOT NULL DEFAULT now(),
+    expires_at timestamp with time zone NOT NULL
+);
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_concurrency_check CHECK ((concurrency >= 0));
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_host_check CHECK ((length(host) <= 255));
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_in_flight_check CHECK ((in_flight >= 0));
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_owner_check CHECK (((length(owner) >= 1) AND (length(owner) <= 200)));
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_pid_check CHECK ((pid >= 0));
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_pkey PRIMARY KEY (owner);
+ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_queues_check CHECK ((cardinality(queues) <= 1000));
+CREATE INDEX workers_expires_idx ON {{schema}}.workers USING btree (expires_at);
+
 CREATE OR REPLACE FUNCTION {{schema}}.backoff_delay(p_attempt integer, p_base_ms bigint, p_cap_ms bigint)
  RETURNS interval
  LANGUAGE sql

@@ -7,7 +7,7 @@
 -- queue's key_max_running) with its running count, and its rate bucket; the earliest
 -- unfinished or dead job of the ordering key before this one (or a running one), with its
 -- state; and how many ready jobs of the queue a strict-order claim takes first (at most
--- 10,000 counted).
+-- 10,000 counted); and whether a live worker (workers, unexpired) serves its queue.
 -- Invariant: reads only; a gate here is a gate there (same columns, same comparisons).
 SELECT j.state, j.queue, j.run_at, j.blocked,
        extract(epoch FROM j.run_at - now())::float8 AS run_in_s,
@@ -39,7 +39,9 @@ SELECT j.state, j.queue, j.run_at, j.blocked,
                   AND r.run_at <= now() AND r.id <> j.id
                   AND (r.priority, r.run_at, r.id) < (j.priority, j.run_at, j.id)
                 LIMIT 10000) ahead)
-       END AS ahead
+       END AS ahead,
+       EXISTS (SELECT 1 FROM {{schema}}.workers w
+               WHERE w.expires_at > now() AND j.queue = ANY (w.queues)) AS served
 FROM {{schema}}.jobs j
 LEFT JOIN {{schema}}.queues q ON q.name = j.queue
 LEFT JOIN {{schema}}.key_limits k ON k.key = j.concurrency_key

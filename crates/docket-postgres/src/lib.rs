@@ -31,6 +31,7 @@ mod rows;
 pub mod schema_dump;
 pub mod store;
 mod why;
+mod workers;
 
 pub use connect::{ConnectError, PoolerMode};
 pub use docket_core as core;

@@ -753,6 +753,18 @@ impl Store for PgStore {
         }
     }
 
+    async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
+        self.worker_beat_impl(beat, ttl).await
+    }
+
+    async fn worker_gone(&self, owner: &str) -> Result<()> {
+        self.worker_gone_impl(owner).await
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.workers_impl().await
+    }
+
     async fn why(&self, id: JobId) -> Result<WhyReport> {
         self.why_impl(id).await
     }

@@ -35,7 +35,6 @@ fn report(id: JobId, r: &PgRow) -> Result<WhyReport> {
             JobState::Pending => gates(r)?,
             _ => vec![Gate::NotPending { state }],
         },
-        workers_unknown: true,
     })
 }
 
@@ -114,6 +113,10 @@ fn gates(r: &PgRow) -> Result<Vec<Gate>> {
     let blocked: bool = r.try_get("blocked").map_err(db_err)?;
     if blocked && !key_gate {
         gates.push(Gate::AwaitingSweep);
+    }
+    let served: bool = r.try_get("served").map_err(db_err)?;
+    if !served {
+        gates.push(Gate::NoLiveWorker);
     }
     let ahead: Option<i64> = r.try_get("ahead").map_err(db_err)?;
     if let Some(ahead) = ahead.filter(|a| *a > 0) {

@@ -88,6 +88,10 @@ pub struct WorkerConfig {
     /// How often the leader looks for due periodic ticks (and renews leadership). Defaults
     /// to 1 s, the resolution of cron expressions with seconds.
     pub schedule_interval: Duration,
+    /// How often the worker reports itself (queues, slots, jobs held) to the registry of live
+    /// workers; it counts as gone three intervals after its last report, and removes itself
+    /// when it stops. Defaults to 5 s.
+    pub presence_interval: Duration,
     /// Serverless mode: no LISTEN, and the leader's maintenance (election, cron, reaper,
     /// pruner) runs only right after a claim, never on a timer of its own. An idle worker
     /// then sends one burst of statements per `poll_interval` and nothing in between, so a
@@ -127,6 +131,7 @@ impl Default for WorkerConfig {
             retention: Retention::default(),
             periodic: Vec::new(),
             schedule_interval: Duration::from_secs(1),
+            presence_interval: Duration::from_secs(5),
             serverless: false,
             owner: default_owner(),
         }
@@ -135,13 +140,18 @@ impl Default for WorkerConfig {
 
 /// `<hostname>-<pid>-<8 random hex>`: unique per process start even when a container reuses
 /// a hostname and a pid.
-pub fn default_owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's host name (`host` when none can be read).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".into());
+        .unwrap_or_else(|| "host".into())
+}
+
+pub fn default_owner() -> String {
+    let host = host_name();
     format!(
         "{host}-{}-{:08x}",
         std::process::id(),

@@ -18,6 +18,7 @@
 //! | pruner | one pass | `prune_interval`, while leading | store, leader |
 //! | scheduler | due cron ticks | `schedule_interval`, while leading | store, leader |
 //! | key sweeper | one pass | `prune_interval`, while leading | store, leader |
+//! | presence | one report to the worker registry | `presence_interval` | store, tracker |
 
 use std::future::Future;
 use std::sync::Arc;
@@ -81,7 +82,11 @@ pub(crate) struct Cadence {
 impl Cadence {
     /// Waits for the next turn: `every` after the last one (`None`: the first, at once),
     /// then, serverless, for a claim. False when `stop` fired.
-    async fn next(&self, last: Option<tokio::time::Instant>, stop: &CancellationToken) -> bool {
+    pub(crate) async fn next(
+        &self,
+        last: Option<tokio::time::Instant>,
+        stop: &CancellationToken,
+    ) -> bool {
         if let Some(t) = last {
             tokio::select! {
                 _ = tokio::time::sleep_until(t + self.every) => {}

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::presence::Presence;
 use crate::service::{Cadence, Election, WhileLeading};
 use crate::supervisor::Supervisor;
 
@@ -177,7 +178,8 @@ impl<S: Store> Worker<S> {
     }
 
     /// Test-only: makes `service` (`fetcher`, `completer`, `heartbeater`, `notifier`,
-    /// `leader`, `scheduler`, `reaper`, `pruner`, `sweeper`) panic at its next turn.
+    /// `leader`, `scheduler`, `reaper`, `pruner`, `sweeper`, `presence`) panic at its next
+    /// turn.
     #[cfg(feature = "fault-injection")]
     pub fn inject_panic(&self, service: &str) {
         self.shared.faults.arm(service);
@@ -309,13 +311,17 @@ impl<S: Store> Worker<S> {
                 shared: shared.clone(),
             });
         }
+        let cadence = |every| Cadence {
+            every,
+            after_claims: cfg.serverless.then(|| shared.claimed.clone()),
+            faults: shared.faults.clone(),
+        };
+        sup.start(Presence {
+            shared: shared.clone(),
+            cadence: cadence(cfg.presence_interval),
+        });
         if cfg.maintenance {
             let store = &shared.store;
-            let cadence = |every| Cadence {
-                every,
-                after_claims: cfg.serverless.then(|| shared.claimed.clone()),
-                faults: shared.faults.clone(),
-            };
             let leader = self.leader.clone();
             sup.start(Election {
                 leader: leader.clone(),

@@ -25,6 +25,7 @@ async fn a_panic_in_any_service_stops_the_worker_with_its_name() {
         "reaper",
         "pruner",
         "sweeper",
+        "presence",
     ] {
         let db = TestDb::new().await;
         let mut r = Registry::default();
@@ -34,6 +35,7 @@ async fn a_panic_in_any_service_stops_the_worker_with_its_name() {
         // Every leader task gets a turn within the test's bounds.
         cfg.reap_interval = Duration::from_millis(300);
         cfg.prune_interval = Duration::from_millis(300);
+        cfg.presence_interval = Duration::from_millis(300);
         let w = Arc::new(Worker::new(db.second_store(6).await, r, cfg).unwrap());
         let run = {
             let w = w.clone();

@@ -91,6 +91,7 @@ macro_rules! conformance_suite {
             controls::priority_then_age_with_a_starvation_bound,
             controls::delayed_jobs_wait_for_their_time,
             why::why_names_every_gate_that_holds_a_job,
+            why::the_worker_registry_lists_live_workers_only,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -20,6 +20,7 @@ fn gates_of(r: &WhyReport) -> Vec<&'static str> {
             Gate::KeyRateEmpty { .. } => "key_rate_empty",
             Gate::OrderingBehind { .. } => "ordering_behind",
             Gate::AwaitingSweep => "awaiting_sweep",
+            Gate::NoLiveWorker => "no_live_worker",
             Gate::BehindInQueue { .. } => "behind_in_queue",
         })
         .collect()
@@ -33,6 +34,13 @@ pub async fn why_names_every_gate_that_holds_a_job<H: Harness>(h: &H) {
         s.why(JobId(i64::MAX)).await,
         Err(StoreError::NotFound(_))
     ));
+    // A live worker serves every queue below but `lonely`.
+    let served: Vec<String> = (1..=7).map(|i| format!("w{i}")).collect();
+    s.worker_beat(&beat("w", &served), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let lonely = put(s, job("lonely")).await;
+    assert_eq!(s.why(lonely).await.unwrap().gates, vec![Gate::NoLiveWorker]);
 
     // Place: the urgent job is next; the others wait behind it, in claim order.
     let a = put(s, job("w1")).await;
@@ -183,4 +191,55 @@ pub async fn why_names_every_gate_that_holds_a_job<H: Harness>(h: &H) {
         gates_of(&s.why(both).await.unwrap()),
         vec!["scheduled_later", "queue_paused"]
     );
+
+    // The worker's report expires: its queues have no live worker any more.
+    let waiting = put(s, job("w1")).await;
+    h.advance(Duration::from_secs(61)).await;
+    assert!(gates_of(&s.why(waiting).await.unwrap()).contains(&"no_live_worker"));
+}
+
+/// A worker's report, as the runtime sends it.
+pub fn beat(owner: &str, queues: &[String]) -> WorkerBeat {
+    WorkerBeat {
+        owner: owner.into(),
+        host: "conformance-host".into(),
+        pid: 4242,
+        queues: queues.to_vec(),
+        concurrency: 10,
+        in_flight: 3,
+    }
+}
+
+/// The registry lists live workers only, with what they reported and who leads; a stopping
+/// worker leaves at once, a silent one when its report expires; bad queue names are refused.
+pub async fn the_worker_registry_lists_live_workers_only<H: Harness>(h: &H) {
+    let s = h.store();
+    let ttl = Duration::from_secs(15);
+    let queues = vec!["mail".to_string(), "sms".to_string()];
+    s.worker_beat(&beat("a", &queues), ttl).await.unwrap();
+    s.worker_beat(&beat("b", &queues[..1]), ttl).await.unwrap();
+    assert!(s.leader_try("a", ttl).await.unwrap());
+    let list = s.workers().await.unwrap();
+    assert_eq!(list.len(), 2);
+    let a = list.iter().find(|w| w.beat.owner == "a").unwrap();
+    assert_eq!(a.beat, beat("a", &queues));
+    assert!(a.leader && a.expires_at > a.seen_at);
+    assert!(!list.iter().find(|w| w.beat.owner == "b").unwrap().leader);
+    // A second report updates the row (no duplicate) and keeps its start.
+    let mut busier = beat("a", &queues);
+    busier.in_flight = 9;
+    s.worker_beat(&busier, ttl).await.unwrap();
+    let again = s.workers().await.unwrap();
+    assert_eq!(again.len(), 2);
+    let a2 = again.iter().find(|w| w.beat.owner == "a").unwrap();
+    assert_eq!((a2.beat.in_flight, a2.started_at), (9, a.started_at));
+    s.worker_gone("b").await.unwrap();
+    assert_eq!(s.workers().await.unwrap().len(), 1);
+    h.advance(Duration::from_secs(16)).await;
+    assert!(s.workers().await.unwrap().is_empty(), "a's report expired");
+    assert!(matches!(
+        s.worker_beat(&beat("c", &["".to_string()]), ttl).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(s.workers().await.unwrap().is_empty(), "nothing written");
 }
