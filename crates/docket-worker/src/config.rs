@@ -238,6 +238,13 @@ pub enum ConfigError {
         /// Why its schedule is refused.
         reason: String,
     },
+    /// An owner the registry and the leases cannot carry: 1–200 bytes, no control
+    /// characters (it is printed by `docket workers` and in logs).
+    #[error("owner {owner:?} must be 1..=200 bytes without control characters")]
+    Owner {
+        /// The owner as given.
+        owner: String,
+    },
     /// [`crate::Worker::run`] or [`crate::Worker::drain`] was called a second time.
     #[error("a worker runs once")]
     AlreadyRan,
@@ -254,6 +261,14 @@ impl WorkerConfig {
             return Err(ConfigError::LeaderTtlTooShort {
                 ttl: self.leader_ttl,
                 every: renew,
+            });
+        }
+        if self.owner.is_empty()
+            || self.owner.len() > 200
+            || self.owner.chars().any(char::is_control)
+        {
+            return Err(ConfigError::Owner {
+                owner: self.owner.clone(),
             });
         }
         for q in &self.effective_queues() {
@@ -275,5 +290,32 @@ impl WorkerConfig {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_the_registry_and_leases_cannot_carry_are_refused() {
+        assert_eq!(WorkerConfig::default().validate(), Ok(()));
+        for bad in [
+            String::new(),
+            "x".repeat(201),
+            "w\u{1b}[2J".into(),
+            "a\nb".into(),
+        ] {
+            let c = WorkerConfig {
+                owner: bad.clone(),
+                ..WorkerConfig::default()
+            };
+            assert_eq!(c.validate(), Err(ConfigError::Owner { owner: bad }));
+        }
+        let ok = WorkerConfig {
+            owner: "é".repeat(100),
+            ..WorkerConfig::default()
+        };
+        assert_eq!(ok.validate(), Ok(()), "200 bytes of UTF-8 is fine");
     }
 }
