@@ -54,9 +54,7 @@ impl<S: Store> Service for Presence<S> {
 
     async fn run(self, stop: CancellationToken) {
         let mut last = None;
-        while self.cadence.next(last, &stop).await {
-            last = Some(tokio::time::Instant::now());
-            self.cadence.faults.check("presence");
+        while self.cadence.turn("presence", &mut last, &stop).await {
             if let Err(e) = self.run_once().await {
                 warn!(error = %e, "presence report failed; retrying at the next interval");
             }

@@ -82,11 +82,7 @@ pub(crate) struct Cadence {
 impl Cadence {
     /// Waits for the next turn: `every` after the last one (`None`: the first, at once),
     /// then, serverless, for a claim. False when `stop` fired.
-    pub(crate) async fn next(
-        &self,
-        last: Option<tokio::time::Instant>,
-        stop: &CancellationToken,
-    ) -> bool {
+    async fn next(&self, last: Option<tokio::time::Instant>, stop: &CancellationToken) -> bool {
         if let Some(t) = last {
             tokio::select! {
                 _ = tokio::time::sleep_until(t + self.every) => {}
@@ -99,6 +95,24 @@ impl Cadence {
                 _ = stop.cancelled() => return false,
             }
         }
+        true
+    }
+}
+
+impl Cadence {
+    /// The next turn of service `name`: waits for it ([`Cadence::next`]), records it in
+    /// `last`, and gives the fault injector its chance. False when `stop` fired.
+    pub(crate) async fn turn(
+        &self,
+        name: &str,
+        last: &mut Option<tokio::time::Instant>,
+        stop: &CancellationToken,
+    ) -> bool {
+        if !self.next(*last, stop).await {
+            return false;
+        }
+        *last = Some(tokio::time::Instant::now());
+        self.faults.check(name);
         true
     }
 }
@@ -158,9 +172,7 @@ impl<S: Store> Service for Election<S> {
 
     async fn run(self, stop: CancellationToken) {
         let mut last = None;
-        while self.cadence.next(last, &stop).await {
-            last = Some(tokio::time::Instant::now());
-            self.cadence.faults.check("leader");
+        while self.cadence.turn("leader", &mut last, &stop).await {
             self.leader.run_once().await;
         }
         self.leader.resign().await;
