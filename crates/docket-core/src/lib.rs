@@ -13,6 +13,8 @@
 //! - [`redact`]: passwords out of anything printed, logged or stored.
 //! - [`mutants`]: deliberately broken variants (test builds only) that prove the suite can fail.
 //! - [`workers`]: the registry of live worker processes.
+//! - [`inspect`]: bounded reads and bulk actions for operators (search, overview, dead
+//!   groups, throughput samples, the audit log).
 //! - [`why`]: every gate that holds a pending job ("why is this job not running?").
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
@@ -23,6 +25,7 @@ pub mod control;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod inspect;
 pub mod job;
 pub mod mutants;
 pub mod periodic;
@@ -35,6 +38,10 @@ pub mod workers;
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
+pub use inspect::{
+    AuditEntry, BulkAction, BulkReport, Count, DeadGroup, FieldEq, JobPage, JobQuery, Overview,
+    QueueSummary, Sample,
+};
 pub use job::*;
 pub use periodic::*;
 pub use store::*;

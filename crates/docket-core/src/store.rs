@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::control::*;
 use crate::engine::{ListenSupport, Listener};
+use crate::inspect::*;
 use crate::job::*;
 use crate::periodic::*;
 use crate::Result;
@@ -140,6 +141,74 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Every gate that holds job `id` now, by the claim's own rules (not found: `NotFound`).
     fn why(&self, id: JobId) -> impl Future<Output = Result<crate::WhyReport>> + Send;
+
+    // ---- Operators: bounded reads, bulk actions, throughput samples, audit ----
+
+    /// One keyset page of jobs matching `query`, newest first.
+    fn search(&self, query: &JobQuery) -> impl Future<Output = Result<JobPage>> + Send;
+
+    /// Every known queue at a glance; counts stop at `cap` (and say so).
+    fn overview(&self, cap: i64) -> impl Future<Output = Result<Overview>> + Send;
+
+    /// Dead jobs grouped by kind and last error (of the most recent ones), largest first.
+    fn dead_groups(&self, limit: i64) -> impl Future<Output = Result<Vec<DeadGroup>>> + Send;
+
+    /// Makes a pending job scheduled for later due now (attempt and budget untouched).
+    fn run_now(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
+
+    /// Applies `action` to each of `ids` (at most [`crate::inspect::MAX_PAGE`]) with the
+    /// single-job operation's own semantics; ids in a state the action leaves alone are
+    /// counted as skipped. An engine may override it with one set-based statement.
+    fn bulk(
+        &self,
+        ids: &[JobId],
+        action: BulkAction,
+    ) -> impl Future<Output = Result<BulkReport>> + Send {
+        async move {
+            if ids.len() as i64 > crate::inspect::MAX_PAGE {
+                return Err(crate::ValidationError::Other {
+                    what: "bulk action",
+                    reason: format!("{} ids, over {}", ids.len(), crate::inspect::MAX_PAGE),
+                }
+                .into());
+            }
+            let mut report = BulkReport::default();
+            for &id in ids {
+                let r = match action {
+                    BulkAction::Retry => match self.retry(id, 1).await {
+                        Err(crate::StoreError::WrongState {
+                            state: JobState::Pending,
+                            ..
+                        }) => self.run_now(id).await.map(|_| ()),
+                        other => other.map(|_| ()),
+                    },
+                    BulkAction::Cancel => self.cancel(id).await.map(|_| ()),
+                };
+                match r {
+                    Ok(()) => report.changed += 1,
+                    Err(
+                        crate::StoreError::WrongState { .. }
+                        | crate::StoreError::NotFound(_)
+                        | crate::StoreError::UniqueConflict { .. },
+                    ) => report.skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(report)
+        }
+    }
+
+    /// Adds workers' per-minute samples (additive across workers).
+    fn record_samples(&self, samples: &[Sample]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Samples of the last `window`, oldest first.
+    fn samples(&self, window: Duration) -> impl Future<Output = Result<Vec<Sample>>> + Send;
+
+    /// Keeps one operator action.
+    fn audit(&self, entry: &AuditEntry) -> impl Future<Output = Result<()>> + Send;
+
+    /// The latest operator actions, newest first.
+    fn audit_log(&self, limit: i64) -> impl Future<Output = Result<Vec<AuditEntry>>> + Send;
 
     /// Lists jobs, newest first.
     fn list(&self, filter: &JobFilter) -> impl Future<Output = Result<Vec<JobRecord>>> + Send;

@@ -30,7 +30,7 @@ fn rate_of(r: &PgRow) -> Result<Option<RateLimit>> {
     })
 }
 
-fn control(r: &PgRow) -> Result<QueueControl> {
+pub(crate) fn control_row(r: &PgRow) -> Result<QueueControl> {
     Ok(QueueControl {
         queue: r.try_get("name").map_err(db_err)?,
         paused_at: r.try_get("paused_at").map_err(db_err)?,
@@ -83,7 +83,7 @@ impl PgStore {
             .await
             .map_err(db_err)?;
         let ctl = match row {
-            Some(r) => control(&r)?,
+            Some(r) => control_row(&r)?,
             None => QueueControl::none(queue),
         };
         if ctl.paused_at.is_none() {
@@ -134,7 +134,7 @@ impl PgStore {
                     .map_err(db_err)
             })
             .await?;
-        rows.iter().map(control).collect()
+        rows.iter().map(control_row).collect()
     }
 
     pub(crate) async fn set_key_limit_impl(&self, l: &KeyLimit) -> Result<()> {

@@ -22,6 +22,7 @@ pub mod engine;
 mod enqueue;
 pub mod errors;
 mod explain;
+mod inspect;
 pub mod migrate;
 pub mod queries;
 /// Re-exported from the core (stored errors are redacted there too).

@@ -879,6 +879,30 @@ impl Store for PgStore {
     async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
         self.blocked_keys_impl(limit).await
     }
+    async fn search(&self, query: &JobQuery) -> Result<JobPage> {
+        self.search_impl(query).await
+    }
+    async fn overview(&self, cap: i64) -> Result<Overview> {
+        self.overview_impl(cap).await
+    }
+    async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
+        self.dead_groups_impl(limit).await
+    }
+    async fn run_now(&self, id: JobId) -> Result<JobRecord> {
+        self.run_now_impl(id).await
+    }
+    async fn record_samples(&self, samples: &[Sample]) -> Result<()> {
+        self.record_samples_impl(samples).await
+    }
+    async fn samples(&self, window: Duration) -> Result<Vec<Sample>> {
+        self.samples_impl(window).await
+    }
+    async fn audit(&self, entry: &AuditEntry) -> Result<()> {
+        self.audit_impl(entry).await
+    }
+    async fn audit_log(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.audit_log_impl(limit).await
+    }
     async fn skip(&self, id: JobId) -> Result<JobRecord> {
         self.skip_impl(id).await
     }

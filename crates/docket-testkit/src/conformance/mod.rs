@@ -16,12 +16,14 @@
 //! superseded by another worker or by its own reclaim, or past its lease), [`maintenance`]
 //! (reaper, prune, leader election, periodic ticks) and [`controls`] (pause, queue and key
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
-//! that holds a job, agreeing with the claim), and [`model`], the
+//! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
+//! samples, audit), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
 pub mod controls;
 pub mod fencing;
+pub mod inspect;
 pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
@@ -92,6 +94,10 @@ macro_rules! conformance_suite {
             controls::delayed_jobs_wait_for_their_time,
             why::why_names_every_gate_that_holds_a_job,
             why::the_worker_registry_lists_live_workers_only,
+            inspect::search_filters_and_pages,
+            inspect::overview_counts_with_a_cap_and_dead_jobs_group,
+            inspect::bulk_actions_and_run_now,
+            inspect::samples_add_up_and_the_audit_log_keeps_actions,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]
