@@ -76,6 +76,8 @@ pub enum Command {
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader.
     Workers(JsonFlag),
+    /// The web dashboard (queues, jobs, dead jobs, workers, cron, audit; live) and /metrics.
+    Dashboard(DashboardArgs),
     /// One reaper pass: return expired leases to the queue (or to dead).
     Reap(JsonFlag),
     /// Delete finished jobs past their retention.
@@ -95,6 +97,24 @@ pub enum Command {
     /// Hidden: a worker process of the demo.
     #[command(hide = true, name = "__demo-worker")]
     DemoWorker(DemoWorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Address to listen on. Beyond loopback, authentication is required: set
+    /// DOCKET_DASHBOARD_TOKEN, or DOCKET_DASHBOARD_USER and DOCKET_DASHBOARD_PASSWORD
+    /// (read from the environment, never from the command line, so no secret is in argv).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Hide and refuse every action.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Serve the pages under this path (e.g. /docket behind a reverse proxy).
+    #[arg(long, default_value = "")]
+    pub base_path: String,
+    /// How often open pages refresh when no notification arrives.
+    #[arg(long, default_value = "2s")]
+    pub refresh: String,
 }
 
 #[derive(Debug, Args)]
@@ -229,6 +249,10 @@ pub struct WorkArgs {
     /// time-out. Pair with a long --poll, or use --drain from a scheduler.
     #[arg(long)]
     pub serverless: bool,
+    /// Serve Prometheus metrics on http://ADDR/metrics (job counters and histograms of this
+    /// worker, and gauges read from the database).
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -22,60 +22,7 @@ fn why_text(r: &WhyReport) -> String {
         format!("job {} (queue {q}) is pending, held by:\n", r.id)
     };
     for g in &r.gates {
-        let line = match g {
-            Gate::NotPending { state } => format!("it is {state}"),
-            Gate::ScheduledLater { run_at, in_s } => {
-                format!("scheduled for {} (in {in_s:.1}s)", output::time(run_at))
-            }
-            Gate::QueuePaused { since } => {
-                format!("queue {q} is paused (since {})", output::time(since))
-            }
-            Gate::QueueFull {
-                max_running,
-                running,
-            } => format!("queue {q} is full: {running} running of max_running {max_running}"),
-            Gate::QueueRateEmpty {
-                tokens,
-                limit,
-                period_ms,
-            } => format!(
-                "queue {q}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms"
-            ),
-            Gate::KeyFull {
-                key,
-                max_running,
-                running,
-            } => format!(
-                "concurrency key {} is full: {running} running of max_running {max_running}",
-                output::safe(key)
-            ),
-            Gate::KeyRateEmpty {
-                key,
-                tokens,
-                limit,
-                period_ms,
-            } => format!(
-                "concurrency key {}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms",
-                output::safe(key)
-            ),
-            Gate::OrderingBehind { key, job, state } => format!(
-                "ordering key {}: job {job} before it is {state}{}",
-                output::safe(key),
-                if *state == JobState::Dead {
-                    " (retry or skip it to move on)"
-                } else {
-                    ""
-                }
-            ),
-            Gate::AwaitingSweep => {
-                "flagged blocked by a key that has freed up; the leader's key sweep clears it".into()
-            }
-            Gate::NoLiveWorker => format!("no live worker serves queue {q} (`docket workers` lists them)"),
-            Gate::BehindInQueue { ahead } => format!(
-                "{}{ahead} ready job(s) of queue {q} go first (priority, then age)",
-                if *ahead >= 10_000 { "at least " } else { "" }
-            ),
-        };
+        let line = output::safe(&g.describe(&r.queue));
         out.push_str(&format!("  - {line}\n"));
     }
     out

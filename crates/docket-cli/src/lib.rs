@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_concurrency;
 pub mod cli;
 mod controls;
+mod dashboard;
 mod demo;
 pub mod embedded;
 mod engine;
@@ -197,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a.json).await,
+        Command::Dashboard(a) => dashboard::run(&ctx, a).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,
         Command::Prune(a) => ops::prune(&ctx, a).await,
         Command::Explain(a) => ops::explain(&ctx, a).await,

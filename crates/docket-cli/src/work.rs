@@ -51,6 +51,9 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     if a.concurrency == 0 || a.concurrency > 10_000 {
         return Err(CliError::invalid("--concurrency must be 1..=10000").into());
     }
+    if let Some(m) = &a.metrics_listen {
+        crate::dashboard::addr("--metrics-listen", m)?;
+    }
     if a.exec.trim().is_empty() {
         return Err(CliError::invalid("--exec must not be empty").into());
     }
@@ -99,6 +102,9 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
         secrets.first().map(String::as_str),
     );
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
+    if let Some(addr) = &a.metrics_listen {
+        crate::dashboard::serve_metrics(addr, store.clone()).await?;
+    }
     let worker = Worker::new(store, registry, cfg)?;
     eprintln!("docket: worker {} serving {:?}", worker.owner(), a.queues);
     let shutdown = Shutdown::on_signals();

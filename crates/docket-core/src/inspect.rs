@@ -99,6 +99,8 @@ pub struct JobQuery {
     pub ordering_key: Option<String>,
     pub concurrency_key: Option<String>,
     pub field: Option<FieldEq>,
+    /// The last error's message equals this (a dead-job group).
+    pub last_error: Option<String>,
     /// Keyset cursor: only jobs with a smaller id (the page is newest first).
     pub before: Option<JobId>,
     /// Page size, 1..=[`MAX_PAGE`]; 0 means 50.
@@ -133,6 +135,20 @@ impl JobQuery {
                 if k.contains('\0') {
                     return Err(ValidationError::Nul { what });
                 }
+            }
+        }
+        if let Some(e) = &self.last_error {
+            if e.len() > 8192 {
+                return Err(ValidationError::TooLarge {
+                    what: "error filter",
+                    size: e.len(),
+                    limit: 8192,
+                });
+            }
+            if e.contains('\0') {
+                return Err(ValidationError::Nul {
+                    what: "error filter",
+                });
             }
         }
         if !(0..=MAX_PAGE).contains(&self.limit) {

@@ -524,6 +524,8 @@ pub struct TableStats {
     pub last_vacuum: Option<DateTime<Utc>>,
     pub last_autovacuum: Option<DateTime<Utc>>,
     pub total_bytes: i64,
+    /// Of which the indexes.
+    pub index_bytes: i64,
 }
 
 /// Everything `docket stats` shows.

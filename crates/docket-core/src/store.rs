@@ -219,6 +219,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// True when any job of `queues` is ready now or running (cheap at any backlog).
     fn any_active(&self, queues: &[String]) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Table health alone (tuples, vacuum, sizes): cheap, unlike [`Store::stats`]; `None`
+    /// on an engine without such statistics.
+    fn table_health(&self) -> impl Future<Output = Result<Option<TableStats>>> + Send;
+
     /// Operator counters.
     fn stats(&self) -> impl Future<Output = Result<Stats>> + Send;
 

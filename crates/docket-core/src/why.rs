@@ -70,6 +70,67 @@ pub struct WhyReport {
     pub gates: Vec<Gate>,
 }
 
+impl Gate {
+    /// One line for a person, e.g. "queue mail is paused (since 2026-12-01 10:00:00)".
+    /// Values from job data (queue, keys) are inserted as they are: escape the line for
+    /// where it is shown (a terminal's control characters, HTML).
+    pub fn describe(&self, queue: &str) -> String {
+        let time = |t: &DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%S").to_string();
+        let q = queue;
+        match self {
+            Gate::NotPending { state } => format!("it is {state}"),
+            Gate::ScheduledLater { run_at, in_s } => {
+                format!("scheduled for {} (in {in_s:.1}s)", time(run_at))
+            }
+            Gate::QueuePaused { since } => format!("queue {q} is paused (since {})", time(since)),
+            Gate::QueueFull {
+                max_running,
+                running,
+            } => format!("queue {q} is full: {running} running of max_running {max_running}"),
+            Gate::QueueRateEmpty {
+                tokens,
+                limit,
+                period_ms,
+            } => format!(
+                "queue {q}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms"
+            ),
+            Gate::KeyFull {
+                key,
+                max_running,
+                running,
+            } => format!(
+                "concurrency key {key} is full: {running} running of max_running {max_running}"
+            ),
+            Gate::KeyRateEmpty {
+                key,
+                tokens,
+                limit,
+                period_ms,
+            } => format!(
+                "concurrency key {key}'s rate bucket is empty: {tokens:.2} tokens of {limit} per {period_ms} ms"
+            ),
+            Gate::OrderingBehind { key, job, state } => format!(
+                "ordering key {key}: job {job} before it is {state}{}",
+                if *state == JobState::Dead {
+                    " (retry or skip it to move on)"
+                } else {
+                    ""
+                }
+            ),
+            Gate::AwaitingSweep => {
+                "flagged blocked by a key that has freed up; the leader's key sweep clears it".into()
+            }
+            Gate::NoLiveWorker => {
+                format!("no live worker serves queue {q} (`docket workers` lists them)")
+            }
+            Gate::BehindInQueue { ahead } => format!(
+                "{}{ahead} ready job(s) of queue {q} go first (priority, then age)",
+                if *ahead >= 10_000 { "at least " } else { "" }
+            ),
+        }
+    }
+}
+
 impl WhyReport {
     /// True when nothing holds it: the next claim of its queue (by a live worker) takes it.
     pub fn next_up(&self) -> bool {

@@ -4,7 +4,7 @@
 --   $7 text ordering key, $8 text concurrency key, $9 text[] path into args, $10 jsonb value
 --   it must equal, $11 text[] path into metadata, $12 jsonb value, $13 bigint cursor (only
 --   ids below it), $14 bigint rows to return (the page plus one, to know there is a next).
---   Every filter is NULL when not given.
+--   $15 text the last error's message. Every filter is NULL when not given.
 -- Run unprepared (planned with its values): a NULL filter then folds away and the planner
 -- picks the partial index its state calls for (jobs_dead_idx, jobs_lease_idx, ...) instead
 -- of one generic plan for every combination.
@@ -23,6 +23,7 @@ WHERE ($1::text IS NULL OR queue = $1)
   AND ($8::text IS NULL OR concurrency_key = $8)
   AND ($9::text[] IS NULL OR args #> $9 = $10::jsonb)
   AND ($11::text[] IS NULL OR metadata #> $11 = $12::jsonb)
+  AND ($15::text IS NULL OR errors -> -1 ->> 'message' = $15)
   AND ($13::bigint IS NULL OR id < $13)
 ORDER BY id DESC
 LIMIT $14

@@ -8,6 +8,7 @@ SELECT coalesce(pg_stat_get_live_tuples(t.oid), 0) AS live_tuples,
        coalesce(pg_stat_get_dead_tuples(t.oid), 0) AS dead_tuples,
        pg_stat_get_last_vacuum_time(t.oid) AS last_vacuum,
        pg_stat_get_last_autovacuum_time(t.oid) AS last_autovacuum,
-       pg_total_relation_size(t.oid) AS total_bytes
+       pg_total_relation_size(t.oid) AS total_bytes,
+       pg_indexes_size(t.oid) AS index_bytes
 FROM (SELECT to_regclass(format('%I.jobs', '{{schema}}'))::oid AS oid) t
 WHERE t.oid IS NOT NULL

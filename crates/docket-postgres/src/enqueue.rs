@@ -203,13 +203,15 @@ impl PgStore {
         for q in due {
             self.notify(&mut *conn, &self.wakeup_channel(), q).await?;
         }
-        Ok(ids
+        let out: Vec<Enqueued> = ids
             .into_iter()
             .map(|id| Enqueued {
                 id: JobId(id),
                 duplicate: false,
             })
-            .collect())
+            .collect();
+        count_enqueued(jobs, &out);
+        Ok(out)
     }
 
     pub(crate) async fn enqueue_many_on<'e, E: PgExecutor<'e>>(
@@ -264,13 +266,32 @@ impl PgStore {
             .fetch_all(exec)
             .await
             .map_err(db_err)?;
-        rows.iter()
+        let out = rows
+            .iter()
             .map(|r| {
                 Ok(Enqueued {
                     id: JobId(r.try_get("id").map_err(db_err)?),
                     duplicate: r.try_get("duplicate").map_err(db_err)?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        count_enqueued(jobs, &out);
+        Ok(out)
+    }
+}
+
+/// `docket_jobs_enqueued_total{queue,kind}` for the jobs actually inserted (a duplicate of a
+/// unique key is not). Counted when written: inside a caller's transaction that then rolls
+/// back, the jobs were counted all the same. One increment per queue and kind of the batch.
+fn count_enqueued(jobs: &[NewJob], out: &[Enqueued]) {
+    let mut by: std::collections::HashMap<(&str, &str), u64> = Default::default();
+    for (j, e) in jobs.iter().zip(out) {
+        if !e.duplicate {
+            *by.entry((j.queue.as_str(), j.kind.as_str())).or_default() += 1;
+        }
+    }
+    for ((q, k), n) in by {
+        metrics::counter!("docket_jobs_enqueued_total", "queue" => q.to_string(), "kind" => k.to_string())
+            .increment(n);
     }
 }

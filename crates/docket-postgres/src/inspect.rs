@@ -73,6 +73,7 @@ impl PgStore {
                     .bind(&meta_value)
                     .bind(q.before.map(|b| b.0))
                     .bind(page + 1)
+                    .bind(&q.last_error)
                     .fetch_all(&mut *c)
                     .await
                     .map_err(db_err)

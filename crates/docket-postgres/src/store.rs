@@ -837,6 +837,11 @@ impl Store for PgStore {
                 paused: r.try_get("paused").map_err(db_err)?,
             });
         }
+        let table = self.table_health().await?;
+        Ok(Stats { queues, table })
+    }
+
+    async fn table_health(&self) -> Result<Option<TableStats>> {
         let t = self
             .run(async |c: &mut PgConnection| {
                 self.query(&self.inner.q.stats_table)
@@ -852,10 +857,11 @@ impl Store for PgStore {
                 last_vacuum: r.try_get("last_vacuum").map_err(db_err)?,
                 last_autovacuum: r.try_get("last_autovacuum").map_err(db_err)?,
                 total_bytes: r.try_get("total_bytes").map_err(db_err)?,
+                index_bytes: r.try_get("index_bytes").map_err(db_err)?,
             }),
             None => None,
         };
-        Ok(Stats { queues, table })
+        Ok(table)
     }
 
     async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {

@@ -47,6 +47,7 @@ pub struct Completer<S: Store> {
     owner: String,
     tracker: Arc<Tracker>,
     metrics: Arc<Metrics>,
+    telemetry: Arc<crate::telemetry::Telemetry>,
     batch: usize,
     flush: Duration,
     /// Test-only panics (feature `fault-injection`).
@@ -69,6 +70,7 @@ impl<S: Store> Completer<S> {
         owner: String,
         tracker: Arc<Tracker>,
         metrics: Arc<Metrics>,
+        telemetry: Arc<crate::telemetry::Telemetry>,
         batch: usize,
         flush: Duration,
     ) -> Self {
@@ -77,6 +79,7 @@ impl<S: Store> Completer<S> {
             owner,
             tracker,
             metrics,
+            telemetry,
             batch: batch.max(1),
             flush,
             faults: Default::default(),
@@ -232,6 +235,9 @@ impl<S: Store> Completer<S> {
                         // fenced off, which is exactly what must happen.
                         warn!(job = %lost.lease.id, attempt = lost.lease.attempt, reason = %lost.reason,
                               "{what} fenced off: lease lost");
+                        let entry = self.tracker.get(lost.lease.id);
+                        self.telemetry
+                            .fenced(entry.as_ref().map(|e| &e.labels), what);
                     }
                     self.metrics.record_fenced(out.lost.len());
                     return;

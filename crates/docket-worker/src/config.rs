@@ -92,6 +92,9 @@ pub struct WorkerConfig {
     /// workers; it counts as gone three intervals after its last report, and removes itself
     /// when it stops. Defaults to 5 s.
     pub presence_interval: Duration,
+    /// How often the worker adds its per-minute samples (jobs done and failed, queue wait,
+    /// run time per queue) to the database for the dashboard's charts. Defaults to 10 s.
+    pub sample_interval: Duration,
     /// Serverless mode: no LISTEN, and the leader's maintenance (election, cron, reaper,
     /// pruner) runs only right after a claim, never on a timer of its own. An idle worker
     /// then sends one burst of statements per `poll_interval` and nothing in between, so a
@@ -132,6 +135,7 @@ impl Default for WorkerConfig {
             periodic: Vec::new(),
             schedule_interval: Duration::from_secs(1),
             presence_interval: Duration::from_secs(5),
+            sample_interval: Duration::from_secs(10),
             serverless: false,
             owner: default_owner(),
         }

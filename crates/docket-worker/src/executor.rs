@@ -9,7 +9,7 @@ use docket_core::duration::MAX_DELAY;
 use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze, Store};
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::completer::Completion;
 use crate::intx::{TxCall, TxEnd};
@@ -17,6 +17,7 @@ use crate::job::{JobContext, JobError, JobResult};
 use crate::metrics::Metrics;
 use crate::registry::Handler;
 use crate::runtime::Shared;
+use crate::telemetry::Outcome;
 use crate::tracker::{InFlight, StopReason};
 
 /// How a handler run ended.
@@ -45,7 +46,14 @@ pub(crate) async fn execute<S: Store>(
     deadline: std::time::Instant,
 ) {
     let lease = job.lease();
-    let entry = shared.tracker.insert(lease, Some(permit), deadline);
+    let labels = shared.telemetry.claimed(&job, shared.config.lease);
+    let span = crate::telemetry::job_span(&job);
+    let entry = shared.tracker.insert(lease, Some(permit), deadline, labels);
+    run(shared, job, entry).instrument(span).await
+}
+
+async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFlight>) {
+    let lease = entry.lease;
     // Claimed ahead of a free slot (prefetch): wait for one — leased, heartbeated, and never
     // started once the lease is lost or about to be.
     let Some(run_slot) = wait_for_slot(&shared, &entry, &job.queue).await else {
@@ -78,6 +86,8 @@ pub(crate) async fn execute<S: Store>(
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
     let run_slot = Some(run_slot);
+    let started = std::time::Instant::now();
+    let (attempt, max_attempts) = (job.attempt, job.max_attempts);
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
         Handler::InTransaction(f) => {
@@ -93,6 +103,9 @@ pub(crate) async fn execute<S: Store>(
             match f(call).await {
                 TxEnd::Committed => {
                     Metrics::add(&shared.metrics.completed, 1);
+                    shared
+                        .telemetry
+                        .finished(&entry.labels, Outcome::Succeeded, started.elapsed());
                     shared.tracker.remove(lease);
                     return;
                 }
@@ -104,9 +117,31 @@ pub(crate) async fn execute<S: Store>(
     // this one's outcome is being written.
     drop(run_slot);
     let completion = outcome(&shared, &entry, lease, ended, max_runtime);
+    let ran = started.elapsed();
     match completion {
-        Some(c) => finish(&shared, &entry, c).await,
-        None => shared.tracker.remove(lease),
+        Some(c) => {
+            let t = &shared.telemetry;
+            t.finished(&entry.labels, outcome_of(&c, attempt, max_attempts), ran);
+            finish(&shared, &entry, c).await
+        }
+        None => {
+            shared.telemetry.lease_lost(&entry.labels);
+            shared.tracker.remove(lease)
+        }
+    }
+}
+
+/// The metric outcome of a completion (a retry with no attempt left is the job's death).
+fn outcome_of(c: &Completion, attempt: i32, max_attempts: i32) -> Outcome {
+    match c {
+        Completion::Complete(_) => Outcome::Succeeded,
+        Completion::Snooze(_) => Outcome::Snoozed,
+        Completion::Release(_) => Outcome::Released,
+        Completion::Fail(f) => match f.class {
+            FailureClass::Retry if attempt < max_attempts => Outcome::Retried,
+            FailureClass::Retry | FailureClass::Discard => Outcome::Dead,
+            FailureClass::Cancel => Outcome::Cancelled,
+        },
     }
 }
 
@@ -150,11 +185,14 @@ async fn wait_for_slot<S: Store>(
     match (slot, entry.reason()) {
         (Some(p), None) if !nearly_expired && !shared.buffer_release.is_cancelled() => Some(p),
         (_, Some(StopReason::LeaseLost)) => {
+            shared.telemetry.lease_lost(&entry.labels);
             shared.tracker.remove(entry.lease);
             shared.credit_returned.notify_one();
             None
         }
         _ => {
+            let t = &shared.telemetry;
+            t.finished(&entry.labels, Outcome::Released, Duration::ZERO);
             finish(shared, entry, Completion::Release(entry.lease)).await;
             None
         }

@@ -86,6 +86,8 @@ impl<S: Store> Fetcher<S> {
         self.shared.claimed.notify_waiters();
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
         Metrics::add(&self.shared.metrics.claims, 1);
+        ::metrics::histogram!("docket_claim_duration_seconds", "queue" => self.queue.clone())
+            .record(sent_at.elapsed().as_secs_f64());
         let n = jobs.len();
         for job in jobs {
             let permit = permits.pop().expect("one permit per claimed job");

@@ -80,6 +80,7 @@ impl<S: Store> Heartbeater<S> {
                     if let Some(e) = tracked(&lost.lease).filter(|e| !e.is_finished()) {
                         warn!(job = %lost.lease.id, reason = %lost.reason, "lease lost; stopping the handler");
                         e.stop(StopReason::LeaseLost);
+                        self.shared.telemetry.lease_lost(&e.labels);
                         report.lost += 1;
                     }
                 }

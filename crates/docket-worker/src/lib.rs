@@ -35,7 +35,9 @@ mod runtime;
 mod service;
 mod shutdown;
 mod supervisor;
+pub mod telemetry;
 pub mod testing;
+pub mod trace;
 mod tracker;
 pub mod worker;
 

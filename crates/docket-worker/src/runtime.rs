@@ -21,6 +21,8 @@ pub(crate) struct Shared<S: Store> {
     pub config: WorkerConfig,
     pub tracker: Arc<Tracker>,
     pub metrics: Arc<Metrics>,
+    /// Metrics through the facade, and samples for the dashboard's charts.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
     /// Into the completer.
     pub completions: mpsc::Sender<Completion>,
     /// One wake-up per queue, poked by notifications and by reconnects of the listener.

@@ -28,6 +28,8 @@ pub enum StopReason {
 pub struct InFlight {
     /// The claim.
     pub lease: Lease,
+    /// Queue and kind, for metric labels.
+    pub labels: crate::telemetry::Labels,
     /// The handler's cancellation token.
     pub cancel: CancellationToken,
     reason: Arc<Mutex<Option<StopReason>>>,
@@ -118,9 +120,11 @@ impl Tracker {
         lease: Lease,
         permit: Option<OwnedSemaphorePermit>,
         deadline: Instant,
+        labels: crate::telemetry::Labels,
     ) -> Arc<InFlight> {
         let entry = Arc::new(InFlight {
             lease,
+            labels,
             cancel: CancellationToken::new(),
             reason: Arc::new(Mutex::new(None)),
             deadline: Mutex::new(deadline),

@@ -145,6 +145,7 @@ impl<S: Store> Worker<S> {
                 config,
                 tracker: Default::default(),
                 metrics: Default::default(),
+                telemetry: Default::default(),
                 completions: tx,
                 wakeups,
                 claimed: Arc::new(Notify::new()),
@@ -294,6 +295,7 @@ impl<S: Store> Worker<S> {
             cfg.owner.clone(),
             shared.tracker.clone(),
             shared.metrics.clone(),
+            shared.telemetry.clone(),
             cfg.completion_batch,
             cfg.completion_flush,
         );
@@ -319,6 +321,10 @@ impl<S: Store> Worker<S> {
         sup.start(Presence {
             shared: shared.clone(),
             cadence: cadence(cfg.presence_interval),
+        });
+        sup.start(crate::telemetry::SampleFlush {
+            shared: shared.clone(),
+            cadence: cadence(cfg.sample_interval),
         });
         if cfg.maintenance {
             let store = &shared.store;

@@ -1,0 +1,49 @@
+// Docket dashboard: live refresh. The server sends an event when something may have changed
+// (a notification, one of our own actions, or its refresh tick); the page then fetches its
+// own URL with X-Docket-Fragment and swaps the <main> content. Nothing is refreshed while
+// the operator is typing or has rows selected, so a refresh never throws their work away.
+// No build step, no dependency: this file is embedded in the binary as it is.
+(function () {
+  "use strict";
+  var base = document.body.getAttribute("data-base") || "";
+  var busy = false;
+  function idle() {
+    var a = document.activeElement;
+    if (a && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA")) return false;
+    if (document.querySelector("input[type=checkbox][name=ids]:checked")) return false;
+    return !document.querySelector("[data-no-refresh]");
+  }
+  function refresh() {
+    if (busy || !idle()) return;
+    busy = true;
+    fetch(location.href, { headers: { "X-Docket-Fragment": "1" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html !== null && idle()) {
+          document.getElementById("main").innerHTML = html;
+          document.body.setAttribute("data-refreshed", String(Date.now()));
+        }
+      })
+      .catch(function () {})
+      .then(function () { busy = false; });
+  }
+  function connect() {
+    var live = document.getElementById("live");
+    var es = new EventSource(base + "/events");
+    es.onopen = function () { if (live) live.className = "badge on"; };
+    es.onmessage = refresh;
+    es.onerror = function () { if (live) live.className = "badge off"; };
+  }
+  document.addEventListener("change", function (e) {
+    var t = e.target;
+    if (t && t.id === "select-all") {
+      document.querySelectorAll("input[type=checkbox][name=ids]").forEach(function (c) { c.checked = t.checked; });
+    }
+  });
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    var msg = f.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) e.preventDefault();
+  });
+  if (window.EventSource) connect();
+})();

@@ -1,0 +1,212 @@
+//! The page shell (navigation, embedded stylesheet and script) and the small formatting
+//! helpers every page uses.
+
+use std::time::Instant;
+
+use axum::extract::Path;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use docket_core::{Count, Store, StoreError};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use crate::App;
+
+const STYLE: &str = include_str!("../assets/style.css");
+const SCRIPT: &str = include_str!("../assets/live.js");
+
+/// Serves an embedded asset.
+pub async fn asset(Path(name): Path<String>) -> Response {
+    let (body, kind) = match name.as_str() {
+        "style.css" => (STYLE, "text/css; charset=utf-8"),
+        "live.js" => (SCRIPT, "text/javascript; charset=utf-8"),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// True when the page's script asks only for the `<main>` content (a live refresh).
+pub fn fragment(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-docket-fragment")
+}
+
+const NAV: &[(&str, &str)] = &[
+    ("/", "Queues"),
+    ("/jobs", "Jobs"),
+    ("/dead", "Dead"),
+    ("/workers", "Workers"),
+    ("/cron", "Cron"),
+    ("/audit", "Audit"),
+];
+
+/// A whole page, or only its main content for a live refresh. `Server-Timing` says how long
+/// the server took (the benchmark reads it).
+pub fn page<S: Store>(
+    app: &App<S>,
+    title: &str,
+    active: &str,
+    body: Markup,
+    frag: bool,
+) -> Response {
+    page_timed(app, title, active, body, frag, None)
+}
+
+/// [`page`] with the time the handler started, for `Server-Timing`.
+pub fn page_timed<S: Store>(
+    app: &App<S>,
+    title: &str,
+    active: &str,
+    body: Markup,
+    frag: bool,
+    started: Option<Instant>,
+) -> Response {
+    let markup = if frag {
+        body
+    } else {
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (title) " · Docket" }
+                    link rel="stylesheet" href=(app.href("/assets/style.css"));
+                    script src=(app.href("/assets/live.js")) defer {}
+                }
+                body data-base=(app.opts.base_path) {
+                    header {
+                        a.brand href=(app.href("/")) { "Docket" }
+                        nav {
+                            @for (path, name) in NAV {
+                                a href=(app.href(path)) class=[(*path == active).then_some("on")] { (name) }
+                            }
+                        }
+                        @if app.opts.read_only { span.badge.ro { "read-only" } }
+                        span #live.badge title="live updates" { "●" }
+                    }
+                    main #main { (body) }
+                }
+            }
+        }
+    };
+    let mut r = markup.into_response();
+    if let Some(t) = started {
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if let Ok(v) = format!("app;dur={ms:.1}").parse() {
+            r.headers_mut().insert("server-timing", v);
+        }
+    }
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// An error page for a failed store call (bad input is a 400, anything else a 500; the
+/// message is escaped and carries no connection string: store errors are redacted).
+pub fn error<S: Store>(app: &App<S>, e: &StoreError) -> Response {
+    let status = match e {
+        StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+        StoreError::NotFound(_) => StatusCode::NOT_FOUND,
+        StoreError::WrongState { .. } | StoreError::UniqueConflict { .. } => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = html! { h1 { "Error" } p.error { (e.to_string()) } };
+    let mut r = page(app, "Error", "", body, false);
+    *r.status_mut() = status;
+    r
+}
+
+/// A 400 page for bad input the dashboard itself found.
+pub fn bad_request<S: Store>(app: &App<S>, msg: &str) -> Response {
+    let body = html! { h1 { "Bad request" } p.error { (msg) } };
+    let mut r = page(app, "Bad request", "", body, false);
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r
+}
+
+/// A time as `2026-12-01 18:00:00`.
+pub fn time(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// An optional time, or a dash.
+pub fn opt_time(t: &Option<DateTime<Utc>>) -> String {
+    t.as_ref().map(time).unwrap_or_else(|| "–".into())
+}
+
+/// Seconds as `3.2s`, `4m 10s`, `2h 5m`, `3d 4h`.
+pub fn age(s: f64) -> String {
+    if !s.is_finite() {
+        return "–".into();
+    }
+    let s = s.max(0.0);
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if s < 3600.0 {
+        format!("{}m {}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else if s < 86400.0 {
+        format!("{}h {}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64)
+    } else {
+        format!(
+            "{}d {}h",
+            (s / 86400.0) as u64,
+            ((s % 86400.0) / 3600.0) as u64
+        )
+    }
+}
+
+/// A capped count: `10000+` with a title saying so.
+pub fn count(c: &Count) -> Markup {
+    html! {
+        @if c.more { span title="counted up to this cap; there are more" { (c.n) "+" } }
+        @else { (c.n) }
+    }
+}
+
+/// JSON, pretty, for a `<pre>` (escaped by the template).
+pub fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// At most `n` characters of `s`, with an ellipsis when cut.
+pub fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The hidden CSRF field of a form.
+pub fn csrf<S: Store>(app: &App<S>) -> Markup {
+    html! { input type="hidden" name="_csrf" value=(app.csrf); }
+}
+
+/// A one-button form posting to `action` (nothing in read-only mode).
+pub fn button<S: Store>(app: &App<S>, action: &str, label: &str, class: &str) -> Markup {
+    if app.opts.read_only {
+        return html! {};
+    }
+    html! {
+        form.inline method="post" action=(app.href(action)) {
+            (csrf(app))
+            button type="submit" class=(class) { (label) }
+        }
+    }
+}
+
+/// Raw markup built by this crate from numbers only (the charts).
+pub fn trusted(s: String) -> PreEscaped<String> {
+    PreEscaped(s)
+}

@@ -1,0 +1,211 @@
+//! Docket's dashboard: server-rendered pages over the storage seam ([`docket_core::Store`]),
+//! live over server-sent events, every asset embedded, and a Prometheus endpoint.
+//!
+//! Two ways to run it:
+//! - `docket dashboard [--listen 127.0.0.1:8080] [--read-only]`, or [`serve`];
+//! - [`router`], an axum [`Router`] an application mounts under a path of its own
+//!   (`Router::new().nest("/admin/jobs", docket_dashboard::router(store, opts))`, with
+//!   `opts.base_path = "/admin/jobs"`), behind its own authentication if it likes.
+//!
+//! Layout: [`auth`] (token or basic auth, CSRF), [`layout`] (the page shell and helpers),
+//! `pages/` (one module per page), [`actions`] (every POST, each audited), [`bulk`] (bulk
+//! actions over everything a filter matches, in bounded batches with progress), [`live`]
+//! (the event stream), [`chart`] (inline SVG), [`metrics`] (the Prometheus text endpoint).
+//!
+//! Every value from job data reaches the page through maud's escaping (`(value)` in a
+//! template); nothing is inserted with `PreEscaped` but the embedded assets and SVG built
+//! from numbers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use docket_core::Store;
+use tokio::sync::broadcast;
+
+pub mod actions;
+pub mod auth;
+pub mod bulk;
+pub mod chart;
+pub mod layout;
+pub mod live;
+pub mod metrics;
+mod pages;
+
+pub use auth::Auth;
+
+/// How the dashboard is served.
+#[derive(Clone)]
+pub struct Options {
+    /// Hide and refuse every action (pause, retry, cancel, bulk, limits).
+    pub read_only: bool,
+    /// Who may look (and act). [`Auth::Open`] only makes sense on loopback; [`serve`] refuses
+    /// it on any other address.
+    pub auth: Auth,
+    /// The path the router is mounted under ("" at the root), for the links it renders.
+    pub base_path: String,
+    /// How often open pages refresh when no notification arrives.
+    pub refresh: Duration,
+    /// The Prometheus handle `/metrics` renders (see [`metrics::install`]); `None` serves
+    /// no `/metrics`.
+    pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            read_only: false,
+            auth: Auth::Open,
+            base_path: String::new(),
+            refresh: Duration::from_secs(2),
+            prometheus: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("read_only", &self.read_only)
+            .field("auth", &self.auth)
+            .field("base_path", &self.base_path)
+            .field("refresh", &self.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the dashboard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error("refusing to listen on {0} without authentication: set DOCKET_DASHBOARD_TOKEN, or DOCKET_DASHBOARD_USER and DOCKET_DASHBOARD_PASSWORD, or listen on a loopback address")]
+    OpenBeyondLoopback(SocketAddr),
+    #[error("invalid base path {0:?}: use \"\" or a path like /admin/jobs (no trailing slash)")]
+    BasePath(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// A bulk action running in the background.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TaskState {
+    pub action: String,
+    pub filter: String,
+    pub changed: u64,
+    pub skipped: u64,
+    pub scanned: u64,
+    pub done: bool,
+    pub error: Option<String>,
+}
+
+/// What every handler shares.
+pub struct App<S: Store> {
+    pub(crate) store: S,
+    pub(crate) opts: Options,
+    /// The CSRF token forms carry: random per process, shown only on authenticated pages.
+    pub(crate) csrf: String,
+    /// Refresh hints for the open pages (from LISTEN, from our own actions).
+    pub(crate) live: broadcast::Sender<()>,
+    pub(crate) listening: AtomicBool,
+    pub(crate) tasks: Mutex<HashMap<u64, TaskState>>,
+    pub(crate) next_task: AtomicU64,
+}
+
+impl<S: Store> App<S> {
+    /// A link to `path` (starting with '/') under the base path.
+    pub(crate) fn href(&self, path: &str) -> String {
+        format!("{}{path}", self.opts.base_path)
+    }
+
+    /// Tells open pages to refresh now.
+    pub(crate) fn poke(&self) {
+        let _ = self.live.send(());
+    }
+}
+
+/// Checks a base path ("" or like `/admin/jobs`).
+pub fn check_base_path(p: &str) -> Result<(), DashboardError> {
+    if valid_base(p) {
+        Ok(())
+    } else {
+        Err(DashboardError::BasePath(p.to_string()))
+    }
+}
+
+fn valid_base(p: &str) -> bool {
+    p.is_empty()
+        || (p.starts_with('/')
+            && !p.ends_with('/')
+            && p.len() <= 200
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b)))
+}
+
+/// The dashboard as a router (pages, actions unless read-only, events, assets, `/metrics`
+/// when a Prometheus handle is given).
+pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardError> {
+    if !valid_base(&opts.base_path) {
+        return Err(DashboardError::BasePath(opts.base_path));
+    }
+    let (live, _) = broadcast::channel(16);
+    let read_only = opts.read_only;
+    let app = Arc::new(App {
+        store,
+        opts,
+        csrf: auth::random_token(),
+        live,
+        listening: AtomicBool::new(false),
+        tasks: Mutex::new(HashMap::new()),
+        next_task: AtomicU64::new(1),
+    });
+    let mut r = Router::new()
+        .route("/", get(pages::queues::page::<S>))
+        .route("/jobs", get(pages::jobs::page::<S>))
+        .route("/jobs/{id}", get(pages::job::page::<S>))
+        .route("/workers", get(pages::workers::page::<S>))
+        .route("/cron", get(pages::workers::cron::<S>))
+        .route("/dead", get(pages::dead::page::<S>))
+        .route("/audit", get(pages::workers::audit::<S>))
+        .route("/tasks/{id}", get(pages::dead::task::<S>))
+        .route("/events", get(live::events::<S>))
+        .route("/assets/{name}", get(layout::asset))
+        .route("/login", get(auth::login_page::<S>).post(auth::login::<S>))
+        .route("/metrics", get(metrics::endpoint::<S>));
+    if !read_only {
+        r = r
+            .route("/jobs/{id}/{action}", post(actions::job::<S>))
+            .route("/queues/{queue}/{action}", post(actions::queue::<S>))
+            .route("/bulk", post(bulk::start::<S>));
+    }
+    Ok(r.layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        auth::guard::<S>,
+    ))
+    .with_state(app))
+}
+
+/// Refuses [`Auth::Open`] beyond loopback.
+pub fn check_exposure(addr: SocketAddr, auth: &Auth) -> Result<(), DashboardError> {
+    if matches!(auth, Auth::Open) && !addr.ip().is_loopback() {
+        return Err(DashboardError::OpenBeyondLoopback(addr));
+    }
+    Ok(())
+}
+
+/// Serves the dashboard on `listener` until `shutdown` completes.
+pub async fn serve<S: Store>(
+    listener: tokio::net::TcpListener,
+    store: S,
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), DashboardError> {
+    check_exposure(listener.local_addr()?, &opts.auth)?;
+    let app = router(store, opts)?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}

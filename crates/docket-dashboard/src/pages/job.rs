@@ -1,0 +1,116 @@
+//! One job: every field as stored, args and metadata pretty and escaped, each attempt's
+//! error with its owner and time, the lease, "why is it not running?" for a pending job, and
+//! the actions its state allows.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use docket_core::{JobId, JobState, Store};
+use maud::html;
+
+use crate::layout::{self, button};
+use crate::App;
+
+/// `GET /jobs/{id}`.
+pub async fn page<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let Ok(id) = id.parse::<i64>().map(JobId) else {
+        return layout::bad_request(&app, "a job id is a number");
+    };
+    let j = match app.store.get(id).await {
+        Ok(j) => j,
+        Err(e) => return layout::error(&app, &e),
+    };
+    let why = if j.state == JobState::Pending {
+        match app.store.why(id).await {
+            Ok(w) => Some(w),
+            Err(e) => return layout::error(&app, &e),
+        }
+    } else {
+        None
+    };
+    let scheduled = j.state == JobState::Pending
+        && why.as_ref().is_some_and(|w| {
+            w.gates
+                .iter()
+                .any(|g| matches!(g, docket_core::Gate::ScheduledLater { .. }))
+        });
+    let act = |a: &str| format!("/jobs/{}/{a}", j.id);
+    let body = html! {
+        h1 { "Job " (j.id) " " span #state class={"state " (j.state)} { (j.state) } }
+        div.bar #actions {
+            @if matches!(j.state, JobState::Dead | JobState::Cancelled) { (button(&app, &act("retry"), "Retry", "")) }
+            @if scheduled { (button(&app, &act("run-now"), "Run now", "")) }
+            @if matches!(j.state, JobState::Pending | JobState::Running) && j.cancel_requested_at.is_none() {
+                (button(&app, &act("cancel"), "Cancel", "danger"))
+            }
+            @if j.state == JobState::Dead { (button(&app, &act("skip"), "Skip (release its ordering key)", "danger")) }
+        }
+        @if !j.invalid.is_empty() {
+            p.error { "This row was written around Docket's checks: " (j.invalid.join("; ")) }
+        }
+        @if let Some(w) = &why {
+            h2 { "Why is it not running?" }
+            @if w.next_up() {
+                p #why { "Nothing holds it: the next claim of queue " (w.queue) " takes it." }
+            } @else {
+                ul.gates #why { @for g in &w.gates { li { (g.describe(&w.queue)) } } }
+            }
+        }
+        h2 { "Job" }
+        dl.kv {
+            dt { "queue" } dd { a href=(app.href(&format!("/jobs?queue={}", super::jobs::urlenc(&j.queue)))) { (j.queue) } }
+            dt { "kind" } dd { (j.kind) }
+            dt { "attempt" } dd { (j.attempt) " of " (j.max_attempts) }
+            dt { "priority" } dd { (j.priority) }
+            dt { "run at" } dd { (layout::time(&j.run_at)) }
+            dt { "created" } dd { (layout::time(&j.created_at)) }
+            dt { "last claimed" } dd { (layout::opt_time(&j.attempted_at)) }
+            dt { "finished" } dd { (layout::opt_time(&j.finished_at)) }
+            dt { "lease" } dd {
+                @if let Some(o) = &j.lease_owner { (o) " until " (layout::opt_time(&j.lease_expires_at)) }
+                @else { "–" }
+            }
+            dt { "cancel requested" } dd { (layout::opt_time(&j.cancel_requested_at)) }
+            dt { "unique key" } dd { (j.unique_key.as_deref().unwrap_or("–")) }
+            dt { "ordering key" } dd { (j.ordering_key.as_deref().unwrap_or("–")) }
+            dt { "concurrency key" } dd { (j.concurrency_key.as_deref().unwrap_or("–")) }
+            dt { "blocked" } dd { (j.blocked) }
+        }
+        h2 { "Args" }
+        pre #args { (layout::pretty(&j.args)) }
+        h2 { "Metadata" }
+        pre #metadata { (layout::pretty(&j.metadata)) }
+        h2 { "Attempts and errors" }
+        table #errors {
+            thead { tr { th.n { "attempt" } th { "at" } th { "class" } th { "owner" } th { "message" } } }
+            tbody {
+                @for e in &j.errors {
+                    tr {
+                        td.n { (e.attempt) }
+                        td { (layout::time(&e.at)) }
+                        td { (e.class) }
+                        td { (e.owner.as_deref().unwrap_or("–")) }
+                        td.error { (e.message) }
+                    }
+                }
+                @if j.errors.is_empty() { tr { td colspan="5" .muted { "No error recorded." } } }
+            }
+        }
+    };
+    layout::page_timed(
+        &app,
+        &format!("Job {}", j.id),
+        "/jobs",
+        body,
+        layout::fragment(&headers),
+        Some(started),
+    )
+}

@@ -1,0 +1,212 @@
+//! The jobs page: every filter of [`JobQuery`], keyset pages, and bulk actions on the
+//! selected rows or on everything the filter matches.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use chrono::{DateTime, NaiveDateTime, Utc};
+use docket_core::{FieldEq, JobId, JobQuery, JobState, Store};
+use maud::html;
+
+use crate::layout::{self, csrf};
+use crate::App;
+
+const STATES: &[&str] = &["pending", "running", "succeeded", "dead", "cancelled"];
+
+fn parse_time(what: &str, s: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Ok(t.and_utc());
+        }
+    }
+    Err(format!(
+        "{what}: {s:?} is not a time (use 2026-12-01T10:00, UTC, or RFC 3339)"
+    ))
+}
+
+/// The search a form or query string describes (keys: queue, kind, state, priority, since,
+/// until, ordering_key, concurrency_key, field, error, before, limit). Bad values are an
+/// error message, never a partial search.
+pub fn query_from<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<JobQuery, String> {
+    let text = |k: &str| get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let q = JobQuery {
+        queue: text("queue").map(str::to_string),
+        kind: text("kind").map(str::to_string),
+        state: text("state")
+            .map(|s| s.parse::<JobState>().map_err(|e| e.to_string()))
+            .transpose()?,
+        priority: text("priority")
+            .map(|p| {
+                p.parse::<i16>()
+                    .map_err(|_| format!("priority {p:?} is not a number"))
+            })
+            .transpose()?,
+        since: text("since").map(|s| parse_time("since", s)).transpose()?,
+        until: text("until").map(|s| parse_time("until", s)).transpose()?,
+        ordering_key: text("ordering_key").map(str::to_string),
+        concurrency_key: text("concurrency_key").map(str::to_string),
+        field: text("field")
+            .map(|f| FieldEq::parse(f).map_err(|e| e.to_string()))
+            .transpose()?,
+        last_error: get("error").filter(|v| !v.is_empty()).map(str::to_string),
+        before: text("before")
+            .map(|b| {
+                b.parse::<i64>()
+                    .map(JobId)
+                    .map_err(|_| "before must be a job id".to_string())
+            })
+            .transpose()?,
+        limit: text("limit")
+            .map(|l| {
+                l.parse::<i64>()
+                    .map_err(|_| "limit must be a number".to_string())
+            })
+            .transpose()?
+            .unwrap_or(0),
+    };
+    q.validate().map_err(|e| e.to_string())?;
+    Ok(q)
+}
+
+/// The query string of `q` (without its cursor), for links and redirects.
+pub fn query_string(q: &JobQuery) -> String {
+    let mut s = form_urlencoded::Serializer::new(String::new());
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            s.append_pair(k, &v);
+        }
+    };
+    put("queue", q.queue.clone());
+    put("kind", q.kind.clone());
+    put("state", q.state.map(|s| s.to_string()));
+    put("priority", q.priority.map(|p| p.to_string()));
+    put("since", q.since.map(|t| t.to_rfc3339()));
+    put("until", q.until.map(|t| t.to_rfc3339()));
+    put("ordering_key", q.ordering_key.clone());
+    put("concurrency_key", q.concurrency_key.clone());
+    put("field", q.field.as_ref().map(FieldEq::display));
+    put("error", q.last_error.clone());
+    if q.limit != 0 {
+        put("limit", Some(q.limit.to_string()));
+    }
+    s.finish()
+}
+
+/// Hidden inputs carrying `q`'s filter (for the bulk form).
+fn hidden_filter(q: &JobQuery) -> maud::Markup {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query_string(q).as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    html! { @for (k, v) in &pairs { input type="hidden" name=(k) value=(v); } }
+}
+
+/// `GET /jobs`.
+pub async fn page<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let q = match query_from(|k| params.get(k).map(String::as_str)) {
+        Ok(q) => q,
+        Err(msg) => return layout::bad_request(&app, &msg),
+    };
+    let page = match app.store.search(&q).await {
+        Ok(p) => p,
+        Err(e) => return layout::error(&app, &e),
+    };
+    let v = |k: &str| params.get(k).cloned().unwrap_or_default();
+    let ro = app.opts.read_only;
+    let body = html! {
+        h1 { "Jobs" }
+        form.filters method="get" action=(app.href("/jobs")) {
+            label { "Queue" input name="queue" value=(v("queue")) size="10"; }
+            label { "Kind" input name="kind" value=(v("kind")) size="12"; }
+            label { "State" select name="state" {
+                option value="" { "any" }
+                @for s in STATES { option value=(s) selected[v("state") == *s] { (s) } }
+            } }
+            label { "Priority" input name="priority" value=(v("priority")) size="4"; }
+            label { "Created since (UTC)" input name="since" value=(v("since")) placeholder="2026-12-01T10:00" size="16"; }
+            label { "until" input name="until" value=(v("until")) size="16"; }
+            label { "Ordering key" input name="ordering_key" value=(v("ordering_key")) size="10"; }
+            label { "Concurrency key" input name="concurrency_key" value=(v("concurrency_key")) size="10"; }
+            label { "Args / metadata" input name="field" value=(v("field")) placeholder="args.user_id = 42" size="18"; }
+            @if !v("error").is_empty() { input type="hidden" name="error" value=(v("error")); }
+            button type="submit" { "Filter" }
+            a href=(app.href("/jobs")) { "clear" }
+        }
+        form #bulk method="post" action=(app.href("/bulk")) {
+            (csrf(&app))
+            (hidden_filter(&q))
+            @if !ro {
+                div.bar {
+                    span.muted { "Selected:" }
+                    button type="submit" name="op" value="retry:selected" { "Retry" }
+                    button.danger type="submit" name="op" value="cancel:selected" { "Cancel" }
+                    span.muted { "All matching this filter:" }
+                    button type="submit" name="op" value="retry:matching"
+                        data-confirm="Retry every job this filter matches?" { "Retry all" }
+                    button.danger type="submit" name="op" value="cancel:matching"
+                        data-confirm="Cancel every job this filter matches?" { "Cancel all" }
+                }
+            }
+            table #jobs {
+                thead { tr {
+                    @if !ro { th { input #select-all type="checkbox" title="select all"; } }
+                    th.n { "id" } th { "queue" } th { "kind" } th { "state" } th.n { "attempt" }
+                    th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "args" }
+                } }
+                tbody {
+                    @for j in &page.jobs {
+                        tr data-id=(j.id) {
+                            @if !ro { td { input type="checkbox" name="ids" value=(j.id); } }
+                            td.n { a href=(app.href(&format!("/jobs/{}", j.id))) { (j.id) } }
+                            td { a href=(app.href(&format!("/jobs?queue={}", urlenc(&j.queue)))) { (j.queue) } }
+                            td { (j.kind) }
+                            td { span class={"state " (j.state)} { (j.state) } }
+                            td.n { (j.attempt) "/" (j.max_attempts) }
+                            td.n { (j.priority) }
+                            td { (layout::time(&j.run_at)) }
+                            td { (layout::time(&j.created_at)) }
+                            td { (layout::opt_time(&j.finished_at)) }
+                            td { code { (layout::cut(&j.args.to_string(), 80)) } }
+                        }
+                    }
+                    @if page.jobs.is_empty() { tr { td colspan="11" .muted { "No job matches." } } }
+                }
+            }
+        }
+        div.pager {
+            @if q.before.is_some() { a href=(app.href(&format!("/jobs?{}", query_string(&q)))) { "← newest" } " " }
+            @if let Some(n) = page.next {
+                a #older href=(app.href(&format!("/jobs?{}&before={}", query_string(&q), n))) { "older →" }
+            }
+        }
+    };
+    layout::page_timed(
+        &app,
+        "Jobs",
+        "/jobs",
+        body,
+        layout::fragment(&headers),
+        Some(started),
+    )
+}
+
+/// Percent-encodes a query value.
+pub fn urlenc(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}

@@ -1,0 +1,7 @@
+//! One module per page.
+
+pub mod dead;
+pub mod job;
+pub mod jobs;
+pub mod queues;
+pub mod workers;

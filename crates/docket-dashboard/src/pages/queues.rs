@@ -1,0 +1,143 @@
+//! The queues page (the dashboard's home): per queue, counts by state (capped), the ready
+//! backlog and its oldest age, leases near expiry, workers, pause and limits with their
+//! actions; throughput and pickup latency over the last hour from the workers' samples.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use chrono::{DateTime, DurationRound, Utc};
+use docket_core::{Sample, Store};
+use maud::{html, Markup};
+
+use crate::layout::{self, button, csrf};
+use crate::pages::jobs::urlenc;
+use crate::{chart, App};
+
+/// The cap of the page's counts.
+pub const CAP: i64 = 10_000;
+
+/// Per-minute totals over the last hour: (jobs done per minute, mean wait ms) for 60
+/// minutes, oldest first, from `samples` (optionally one queue).
+fn series(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<f64>, Vec<f64>) {
+    let end = now
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap_or(now);
+    let mut by: BTreeMap<i64, (i64, i64, i64)> = BTreeMap::new();
+    for s in samples
+        .iter()
+        .filter(|s| queue.is_none_or(|q| s.queue == q))
+    {
+        let m = (end - s.minute).num_minutes();
+        if (0..60).contains(&m) {
+            let e = by.entry(59 - m).or_default();
+            e.0 += s.succeeded + s.failed;
+            e.1 += s.wait_ms_sum;
+            e.2 += s.wait_count;
+        }
+    }
+    let mut done = vec![0.0; 60];
+    let mut wait = vec![0.0; 60];
+    for (i, (n, w, c)) in by {
+        done[i as usize] = n as f64;
+        wait[i as usize] = if c > 0 { w as f64 / c as f64 } else { 0.0 };
+    }
+    (done, wait)
+}
+
+fn limits_form<S: Store>(app: &App<S>, q: &docket_core::QueueSummary) -> Markup {
+    let l = q.control.as_ref().map(|c| c.limits).unwrap_or_default();
+    let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_default();
+    html! {
+        form.inline.limits method="post" action=(app.href(&format!("/queues/{}/limits", urlenc(&q.queue)))) {
+            (csrf(app))
+            input name="max_running" placeholder="max running" title="max running" value=(opt(l.max_running));
+            input name="key_max_running" placeholder="per key" title="max running per concurrency key" value=(opt(l.key_max_running));
+            input name="rate_limit" placeholder="rate" title="claims per period" value=(opt(l.rate.as_ref().map(|r| r.limit)));
+            input name="rate_period" placeholder="per (1s)" title="rate period" value=(l.rate.as_ref().map(|r| humantime::format_duration(r.period).to_string()).unwrap_or_default());
+            button type="submit" { "Set limits" }
+        }
+    }
+}
+
+/// `GET /`.
+pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
+    let started = Instant::now();
+    let (o, samples) = match tokio::try_join!(
+        app.store.overview(CAP),
+        app.store.samples(Duration::from_secs(3600))
+    ) {
+        Ok(v) => v,
+        Err(e) => return layout::error(&app, &e),
+    };
+    let now = o.at.unwrap_or_else(Utc::now);
+    let (done, wait) = series(&samples, now, None);
+    let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
+    let ro = app.opts.read_only;
+    let body = html! {
+        h1 { "Queues" }
+        div.cards {
+            div.card { h3 { "Jobs done / min (last 5 min)" } (format!("{last_min:.0}")) }
+            div.card { h3 { "Queues" } (o.queues.len()) }
+            div.card { h3 { "Running" } (o.queues.iter().map(|q| q.running).sum::<i64>()) }
+        }
+        div.bar {
+            (layout::trusted(chart::line("jobs done per minute", "jobs", &done, 520, 150)))
+            (layout::trusted(chart::line("mean pickup latency (ms)", "ms", &wait, 520, 150)))
+        }
+        table #queues {
+            thead { tr {
+                th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "running" }
+                th.n { "near expiry" } th.n { "dead" } th.n { "oldest ready" } th.n { "workers" }
+                th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
+            } }
+            tbody {
+                @for q in &o.queues {
+                    @let enc = urlenc(&q.queue);
+                    tr data-queue=(q.queue) {
+                        td {
+                            a href=(app.href(&format!("/jobs?queue={enc}"))) { (q.queue) }
+                            @if q.paused { " " span.paused { "paused" } }
+                        }
+                        td.n { (layout::count(&q.ready)) }
+                        td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=pending"))) { (layout::count(&q.pending)) } }
+                        td.n { (layout::count(&q.blocked)) }
+                        td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) } }
+                        td.n { (q.near_expiry) }
+                        td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=dead"))) { (layout::count(&q.dead)) } }
+                        td.n { (q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into())) }
+                        td.n { (q.workers) }
+                        td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 160, 28))) }
+                        td {
+                            @if let Some(c) = &q.control {
+                                @if let Some(m) = c.limits.max_running { "max " (m) " " }
+                                @if let Some(m) = c.limits.key_max_running { "per key " (m) " " }
+                                @if let Some(r) = &c.limits.rate { (r.limit) " per " (humantime::format_duration(r.period).to_string()) }
+                            }
+                        }
+                        @if !ro {
+                            td {
+                                @if q.paused { (button(&app, &format!("/queues/{enc}/resume"), "Resume", "")) }
+                                @else { (button(&app, &format!("/queues/{enc}/pause"), "Pause", "danger")) }
+                                " " (limits_form(&app, q))
+                            }
+                        }
+                    }
+                }
+                @if o.queues.is_empty() { tr { td colspan="12" .muted { "No queue has work, controls or workers yet." } } }
+            }
+        }
+        p.muted { "Counts stop at " (o.cap) " (shown as " (o.cap) "+) so this page never counts a whole table." }
+    };
+    layout::page_timed(
+        &app,
+        "Queues",
+        "/",
+        body,
+        layout::fragment(&headers),
+        Some(started),
+    )
+}
