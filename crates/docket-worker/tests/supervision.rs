@@ -26,6 +26,7 @@ async fn a_panic_in_any_service_stops_the_worker_with_its_name() {
         "pruner",
         "sweeper",
         "presence",
+        "samples",
     ] {
         let db = TestDb::new().await;
         let mut r = Registry::default();
@@ -36,6 +37,7 @@ async fn a_panic_in_any_service_stops_the_worker_with_its_name() {
         cfg.reap_interval = Duration::from_millis(300);
         cfg.prune_interval = Duration::from_millis(300);
         cfg.presence_interval = Duration::from_millis(300);
+        cfg.sample_interval = Duration::from_millis(300);
         let w = Arc::new(Worker::new(db.second_store(6).await, r, cfg).unwrap());
         let run = {
             let w = w.clone();

@@ -129,6 +129,33 @@ pub async fn page<S: Store>(
     };
     let v = |k: &str| params.get(k).cloned().unwrap_or_default();
     let ro = app.opts.read_only;
+    let table = html! {
+    table #jobs {
+        thead { tr {
+            @if !ro { th { input #select-all type="checkbox" title="select all"; } }
+            th.n { "id" } th { "queue" } th { "kind" } th { "state" } th.n { "attempt" }
+            th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "args" }
+        } }
+        tbody {
+            @for j in &page.jobs {
+                tr data-id=(j.id) {
+                    @if !ro { td { input type="checkbox" name="ids" value=(j.id); } }
+                    td.n { a href=(app.href(&format!("/jobs/{}", j.id))) { (j.id) } }
+                    td { a href=(app.href(&format!("/jobs?queue={}", urlenc(&j.queue)))) { (j.queue) } }
+                    td { (j.kind) }
+                    td { span class={"state " (j.state)} { (j.state) } }
+                    td.n { (j.attempt) "/" (j.max_attempts) }
+                    td.n { (j.priority) }
+                    td { (layout::time(&j.run_at)) }
+                    td { (layout::time(&j.created_at)) }
+                    td { (layout::opt_time(&j.finished_at)) }
+                    td { code { (layout::cut(&j.args.to_string(), 80)) } }
+                }
+            }
+            @if page.jobs.is_empty() { tr { td colspan="11" .muted { "No job matches." } } }
+        }
+    }
+    };
     let body = html! {
         h1 { "Jobs" }
         form.filters method="get" action=(app.href("/jobs")) {
@@ -148,45 +175,23 @@ pub async fn page<S: Store>(
             button type="submit" { "Filter" }
             a href=(app.href("/jobs")) { "clear" }
         }
+        @if ro { (table) } @else {
         form #bulk method="post" action=(app.href("/bulk")) {
-            (csrf(&app))
-            (hidden_filter(&q))
-            @if !ro {
-                div.bar {
-                    span.muted { "Selected:" }
-                    button type="submit" name="op" value="retry:selected" { "Retry" }
-                    button.danger type="submit" name="op" value="cancel:selected" { "Cancel" }
-                    span.muted { "All matching this filter:" }
-                    button type="submit" name="op" value="retry:matching"
-                        data-confirm="Retry every job this filter matches?" { "Retry all" }
-                    button.danger type="submit" name="op" value="cancel:matching"
-                        data-confirm="Cancel every job this filter matches?" { "Cancel all" }
-                }
-            }
-            table #jobs {
-                thead { tr {
-                    @if !ro { th { input #select-all type="checkbox" title="select all"; } }
-                    th.n { "id" } th { "queue" } th { "kind" } th { "state" } th.n { "attempt" }
-                    th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "args" }
-                } }
-                tbody {
-                    @for j in &page.jobs {
-                        tr data-id=(j.id) {
-                            @if !ro { td { input type="checkbox" name="ids" value=(j.id); } }
-                            td.n { a href=(app.href(&format!("/jobs/{}", j.id))) { (j.id) } }
-                            td { a href=(app.href(&format!("/jobs?queue={}", urlenc(&j.queue)))) { (j.queue) } }
-                            td { (j.kind) }
-                            td { span class={"state " (j.state)} { (j.state) } }
-                            td.n { (j.attempt) "/" (j.max_attempts) }
-                            td.n { (j.priority) }
-                            td { (layout::time(&j.run_at)) }
-                            td { (layout::time(&j.created_at)) }
-                            td { (layout::opt_time(&j.finished_at)) }
-                            td { code { (layout::cut(&j.args.to_string(), 80)) } }
-                        }
+                (csrf(&app))
+                (hidden_filter(&q))
+                @if !ro {
+                    div.bar {
+                        span.muted { "Selected:" }
+                        button type="submit" name="op" value="retry:selected" { "Retry" }
+                        button.danger type="submit" name="op" value="cancel:selected" { "Cancel" }
+                        span.muted { "All matching this filter:" }
+                        button type="submit" name="op" value="retry:matching"
+                            data-confirm="Retry every job this filter matches?" { "Retry all" }
+                        button.danger type="submit" name="op" value="cancel:matching"
+                            data-confirm="Cancel every job this filter matches?" { "Cancel all" }
                     }
-                    @if page.jobs.is_empty() { tr { td colspan="11" .muted { "No job matches." } } }
                 }
+                (table)
             }
         }
         div.pager {

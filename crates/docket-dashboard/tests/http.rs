@@ -1,0 +1,549 @@
+//! The dashboard over HTTP against a real PostgreSQL: every page renders and escapes hostile
+//! job data, actions need the CSRF token and leave an audit entry, read-only refuses them,
+//! authentication closes it, a bulk action walks a whole filter in batches, and it mounts
+//! under a path of its own.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::*;
+use docket_core::*;
+use docket_dashboard::{Auth, Options};
+use docket_testkit::TestDb;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_renders_and_escapes_hostile_job_data() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    let evil = "<script>alert(1)</script>";
+    let j = s
+        .enqueue(
+            &NewJob::new("mail", "send", json!({"html": evil, "user_id": 42}))
+                .metadata(json!({"x": "<img src=x onerror=alert(2)>"}))
+                .ordering_key("<b>key</b>"),
+        )
+        .await
+        .unwrap()
+        .id;
+    kill_all(s, "mail", "<script>alert(3)</script>").await;
+    let p = s
+        .enqueue(&NewJob::new("mail", "send", json!({})).delay(Duration::from_secs(600)))
+        .await
+        .unwrap()
+        .id;
+    s.upsert_periodic(&Periodic::new(
+        "nightly",
+        "0 3 * * *",
+        "mail",
+        "send",
+        json!({}),
+    ))
+    .await
+    .unwrap();
+    let base = serve(s.clone(), Options::default()).await;
+    let c = client();
+    for path in [
+        "/".to_string(),
+        "/jobs".into(),
+        format!("/jobs/{j}"),
+        format!("/jobs/{p}"),
+        "/jobs?field=args.user_id%20%3D%2042".into(),
+        "/dead".into(),
+        "/workers".into(),
+        "/cron".into(),
+        "/audit".into(),
+    ] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(r.headers().contains_key("server-timing"), "{path}");
+        let body = r.text().await.unwrap();
+        for raw in ["<script>alert", "<img src=x", "<b>key</b>"] {
+            assert!(!body.contains(raw), "{path} renders {raw:?} unescaped");
+        }
+        if path == format!("/jobs/{j}") {
+            assert!(
+                body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+                "args shown, escaped"
+            );
+            assert!(
+                body.contains("&lt;script&gt;alert(3)"),
+                "the error shown, escaped"
+            );
+        }
+        if path == format!("/jobs/{p}") {
+            assert!(body.contains("scheduled for"), "why names the schedule");
+            assert!(body.contains("Run now"));
+        }
+        if path.contains("field=") {
+            assert!(body.contains(&format!("data-id=\"{j}\"")));
+            assert!(
+                !body.contains(&format!("data-id=\"{p}\"")),
+                "the filter filters"
+            );
+        }
+        if path == "/cron" {
+            assert!(body.contains("nightly"));
+        }
+    }
+    // A fragment request (the live refresh) is the main content alone.
+    let frag = c
+        .get(format!("{base}/"))
+        .header("x-docket-fragment", "1")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        frag.starts_with("<h1>Queues</h1>"),
+        "{}",
+        &frag[..60.min(frag.len())]
+    );
+    // Bad input is a clear 400, not a panic or a partial search.
+    for bad in [
+        "/jobs?state=nope",
+        "/jobs?field=user_id",
+        "/jobs?limit=5000",
+        "/jobs/abc",
+    ] {
+        let r = c.get(format!("{base}{bad}")).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+    let r = c.get(format!("{base}/jobs/999999")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let js = c
+        .get(format!("{base}/assets/live.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), 200);
+    assert!(js.text().await.unwrap().contains("EventSource"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_need_the_csrf_token_and_leave_an_audit_entry() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    s.enqueue(&NewJob::new("q", "k", json!({}))).await.unwrap();
+    let dead = kill_all(s, "q", "boom").await[0];
+    let base = serve(s.clone(), Options::default()).await;
+    let c = client();
+    let page = c
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let token = csrf_of(&page);
+    let paused = || async {
+        s.queue_controls()
+            .await
+            .unwrap()
+            .iter()
+            .any(|q| q.paused_at.is_some())
+    };
+
+    let r = c
+        .post(format!("{base}/queues/q/pause"))
+        .body("")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "no token");
+    let r = c
+        .post(format!("{base}/queues/q/pause"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("_csrf={}", "0".repeat(64)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "wrong token");
+    let r = c
+        .post(format!("{base}/queues/q/pause"))
+        .header("origin", "http://evil.example")
+        .body(format!("_csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "another origin");
+    let r = c
+        .post(format!("{base}/queues/q/pause"))
+        .header("sec-fetch-site", "cross-site")
+        .body(format!("_csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "a cross-site request");
+    assert!(!paused().await, "nothing refused was written");
+    assert!(s.audit_log(10).await.unwrap().is_empty());
+
+    let r = c
+        .post(format!("{base}/queues/q/pause"))
+        .body(format!("_csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(paused().await);
+    let r = c
+        .post(format!("{base}/queues/q/limits"))
+        .body(format!(
+            "_csrf={token}&max_running=3&rate_limit=10&rate_period=1s"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let ctl = s.queue_controls().await.unwrap();
+    assert_eq!(ctl[0].limits.max_running, Some(3));
+    assert_eq!(ctl[0].limits.rate.unwrap().limit, 10);
+    let r = c
+        .post(format!("{base}/queues/q/limits"))
+        .body(format!("_csrf={token}&max_running=-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a bad limit");
+    assert_eq!(
+        s.queue_controls().await.unwrap()[0].limits.max_running,
+        Some(3)
+    );
+
+    let r = c
+        .post(format!("{base}/jobs/{dead}/retry"))
+        .body(format!("_csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(s.get(dead).await.unwrap().state, JobState::Pending);
+    let r = c
+        .post(format!("{base}/jobs/{dead}/skip"))
+        .body(format!("_csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409, "skip applies to dead jobs only");
+
+    let log = s.audit_log(10).await.unwrap();
+    let actions: Vec<&str> = log.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, vec!["job.retry", "queue.limits", "queue.pause"]);
+    assert!(log.iter().all(|e| e.actor == "local"));
+    assert_eq!(log[0].target, format!("job {dead}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_hides_every_action_and_refuses_them() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    s.enqueue(&NewJob::new("q", "k", json!({}))).await.unwrap();
+    let dead = kill_all(s, "q", "boom").await[0];
+    let opts = Options {
+        read_only: true,
+        ..Default::default()
+    };
+    let base = serve(s.clone(), opts).await;
+    let c = client();
+    for path in [
+        "/".to_string(),
+        "/jobs".into(),
+        format!("/jobs/{dead}"),
+        "/dead".into(),
+    ] {
+        let body = c
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!body.contains("method=\"post\""), "{path} shows a form");
+        assert!(body.contains("read-only"));
+    }
+    for path in [
+        "/queues/q/pause".to_string(),
+        format!("/jobs/{dead}/retry"),
+        "/bulk".into(),
+    ] {
+        let r = c
+            .post(format!("{base}{path}"))
+            .body("")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_client_error(), "{path}: {}", r.status());
+    }
+    assert_eq!(s.get(dead).await.unwrap().state, JobState::Dead);
+    assert!(s.queue_controls().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authentication_closes_the_dashboard() {
+    let db = TestDb::new().await;
+    let c = client();
+    let token = "t0ken-for-the-test-0123456789";
+    let base = serve(
+        db.store.clone(),
+        Options {
+            auth: Auth::Token(token.into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = c.get(format!("{base}/jobs")).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/login");
+    let r = c.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), 303, "metrics are behind the same door");
+    let r = c
+        .get(format!("{base}/jobs"))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let r = c
+        .get(format!("{base}/jobs"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .post(format!("{base}/login"))
+        .body("token=wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = c
+        .post(format!("{base}/login"))
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let r = c
+        .get(format!("{base}/jobs"))
+        .header("cookie", cookie.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let base = serve(
+        db.store.clone(),
+        Options {
+            auth: Auth::Basic {
+                user: "ops".into(),
+                password: "correct horse".into(),
+            },
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = c.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Basic"));
+    let r = c
+        .get(format!("{base}/"))
+        .basic_auth("ops", Some("wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = c
+        .get(format!("{base}/"))
+        .basic_auth("ops", Some("correct horse"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let anywhere: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+    assert!(docket_dashboard::check_exposure(anywhere, &Auth::Open).is_err());
+    assert!(docket_dashboard::check_exposure(anywhere, &Auth::Token(token.into())).is_ok());
+    assert!(
+        docket_dashboard::check_exposure("127.0.0.1:8080".parse().unwrap(), &Auth::Open).is_ok()
+    );
+    let l = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let refused = docket_dashboard::serve(l, db.store.clone(), Options::default(), async {}).await;
+    assert!(
+        matches!(
+            refused,
+            Err(docket_dashboard::DashboardError::OpenBeyondLoopback(_))
+        ),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    let jobs: Vec<NewJob> = (0..450)
+        .map(|i| NewJob::new("b", "big", json!({"i": i})))
+        .collect();
+    s.enqueue_many(&jobs).await.unwrap();
+    kill_all(s, "b", "flaky upstream").await;
+    s.enqueue(&NewJob::new("b", "other", json!({})))
+        .await
+        .unwrap();
+    let other = kill_all(s, "b", "flaky upstream").await[0];
+    let base = serve(s.clone(), Options::default()).await;
+    let c = client();
+    let page = c
+        .get(format!("{base}/dead"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("flaky upstream") && page.contains(">450<"),
+        "the group and its size"
+    );
+    let token = csrf_of(&page);
+    let r = c
+        .post(format!("{base}/bulk"))
+        .body(format!(
+            "_csrf={token}&op=retry%3Amatching&kind=big&state=dead&error=flaky%20upstream"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let task = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(task.starts_with("/tasks/"), "{task}");
+    let mut done = serde_json::Value::Null;
+    for _ in 0..300 {
+        done = c
+            .get(format!("{base}{task}"))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done["done"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["done"], true, "{done}");
+    assert_eq!(done["changed"], 450, "{done}");
+    assert_eq!(done["scanned"], 450);
+    let pending = s
+        .search(&JobQuery {
+            kind: Some("big".into()),
+            state: Some(JobState::Pending),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(pending.jobs.len(), 450);
+    assert_eq!(
+        s.get(other).await.unwrap().state,
+        JobState::Dead,
+        "outside the filter"
+    );
+    let log = s.audit_log(1).await.unwrap();
+    assert_eq!(log[0].action, "bulk.retry");
+    assert_eq!(log[0].detail["changed"], 450);
+
+    // The selection: only the ids given.
+    let ids = &pending.jobs[..2];
+    let body = format!(
+        "_csrf={token}&op=cancel%3Aselected&ids={}&ids={}",
+        ids[0].id, ids[1].id
+    );
+    let r = c
+        .post(format!("{base}/bulk"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    for j in ids {
+        assert_eq!(s.get(j.id).await.unwrap().state, JobState::Cancelled);
+    }
+    let r = c
+        .post(format!("{base}/bulk"))
+        .body(format!("_csrf={token}&op=explode%3Aselected&ids=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_mounts_under_a_path_of_the_application() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap();
+    let opts = Options {
+        base_path: "/admin/jobs".into(),
+        ..Default::default()
+    };
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "the application" }))
+        .nest(
+            "/admin/jobs",
+            docket_dashboard::router(db.store.clone(), opts).unwrap(),
+        );
+    let base = serve_router(app).await;
+    let c = client();
+    assert_eq!(
+        c.get(format!("{base}/"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "the application"
+    );
+    let body = c
+        .get(format!("{base}/admin/jobs"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        body.contains("href=\"/admin/jobs/jobs?queue=q\""),
+        "links carry the base path"
+    );
+    let r = c
+        .get(format!("{base}/admin/jobs/assets/style.css"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(docket_dashboard::router(
+        db.store.clone(),
+        Options {
+            base_path: "admin/".into(),
+            ..Default::default()
+        }
+    )
+    .is_err());
+}
