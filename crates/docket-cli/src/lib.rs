@@ -152,6 +152,8 @@ pub fn stop_children(children: &mut [std::process::Child]) {
 }
 
 fn init_tracing(verbose: u8) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -159,11 +161,62 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DOCKET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::Layer;
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .init();
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    let registry = registry.with(otel::layer());
+    registry.init();
+}
+
+/// OTLP export of the job spans (feature `otel`), when OTEL_EXPORTER_OTLP_ENDPOINT is set;
+/// the exporter reads the standard OTEL_* variables itself.
+#[cfg(feature = "otel")]
+mod otel {
+    use std::sync::OnceLock;
+
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::Layer;
+
+    static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+    pub fn layer<S>() -> Option<impl Layer<S>>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT")?;
+        let exporter = match opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()
+        {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("docket: OTLP export disabled: {e}");
+                return None;
+            }
+        };
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name("docket")
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("docket");
+        let _ = PROVIDER.set(provider);
+        Some(tracing_opentelemetry::layer().with_tracer(tracer))
+    }
+
+    /// Flushes what is buffered (at exit).
+    pub fn shutdown() {
+        if let Some(p) = PROVIDER.get() {
+            let _ = p.shutdown();
+        }
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -221,6 +274,8 @@ pub fn main() {
         .build()
         .expect("tokio runtime");
     let result = rt.block_on(run(cli));
+    #[cfg(feature = "otel")]
+    otel::shutdown();
     if let Err(e) = result {
         let (code, message, hint) = fail::classify(&e);
         eprintln!("error: {message}");

@@ -123,7 +123,10 @@ async fn wait_text(c: &Client, css: &str, want: &str) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("{css} never showed {want:?}; it shows {:?}", text(c, css).await);
+    panic!(
+        "{css} never showed {want:?}; it shows {:?}",
+        text(c, css).await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,17 +134,34 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     let db = TestDb::new().await;
     let s = &db.store;
     let mut jobs: Vec<NewJob> = (1..=12)
-        .map(|i| NewJob::new("mail", "send_email", json!({"user_id": i, "to": format!("user{i}@example.com")})))
+        .map(|i| {
+            NewJob::new(
+                "mail",
+                "send_email",
+                json!({"user_id": i, "to": format!("user{i}@example.com")}),
+            )
+        })
         .collect();
-    jobs.push(NewJob::new("mail", "send_email", json!({"user_id": 7, "to": "<b>second</b>"})));
+    jobs.push(NewJob::new(
+        "mail",
+        "send_email",
+        json!({"user_id": 7, "to": "<b>second</b>"}),
+    ));
     s.enqueue_many(&jobs).await.unwrap();
-    s.enqueue_many(&(0..4).map(|i| NewJob::new("billing", "charge", json!({"invoice": i}))).collect::<Vec<_>>())
-        .await
-        .unwrap();
+    s.enqueue_many(
+        &(0..4)
+            .map(|i| NewJob::new("billing", "charge", json!({"invoice": i})))
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
     let dead = kill_all(s, "billing", "card declined: insufficient funds").await;
-    s.enqueue(&NewJob::new("reports", "render", json!({"month": "2026-11"})).delay(Duration::from_secs(3600)))
-        .await
-        .unwrap();
+    s.enqueue(
+        &NewJob::new("reports", "render", json!({"month": "2026-11"}))
+            .delay(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
     s.worker_beat(
         &WorkerBeat {
             owner: "web-1/worker-1".into(),
@@ -167,7 +187,9 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
         })
         .map(|mut x| {
             x.minute = x.minute.with_timezone(&chrono::Utc);
-            x.minute = chrono::DurationRound::duration_trunc(x.minute, chrono::Duration::minutes(1)).unwrap();
+            x.minute =
+                chrono::DurationRound::duration_trunc(x.minute, chrono::Duration::minutes(1))
+                    .unwrap();
             x
         })
         .collect();
@@ -195,16 +217,25 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     field.send_keys("args.user_id = 7").await.unwrap();
     click(&c, "form.filters button[type=submit]").await;
     wait_text(&c, "#jobs", "second").await;
-    let rows = c.find_all(Locator::Css("#jobs tbody tr[data-id]")).await.unwrap();
+    let rows = c
+        .find_all(Locator::Css("#jobs tbody tr[data-id]"))
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 2, "the filter keeps user 7's jobs only");
-    assert!(text(&c, "#jobs").await.contains("<b>second</b>"), "shown as text, not markup");
+    assert!(
+        text(&c, "#jobs").await.contains("<b>second</b>"),
+        "shown as text, not markup"
+    );
     shot(&c, "jobs").await;
 
     // Open a job from the list.
     let id = text(&c, "#jobs tbody tr[data-id] td a").await;
     click(&c, "#jobs tbody tr[data-id] td a").await;
     wait_text(&c, "h1", &format!("Job {id}")).await;
-    assert!(text(&c, "#why").await.contains("next claim") || text(&c, "#why").await.contains("go first"));
+    assert!(
+        text(&c, "#why").await.contains("next claim")
+            || text(&c, "#why").await.contains("go first")
+    );
 
     // Retry a dead job, then see it finish live: a worker completes it while the page stays.
     let d = dead[0];
@@ -227,16 +258,23 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(claimed[0].id, d);
-    s.complete_many("browser-test", &[claimed[0].lease()]).await.unwrap();
+    s.complete_many("browser-test", &[claimed[0].lease()])
+        .await
+        .unwrap();
     wait_text(&c, "#state", "succeeded").await;
-    let stayed = c.execute("return window.__stayed || null;", vec![]).await.unwrap();
+    let stayed = c
+        .execute("return window.__stayed || null;", vec![])
+        .await
+        .unwrap();
     assert_eq!(stayed, json!("yes"), "updated in place, not reloaded");
 
     // Bulk-replay the rest of the dead group.
     c.goto(&format!("{base}/dead")).await.unwrap();
     wait_text(&c, "#dead", "card declined").await;
     shot(&c, "dead").await;
-    c.execute("window.confirm = function () { return true; };", vec![]).await.unwrap();
+    c.execute("window.confirm = function () { return true; };", vec![])
+        .await
+        .unwrap();
     click(&c, "#dead button").await;
     wait_text(&c, "#status", "done").await;
     assert_eq!(text(&c, "#changed").await, "3");
@@ -249,7 +287,9 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     click(&c, "tr[data-queue=mail] form[action$='/pause'] button").await;
     wait_text(&c, "tr[data-queue=mail]", "paused").await;
     let ctl = s.queue_controls().await.unwrap();
-    assert!(ctl.iter().any(|q| q.queue == "mail" && q.paused_at.is_some()));
+    assert!(ctl
+        .iter()
+        .any(|q| q.queue == "mail" && q.paused_at.is_some()));
     assert_eq!(s.audit_log(10).await.unwrap()[0].action, "queue.pause");
 
     c.goto(&format!("{base}/workers")).await.unwrap();

@@ -25,7 +25,9 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     let handle = docket_dashboard::metrics::install().unwrap();
     let db = TestDb::new().await;
     let s = &db.store;
-    let mut jobs: Vec<NewJob> = (0..5).map(|i| NewJob::new("m", "ok", json!({"i": i}))).collect();
+    let mut jobs: Vec<NewJob> = (0..5)
+        .map(|i| NewJob::new("m", "ok", json!({"i": i})))
+        .collect();
     jobs.push(NewJob::new("m", "bad", json!({})).max_attempts(1));
     jobs.push(NewJob::new("m", "again", json!({})).max_attempts(3));
     s.enqueue_many(&jobs).await.unwrap();
@@ -51,7 +53,11 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     // The retry waits for its backoff; bring it forward instead of waiting.
     docket_testkit::eventually(Duration::from_secs(60), "every job finished", || async {
         let page = s
-            .search(&JobQuery { kind: Some("again".into()), state: Some(JobState::Pending), ..Default::default() })
+            .search(&JobQuery {
+                kind: Some("again".into()),
+                state: Some(JobState::Pending),
+                ..Default::default()
+            })
             .await
             .unwrap();
         for j in page.jobs.iter().filter(|j| j.attempt > 0) {
@@ -85,14 +91,33 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
     assert_eq!(v(r#"docket_jobs_enqueued_total{queue="m",kind="ok"}"#), 5.0);
     assert_eq!(v(r#"docket_jobs_claimed_total{queue="m",kind="ok"}"#), 5.0);
-    assert_eq!(v(r#"docket_jobs_completed_total{queue="m",kind="ok",outcome="succeeded"}"#), 5.0);
-    assert_eq!(v(r#"docket_jobs_completed_total{queue="m",kind="bad",outcome="dead"}"#), 1.0);
-    assert_eq!(v(r#"docket_jobs_completed_total{queue="m",kind="again",outcome="retried"}"#), 1.0);
-    assert_eq!(v(r#"docket_jobs_completed_total{queue="m",kind="again",outcome="succeeded"}"#), 1.0);
+    assert_eq!(
+        v(r#"docket_jobs_completed_total{queue="m",kind="ok",outcome="succeeded"}"#),
+        5.0
+    );
+    assert_eq!(
+        v(r#"docket_jobs_completed_total{queue="m",kind="bad",outcome="dead"}"#),
+        1.0
+    );
+    assert_eq!(
+        v(r#"docket_jobs_completed_total{queue="m",kind="again",outcome="retried"}"#),
+        1.0
+    );
+    assert_eq!(
+        v(r#"docket_jobs_completed_total{queue="m",kind="again",outcome="succeeded"}"#),
+        1.0
+    );
     assert_eq!(v(r#"docket_jobs_failed_total{queue="m",kind="bad"}"#), 1.0);
-    assert_eq!(v(r#"docket_job_run_seconds_count{queue="m",kind="ok"}"#), 5.0);
+    assert_eq!(
+        v(r#"docket_job_run_seconds_count{queue="m",kind="ok"}"#),
+        5.0
+    );
     assert!(text.contains(r#"docket_job_run_seconds_bucket{queue="m",kind="ok",le="0.005"}"#));
-    assert_eq!(v(r#"docket_job_queue_wait_seconds_count{queue="m"}"#), 8.0, "7 jobs, one twice");
+    assert_eq!(
+        v(r#"docket_job_queue_wait_seconds_count{queue="m"}"#),
+        8.0,
+        "7 jobs, one twice"
+    );
     assert!(v(r#"docket_claim_duration_seconds_count{queue="m"}"#) >= 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="dead"}"#), 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="pending"}"#), 0.0);
@@ -104,13 +129,30 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
 
     // The samples the worker flushed when it stopped: 6 succeeded, 2 failed, 8 waits.
     let samples = s.samples(Duration::from_secs(3600)).await.unwrap();
-    let total = |f: fn(&Sample) -> i64| samples.iter().filter(|x| x.queue == "m").map(f).sum::<i64>();
+    let total = |f: fn(&Sample) -> i64| {
+        samples
+            .iter()
+            .filter(|x| x.queue == "m")
+            .map(f)
+            .sum::<i64>()
+    };
     assert_eq!(total(|x| x.succeeded), 6, "{samples:?}");
     assert_eq!(total(|x| x.failed), 2);
     assert_eq!(total(|x| x.wait_count), 8);
 
     // The worker's own endpoint (what `docket work --metrics-listen` serves).
-    let m = serve_router(docket_dashboard::metrics::router(s.clone(), docket_dashboard::metrics::install().unwrap())).await;
-    let text = client().get(format!("{m}/metrics")).send().await.unwrap().text().await.unwrap();
+    let m = serve_router(docket_dashboard::metrics::router(
+        s.clone(),
+        docket_dashboard::metrics::install().unwrap(),
+    ))
+    .await;
+    let text = client()
+        .get(format!("{m}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(text.contains("docket_jobs_claimed_total"));
 }

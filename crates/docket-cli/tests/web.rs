@@ -1,0 +1,165 @@
+//! `docket dashboard` and `docket work --metrics-listen` as processes: bad input and an open
+//! dashboard beyond loopback are refused before anything starts; the dashboard serves its
+//! pages and metrics; a worker's endpoint counts the jobs it ran.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use docket_testkit::TestDb;
+
+/// Spawns `cmd` with stderr piped and returns the process and the first stderr line
+/// containing `marker` (the address it listens on), within 60 s.
+fn spawn_and_wait(mut cmd: Command, marker: &str) -> (Proc, String) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut p = Proc::spawn(&mut cmd);
+    let stderr = p.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let marker = marker.to_string();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find(&marker) {
+                let _ = tx.send(line[i + marker.len()..].to_string());
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the process reports its address");
+    (p, line)
+}
+
+fn get(url: &str) -> (u16, String) {
+    let o = Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "\n%{http_code}", url])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+#[tokio::test]
+async fn bad_input_and_an_open_dashboard_beyond_loopback_are_refused() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    assert_fails(
+        &cli,
+        &["dashboard", "--listen", "0.0.0.0:0"],
+        5,
+        "without authentication",
+    );
+    assert_fails(
+        &cli,
+        &["dashboard", "--listen", "localhost"],
+        5,
+        "not an address",
+    );
+    assert_fails(
+        &cli,
+        &["dashboard", "--base-path", "admin/"],
+        5,
+        "base path",
+    );
+    assert_fails(&cli, &["dashboard", "--refresh", "0s"], 5, "refresh");
+    assert_fails(
+        &cli,
+        &["work", "--exec", "true", "--metrics-listen", "nowhere"],
+        5,
+        "--metrics-listen",
+    );
+    let o = cli
+        .cmd()
+        .args(["dashboard", "--listen", "0.0.0.0:0"])
+        .env("DOCKET_DASHBOARD_TOKEN", "short")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(
+        err(&o).contains("DOCKET_DASHBOARD_TOKEN must be"),
+        "{}",
+        err(&o)
+    );
+    assert!(!err(&o).contains("short"), "the secret is not echoed");
+    let o = cli
+        .cmd()
+        .args(["dashboard"])
+        .env("DOCKET_DASHBOARD_USER", "ops")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5);
+    assert!(err(&o).contains("needs both"), "{}", err(&o));
+}
+
+#[tokio::test]
+async fn the_dashboard_serves_pages_and_a_worker_exports_metrics() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("mq", 20));
+    assert_eq!(code(&o), 0, "{}", err(&o));
+
+    let token = "a-token-of-the-test-1234567890";
+    let mut c = cli.cmd();
+    c.args(["dashboard", "--listen", "0.0.0.0:0"])
+        .env("DOCKET_DASHBOARD_TOKEN", token);
+    let (_dash, addr) = spawn_and_wait(c, "docket: dashboard on http://");
+    let port = addr
+        .split(['/', ' '])
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let base = format!("http://127.0.0.1:{port}");
+    let (status, _) = get(&format!("{base}/"));
+    assert_eq!(status, 303, "closed without the token");
+    let o = Command::new("curl")
+        .args([
+            "-s",
+            "-H",
+            &format!("Authorization: Bearer {token}"),
+            &format!("{base}/"),
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("data-queue=\"mq\""));
+
+    let mut c = cli.cmd();
+    c.args([
+        "work",
+        "--queue",
+        "mq",
+        "--exec",
+        "true",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let (mut worker, addr) = spawn_and_wait(c, "docket: metrics on http://");
+    let url = format!("http://{}", addr.trim());
+    let want = r#"docket_jobs_completed_total{queue="mq",kind="k",outcome="succeeded"} 20"#;
+    // The database gauges are read at most every 5 s: wait for one read after the last job.
+    let drained = r#"docket_queue_jobs{queue="mq",state="pending"} 0"#;
+    let mut last = String::new();
+    for _ in 0..400 {
+        let (status, body) = get(&url);
+        if status == 200 && body.contains(want) && body.contains(drained) {
+            last.clear();
+            break;
+        }
+        last = body;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        last.is_empty(),
+        "never counted 20 jobs and an empty queue:\n{last}"
+    );
+    signal(worker.id(), "TERM");
+    assert!(worker.wait().unwrap().success());
+}
