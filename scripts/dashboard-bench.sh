@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 PENDING=${1:-1000000}
 FINISHED=${2:-10000000}
 SCHEMA=docket_dashbench
-BIN=target/release/docket
+BIN=${BIN:-target/release/docket}
 PORT=${PORT:-18089}
 export DOCKET_SCHEMA=$SCHEMA
 

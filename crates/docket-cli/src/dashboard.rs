@@ -98,7 +98,8 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
     // Checked before connecting: a bad base path writes nothing.
     docket_dashboard::check_base_path(&opts.base_path)
         .map_err(|e| CliError::invalid(e.to_string()))?;
-    let store = ctx.migrated(8).await?;
+    // An operator command: it never creates or migrates a schema (`docket migrate` does).
+    let store = ctx.existing(8).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!(
         "docket: dashboard on http://{}{}/{}",

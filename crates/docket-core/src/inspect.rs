@@ -17,6 +17,10 @@ use crate::validate;
 /// The most jobs one search page or one bulk call takes.
 pub const MAX_PAGE: i64 = 1000;
 
+/// Jobs one page of a search looks at when a filter has no index (kind, priority, a time
+/// range, a JSON path, the last error) — what keeps such a page fast on a table of millions.
+pub const SCAN_WINDOW: i64 = 20_000;
+
 /// Which JSON document a [`FieldEq`] looks into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -168,6 +172,18 @@ impl JobQuery {
         Ok(())
     }
 
+    /// True when a filter no index serves is set, and the state gives no small index to
+    /// read instead (dead and running jobs are few; the others may be millions).
+    pub fn needs_window(&self) -> bool {
+        let unindexed = self.kind.is_some()
+            || self.priority.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+            || self.field.is_some()
+            || self.last_error.is_some();
+        unindexed && !matches!(self.state, Some(JobState::Dead | JobState::Running))
+    }
+
     /// The page size to use.
     pub fn page_size(&self) -> i64 {
         if self.limit == 0 {
@@ -184,6 +200,10 @@ pub struct JobPage {
     pub jobs: Vec<JobRecord>,
     /// The cursor of the next page, when there may be one.
     pub next: Option<JobId>,
+    /// Set when the search looked at a bounded window of jobs (a filter no index serves):
+    /// how many it looked at. The page may then hold fewer matches than asked for, and
+    /// `next` goes on below the window.
+    pub scanned: Option<i64>,
 }
 
 /// A count that stops at a cap: `more` says the true number is larger.

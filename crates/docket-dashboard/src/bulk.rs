@@ -143,19 +143,19 @@ async fn run<S: Store>(
                 break;
             }
         };
-        if page.jobs.is_empty() {
-            break;
-        }
         let ids: Vec<JobId> = page.jobs.iter().map(|j| j.id).collect();
-        match app.store.bulk(&ids, action).await {
-            Ok(r) => update(&|t| {
-                t.changed += r.changed;
-                t.skipped += r.skipped;
-                t.scanned += ids.len() as u64;
-            }),
-            Err(e) => {
-                error = Some(e.to_string());
-                break;
+        // A windowed page (a filter no index serves) may hold no match and still go on.
+        if !ids.is_empty() {
+            match app.store.bulk(&ids, action).await {
+                Ok(r) => update(&|t| {
+                    t.changed += r.changed;
+                    t.skipped += r.skipped;
+                    t.scanned += ids.len() as u64;
+                }),
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
             }
         }
         app.poke();

@@ -204,8 +204,20 @@ pub async fn serve<S: Store>(
 ) -> Result<(), DashboardError> {
     check_exposure(listener.local_addr()?, &opts.auth)?;
     let app = router(store, opts)?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    // Open pages hold an event stream; give requests in flight 2 s after the signal rather
+    // than wait for every stream to end.
+    let (fired, on_fire) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        let _ = fired.send(());
+    };
+    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+    tokio::select! {
+        r = server => r?,
+        _ = async {
+            let _ = on_fire.await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        } => {}
+    }
     Ok(())
 }

@@ -2,8 +2,9 @@
 -- every second on a table of millions (no count(*) over the table).
 -- Parameters: $1 bigint cap: a count reads at most cap + 1 rows (the caller shows "cap+").
 -- Known queues: those with pending jobs (a loose index scan of jobs_claim_idx: one probe per
--- queue, not one row per job), running ones, blocked ones, those with a control row, those a
--- live worker serves, and those among the latest 10,000 dead jobs.
+-- queue, not one row per job), running ones, blocked and dead ones (loose scans of
+-- jobs_blocked_idx and jobs_dead_idx), those with a control row, and those a live worker
+-- serves.
 -- Ages skip non-finite times (only a write that bypassed the table's checks stores one).
 WITH RECURSIVE pq(queue) AS (
     (SELECT queue FROM {{schema}}.jobs
@@ -23,6 +24,14 @@ bq(queue) AS (
             ORDER BY j.queue LIMIT 1)
     FROM bq WHERE bq.queue IS NOT NULL
 ),
+dq(queue) AS (
+    (SELECT queue FROM {{schema}}.jobs WHERE state = 'dead' ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {{schema}}.jobs j
+            WHERE j.state = 'dead' AND j.queue > dq.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM dq WHERE dq.queue IS NOT NULL
+),
 running AS (
     SELECT queue, count(*) AS n,
            count(*) FILTER (WHERE lease_expires_at < now() + interval '10 seconds') AS near
@@ -39,8 +48,7 @@ names AS (
     UNION SELECT queue FROM running
     UNION SELECT name FROM {{schema}}.queues
     UNION SELECT queue FROM live
-    UNION SELECT queue FROM (SELECT queue FROM {{schema}}.jobs
-                             WHERE state = 'dead' ORDER BY finished_at DESC LIMIT 10000) d
+    UNION SELECT queue FROM dq WHERE queue IS NOT NULL
 )
 SELECT n.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {{schema}}.jobs j

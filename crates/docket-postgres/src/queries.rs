@@ -83,6 +83,8 @@ queries!(
     worker_gone,
     workers_list,
     search,
+    search_finished,
+    search_window,
     overview,
     dead_groups,
     run_now,

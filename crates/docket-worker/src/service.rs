@@ -19,6 +19,7 @@
 //! | scheduler | due cron ticks | `schedule_interval`, while leading | store, leader |
 //! | key sweeper | one pass | `prune_interval`, while leading | store, leader |
 //! | presence | one report to the worker registry | `presence_interval` | store, tracker |
+//! | samples | add the per-minute samples (done, failed, wait, run time) to the database | `sample_interval` | store, telemetry |
 
 use std::future::Future;
 use std::sync::Arc;

@@ -194,10 +194,18 @@ pub async fn page<S: Store>(
                 (table)
             }
         }
+        @if let Some(n) = page.scanned {
+            p.muted #scanned {
+                "No index serves this filter, so each page looks at the next " (n)
+                " jobs (by id) and shows the matches among them (" (page.jobs.len()) " here)."
+            }
+        }
         div.pager {
             @if q.before.is_some() { a href=(app.href(&format!("/jobs?{}", query_string(&q)))) { "← newest" } " " }
             @if let Some(n) = page.next {
-                a #older href=(app.href(&format!("/jobs?{}&before={}", query_string(&q), n))) { "older →" }
+                a #older href=(app.href(&format!("/jobs?{}&before={}", query_string(&q), n))) {
+                    @if page.scanned.is_some() { "search further →" } @else { "older →" }
+                }
             }
         }
     };

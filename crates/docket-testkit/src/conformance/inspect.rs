@@ -136,6 +136,54 @@ pub async fn search_filters_and_pages<H: Harness>(h: &H) {
     }
 }
 
+/// A filter no index serves (here the kind) looks at a bounded window of jobs per page and
+/// says so; the pages together still find every match, and an indexed search is not
+/// windowed.
+pub async fn search_windows_a_filter_no_index_serves<H: Harness>(h: &H) {
+    let s = h.store();
+    let needle = put(s, NewJob::new("w", "needle", json!({}))).await;
+    let window = docket_core::inspect::SCAN_WINDOW as usize;
+    let hay: Vec<NewJob> = (0..window + 500)
+        .map(|i| NewJob::new("w", "hay", json!({"i": i})))
+        .collect();
+    for chunk in hay.chunks(5000) {
+        s.enqueue_many(chunk).await.unwrap();
+    }
+    let q = JobQuery {
+        kind: Some("needle".into()),
+        ..Default::default()
+    };
+    let first = s.search(&q).await.unwrap();
+    assert!(
+        first.jobs.is_empty(),
+        "the needle is below the first window"
+    );
+    assert_eq!(first.scanned, Some(window as i64));
+    let next = first.next.expect("a window that ended goes on");
+    let second = s
+        .search(&JobQuery {
+            before: Some(next),
+            ..q.clone()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(&second), vec![needle]);
+    assert!(
+        second.next.is_none(),
+        "the last window reached the oldest job"
+    );
+    assert!(second.scanned.unwrap() < window as i64);
+    let plain = s
+        .search(&JobQuery {
+            queue: Some("w".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(plain.scanned, None, "a queue filter is not windowed");
+    assert_eq!(plain.jobs.len(), 50);
+}
+
 /// The overview knows every queue with work, caps its counts, and reports pause, limits,
 /// leases and live workers; dead jobs group by kind and error.
 pub async fn overview_counts_with_a_cap_and_dead_jobs_group<H: Harness>(h: &H) {

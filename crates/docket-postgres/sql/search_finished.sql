@@ -1,0 +1,26 @@
+-- search_finished: search (see search.sql) for a finished state, newest finished first.
+-- Parameters: as search.sql ($3 is succeeded, dead or cancelled; $13 the cursor: the last
+--   job of the previous page, whose (finished_at, id) the page continues below).
+-- Ordered by (finished_at, id) so the partial index jobs_finished_idx (state, finished_at)
+-- serves it: by id, the newest ids of a busy table are pending, and a backward scan of the
+-- primary key would walk past every one of them before the first finished job.
+SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at,
+       attempted_at, finished_at, lease_owner, lease_expires_at, cancel_requested_at,
+       unique_key, ordering_key, concurrency_key, blocked, args, metadata, errors
+FROM {{schema}}.jobs
+WHERE ($1::text IS NULL OR queue = $1)
+  AND ($2::text IS NULL OR kind = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::smallint IS NULL OR priority = $4)
+  AND ($5::timestamptz IS NULL OR created_at >= $5)
+  AND ($6::timestamptz IS NULL OR created_at < $6)
+  AND ($7::text IS NULL OR ordering_key = $7)
+  AND ($8::text IS NULL OR concurrency_key = $8)
+  AND ($9::text[] IS NULL OR args #> $9 = $10::jsonb)
+  AND ($11::text[] IS NULL OR metadata #> $11 = $12::jsonb)
+  AND ($15::text IS NULL OR errors -> -1 ->> 'message' = $15)
+  AND finished_at IS NOT NULL
+  AND ($13::bigint IS NULL OR (finished_at, id) <
+       (SELECT c.finished_at, c.id FROM {{schema}}.jobs c WHERE c.id = $13))
+ORDER BY finished_at DESC, id DESC
+LIMIT $14
