@@ -64,6 +64,8 @@ pages=(
   "/jobs?field=args.user_id%20%3D%2042"
   "/jobs?queue=q3&field=args.user_id%20%3D%2042"
   "/jobs?before=5000000"
+  "/jobs?state=dead&kind=kind_0&error=upstream%20said%200"
+  "/jobs?metadata.x=1&field=metadata.tenant%20%3D%20acme"
   "/jobs/$dead_id"
   "/jobs/$pending_id"
   "/dead"
