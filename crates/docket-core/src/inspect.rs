@@ -107,6 +107,10 @@ pub struct JobQuery {
     pub last_error: Option<String>,
     /// Keyset cursor: only jobs with a smaller id (the page is newest first).
     pub before: Option<JobId>,
+    /// With `before`, when a page of a finished state is ordered by finished time: the
+    /// cursor job's finished time ([`JobPage::next_finished_at`]). Carried rather than looked
+    /// up, so a walk that changes the jobs it visits (a bulk replay) keeps its place.
+    pub before_finished_at: Option<DateTime<Utc>>,
     /// Page size, 1..=[`MAX_PAGE`]; 0 means 50.
     pub limit: i64,
 }
@@ -200,6 +204,9 @@ pub struct JobPage {
     pub jobs: Vec<JobRecord>,
     /// The cursor of the next page, when there may be one.
     pub next: Option<JobId>,
+    /// With `next`, for pages ordered by finished time: the cursor's finished time (pass it
+    /// as [`JobQuery::before_finished_at`]).
+    pub next_finished_at: Option<DateTime<Utc>>,
     /// Set when the search looked at a bounded window of jobs (a filter no index serves):
     /// how many it looked at. The page may then hold fewer matches than asked for, and
     /// `next` goes on below the window.

@@ -160,7 +160,10 @@ async fn run<S: Store>(
         }
         app.poke();
         match page.next {
-            Some(n) => query.before = Some(n),
+            Some(n) => {
+                query.before = Some(n);
+                query.before_finished_at = page.next_finished_at;
+            }
             None => break,
         }
     }

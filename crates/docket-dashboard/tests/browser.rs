@@ -34,8 +34,6 @@ fn free_port() -> u16 {
 }
 
 async fn browser(profile: &std::path::Path) -> (Driver, Client) {
-    // fantoccini's TLS stack wants a process-wide provider (ChromeDriver is plain HTTP here).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let exe = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -62,8 +60,8 @@ async fn browser(profile: &std::path::Path) -> (Driver, Client) {
     let url = format!("http://127.0.0.1:{port}");
     let mut last = None;
     for _ in 0..100 {
-        match ClientBuilder::rustls()
-            .expect("tls")
+        let http = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(http)
             .capabilities(caps.clone())
             .connect(&url)
             .await

@@ -1,6 +1,6 @@
 -- Docket migration 0010: what the dashboard and the metrics read and write (additive).
 --
--- * audit: every operator action taken through the dashboard (who, what, on what, how many).
+-- * operator_actions: the audit log, every operator action taken through the dashboard (who, what, on what, how many).
 -- * samples: per-queue, per-minute work reported by the workers (succeeded, failed, queue
 --   wait, run time), so throughput and pickup-latency charts read sixty small rows instead
 --   of scanning an hour of finished jobs. Workers add to a minute's row; rows older than a
@@ -9,7 +9,7 @@
 --   queue with a cap, and lists dead jobs newest first; without them each would scan the
 --   table. Both are partial on states a job enters rarely, so the claim and completion
 --   paths do not maintain them.
-CREATE TABLE audit (
+CREATE TABLE operator_actions (
     id     bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at     timestamptz NOT NULL DEFAULT now(),
     actor  text        NOT NULL CHECK (octet_length(actor) BETWEEN 1 AND 200),

@@ -1,3 +1,3 @@
 -- audit_list: the latest operator actions, newest first.
 -- Parameters: $1 bigint how many.
-SELECT at, actor, action, target, detail FROM {{schema}}.audit ORDER BY id DESC LIMIT $1
+SELECT at, actor, action, target, detail FROM {{schema}}.operator_actions ORDER BY id DESC LIMIT $1

@@ -1,6 +1,9 @@
--- search_finished: search (see search.sql) for a finished state, newest finished first.
--- Parameters: as search.sql ($3 is succeeded, dead or cancelled; $13 the cursor: the last
---   job of the previous page, whose (finished_at, id) the page continues below).
+-- search_finished: search (see search.sql) for succeeded or cancelled jobs, newest finished first.
+-- Parameters: as search.sql ($3 is succeeded or cancelled; $13 the cursor: the last
+--   job of the previous page, whose (finished_at, id) the page continues below), and
+--   $16 timestamptz that job's finished_at (looked up when NULL: a link from before).
+-- The finished time is carried, not only looked up: a bulk replay walking these pages turns
+-- the cursor job pending, and its finished_at is gone by the next page.
 -- Ordered by (finished_at, id) so the partial index jobs_finished_idx (state, finished_at)
 -- serves it: by id, the newest ids of a busy table are pending, and a backward scan of the
 -- primary key would walk past every one of them before the first finished job.
@@ -21,6 +24,7 @@ WHERE ($1::text IS NULL OR queue = $1)
   AND ($15::text IS NULL OR errors -> -1 ->> 'message' = $15)
   AND finished_at IS NOT NULL
   AND ($13::bigint IS NULL OR (finished_at, id) <
-       (SELECT c.finished_at, c.id FROM {{schema}}.jobs c WHERE c.id = $13))
+       (coalesce($16::timestamptz,
+                 (SELECT c.finished_at FROM {{schema}}.jobs c WHERE c.id = $13)), $13))
 ORDER BY finished_at DESC, id DESC
 LIMIT $14

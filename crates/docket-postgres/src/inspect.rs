@@ -56,12 +56,13 @@ impl PgStore {
             None => (None, None, None, None),
         };
         let window = q.needs_window();
+        // Dead jobs are few and have their own index by id; the other finished states are
+        // read in finished order over jobs_finished_idx.
+        let finished =
+            !window && matches!(q.state, Some(JobState::Succeeded | JobState::Cancelled));
         let sql = if window {
             &self.queries().search_window
-        } else if matches!(
-            q.state,
-            Some(JobState::Succeeded | JobState::Cancelled | JobState::Dead)
-        ) {
+        } else if finished {
             &self.queries().search_finished
         } else {
             &self.queries().search
@@ -87,6 +88,8 @@ impl PgStore {
                     .bind(&q.last_error);
                 let query = if window {
                     query.bind(inspect::SCAN_WINDOW)
+                } else if finished {
+                    query.bind(q.before_finished_at)
                 } else {
                     query
                 };
@@ -115,9 +118,14 @@ impl PgStore {
         } else {
             None
         };
+        let next_finished_at = match (finished, next) {
+            (true, Some(_)) => jobs.last().and_then(|j| j.finished_at),
+            _ => None,
+        };
         Ok(JobPage {
             jobs,
             next,
+            next_finished_at,
             scanned,
         })
     }

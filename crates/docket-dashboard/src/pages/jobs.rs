@@ -61,6 +61,9 @@ pub fn query_from<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<JobQuery,
             .map(|f| FieldEq::parse(f).map_err(|e| e.to_string()))
             .transpose()?,
         last_error: get("error").filter(|v| !v.is_empty()).map(str::to_string),
+        before_finished_at: text("before_at")
+            .map(|s| parse_time("before_at", s))
+            .transpose()?,
         before: text("before")
             .map(|b| {
                 b.parse::<i64>()
@@ -203,7 +206,8 @@ pub async fn page<S: Store>(
         div.pager {
             @if q.before.is_some() { a href=(app.href(&format!("/jobs?{}", query_string(&q)))) { "← newest" } " " }
             @if let Some(n) = page.next {
-                a #older href=(app.href(&format!("/jobs?{}&before={}", query_string(&q), n))) {
+                @let at = page.next_finished_at.map(|t| format!("&before_at={}", urlenc(&t.to_rfc3339()))).unwrap_or_default();
+                a #older href=(app.href(&format!("/jobs?{}&before={}{at}", query_string(&q), n))) {
                     @if page.scanned.is_some() { "search further →" } @else { "older →" }
                 }
             }

@@ -296,6 +296,40 @@ pub async fn bulk_actions_and_run_now<H: Harness>(h: &H) {
     let j = get(s, running).await;
     assert_eq!(j.state, JobState::Running, "a running job is only flagged");
     assert!(j.cancel_requested_at.is_some());
+    // A walk over cancelled jobs in finished order that replays each page as it goes (what
+    // a bulk retry of "all matching" does) keeps its place and visits every job once.
+    let mut walk = Vec::new();
+    for _ in 0..5 {
+        let id = put(s, job("walk")).await;
+        s.cancel(id).await.unwrap();
+        walk.push(id);
+    }
+    let mut q = JobQuery {
+        queue: Some("walk".into()),
+        state: Some(JobState::Cancelled),
+        limit: 2,
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    loop {
+        let p = s.search(&q).await.unwrap();
+        assert!(p.jobs.iter().all(|j| j.state == JobState::Cancelled));
+        seen.extend(ids(&p));
+        s.bulk(&ids(&p), BulkAction::Retry).await.unwrap();
+        match p.next {
+            Some(n) => {
+                q.before = Some(n);
+                q.before_finished_at = p.next_finished_at;
+                assert!(
+                    q.before_finished_at.is_some(),
+                    "a finished-order page carries its time"
+                );
+            }
+            None => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, walk, "every cancelled job visited once");
     let too_many: Vec<JobId> = (0..=docket_core::inspect::MAX_PAGE).map(JobId).collect();
     assert!(matches!(
         s.bulk(&too_many, BulkAction::Retry).await,
