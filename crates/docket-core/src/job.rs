@@ -354,6 +354,8 @@ pub struct Reaped {
     pub attempt: i32,
     /// The owner whose lease expired.
     pub owner: String,
+    /// Its queue (for metrics).
+    pub queue: String,
     /// `pending` (retried later), `dead` (attempts exhausted) or `cancelled` (an operator
     /// had asked to cancel it).
     pub state: JobState,

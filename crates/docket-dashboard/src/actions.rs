@@ -28,6 +28,18 @@ impl FormData {
         )
     }
 
+    /// The form of an action: parsed, and refused (403) without this process's CSRF token or
+    /// from another site.
+    pub fn checked<S: Store>(
+        app: &App<S>,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Result<FormData, Box<Response>> {
+        let form = FormData::parse(body);
+        check_csrf(app, headers, form.get("_csrf"))?;
+        Ok(form)
+    }
+
     /// The first value of `key`, trimmed; `None` when absent or empty.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
@@ -75,8 +87,7 @@ pub async fn job<S: Store>(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let form = FormData::parse(&body);
-    if let Err(r) = check_csrf(&app, &headers, form.get("_csrf")) {
+    if let Err(r) = FormData::checked(&app, &headers, &body) {
         return *r;
     }
     let Ok(id) = id.parse::<i64>().map(JobId) else {
@@ -145,10 +156,10 @@ pub async fn queue<S: Store>(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let form = FormData::parse(&body);
-    if let Err(r) = check_csrf(&app, &headers, form.get("_csrf")) {
-        return *r;
-    }
+    let form = match FormData::checked(&app, &headers, &body) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
     if let Err(e) = docket_core::validate::queue(&queue) {
         return layout::bad_request(&app, &e.to_string());
     }

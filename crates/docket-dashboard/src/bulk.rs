@@ -17,7 +17,7 @@ use axum::Extension;
 use docket_core::{BulkAction, JobId, JobQuery, Store};
 
 use crate::actions::{audit, FormData};
-use crate::auth::{check_csrf, Actor};
+use crate::auth::Actor;
 use crate::layout;
 use crate::pages::jobs::{query_from, query_string};
 use crate::{App, TaskState};
@@ -43,10 +43,10 @@ pub async fn start<S: Store>(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let form = FormData::parse(&body);
-    if let Err(r) = check_csrf(&app, &headers, form.get("_csrf")) {
-        return *r;
-    }
+    let form = match FormData::checked(&app, &headers, &body) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
     // `op` is ACTION:SCOPE (the form's buttons), or `action` and `scope` given apart.
     let (action, scope) = match form.get("op").and_then(|o| o.split_once(':')) {
         Some((a, s)) => (Some(a), Some(s)),

@@ -85,7 +85,7 @@ async fn shot(c: &Client, name: &str) {
 
 /// Clicks `css`, finding it again when a live refresh replaced it in between.
 async fn click(c: &Client, css: &str) {
-    for _ in 0..50 {
+    for _ in 0..200 {
         if let Ok(e) = c.find(Locator::Css(css)).await {
             if e.click().await.is_ok() {
                 return;
@@ -96,10 +96,28 @@ async fn click(c: &Client, css: &str) {
     panic!("could not click {css}");
 }
 
+/// Types `text` into `css` (found again when a live refresh replaced it before the field had
+/// focus; once it has, refreshes wait).
+async fn type_into(c: &Client, css: &str, text: &str) {
+    for _ in 0..200 {
+        if let Ok(e) = c.find(Locator::Css(css)).await {
+            if e.click().await.is_ok() && e.send_keys(text).await.is_ok() {
+                let v = e.prop("value").await.ok().flatten().unwrap_or_default();
+                if v == text {
+                    return;
+                }
+                let _ = e.clear().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("could not type into {css}");
+}
+
 /// The text of `css`, read again when a live refresh replaced the element in between.
 async fn text(c: &Client, css: &str) -> String {
     let mut last = None;
-    for _ in 0..50 {
+    for _ in 0..200 {
         match c.find(Locator::Css(css)).await {
             Ok(e) => match e.text().await {
                 Ok(t) => return t,
@@ -113,7 +131,8 @@ async fn text(c: &Client, css: &str) -> String {
 }
 
 async fn wait_text(c: &Client, css: &str, want: &str) {
-    for _ in 0..200 {
+    // Generous: under a loaded CI machine Chromium and the server share two cores.
+    for _ in 0..600 {
         if let Ok(e) = c.find(Locator::Css(css)).await {
             if e.text().await.unwrap_or_default().contains(want) {
                 return;
@@ -211,8 +230,7 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
 
     // Filter by a JSON path into args: two jobs of user 7, no other.
     c.goto(&format!("{base}/jobs")).await.unwrap();
-    let field = c.find(Locator::Css("input[name=field]")).await.unwrap();
-    field.send_keys("args.user_id = 7").await.unwrap();
+    type_into(&c, "input[name=field]", "args.user_id = 7").await;
     click(&c, "form.filters button[type=submit]").await;
     wait_text(&c, "#jobs", "second").await;
     let rows = c

@@ -149,12 +149,7 @@ async fn actions_need_the_csrf_token_and_leave_an_audit_entry() {
             .any(|q| q.paused_at.is_some())
     };
 
-    let r = c
-        .post(format!("{base}/queues/q/pause"))
-        .body("")
-        .send()
-        .await
-        .unwrap();
+    let r = post(&c, format!("{base}/queues/q/pause"), "").await;
     assert_eq!(r.status(), 403, "no token");
     let r = c
         .post(format!("{base}/queues/q/pause"))
@@ -183,52 +178,50 @@ async fn actions_need_the_csrf_token_and_leave_an_audit_entry() {
     assert!(!paused().await, "nothing refused was written");
     assert!(s.audit_log(10).await.unwrap().is_empty());
 
-    let r = c
-        .post(format!("{base}/queues/q/pause"))
-        .body(format!("_csrf={token}"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/queues/q/pause"),
+        format!("_csrf={token}"),
+    )
+    .await;
     assert_eq!(r.status(), 303);
     assert!(paused().await);
-    let r = c
-        .post(format!("{base}/queues/q/limits"))
-        .body(format!(
-            "_csrf={token}&max_running=3&rate_limit=10&rate_period=1s"
-        ))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/queues/q/limits"),
+        format!("_csrf={token}&max_running=3&rate_limit=10&rate_period=1s"),
+    )
+    .await;
     assert_eq!(r.status(), 303);
     let ctl = s.queue_controls().await.unwrap();
     assert_eq!(ctl[0].limits.max_running, Some(3));
     assert_eq!(ctl[0].limits.rate.unwrap().limit, 10);
-    let r = c
-        .post(format!("{base}/queues/q/limits"))
-        .body(format!("_csrf={token}&max_running=-1"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/queues/q/limits"),
+        format!("_csrf={token}&max_running=-1"),
+    )
+    .await;
     assert_eq!(r.status(), 400, "a bad limit");
     assert_eq!(
         s.queue_controls().await.unwrap()[0].limits.max_running,
         Some(3)
     );
 
-    let r = c
-        .post(format!("{base}/jobs/{dead}/retry"))
-        .body(format!("_csrf={token}"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/jobs/{dead}/retry"),
+        format!("_csrf={token}"),
+    )
+    .await;
     assert_eq!(r.status(), 303);
     assert_eq!(s.get(dead).await.unwrap().state, JobState::Pending);
-    let r = c
-        .post(format!("{base}/jobs/{dead}/skip"))
-        .body(format!("_csrf={token}"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/jobs/{dead}/skip"),
+        format!("_csrf={token}"),
+    )
+    .await;
     assert_eq!(r.status(), 409, "skip applies to dead jobs only");
 
     let log = s.audit_log(10).await.unwrap();
@@ -272,12 +265,7 @@ async fn read_only_hides_every_action_and_refuses_them() {
         format!("/jobs/{dead}/retry"),
         "/bulk".into(),
     ] {
-        let r = c
-            .post(format!("{base}{path}"))
-            .body("")
-            .send()
-            .await
-            .unwrap();
+        let r = post(&c, format!("{base}{path}"), "").await;
         assert!(r.status().is_client_error(), "{path}: {}", r.status());
     }
     assert_eq!(s.get(dead).await.unwrap().state, JobState::Dead);
@@ -316,19 +304,9 @@ async fn authentication_closes_the_dashboard() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let r = c
-        .post(format!("{base}/login"))
-        .body("token=wrong")
-        .send()
-        .await
-        .unwrap();
+    let r = post(&c, format!("{base}/login"), "token=wrong").await;
     assert_eq!(r.status(), 401);
-    let r = c
-        .post(format!("{base}/login"))
-        .body(format!("token={token}"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(&c, format!("{base}/login"), format!("token={token}")).await;
     assert_eq!(r.status(), 303);
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
@@ -417,14 +395,12 @@ async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
         "the group and its size"
     );
     let token = csrf_of(&page);
-    let r = c
-        .post(format!("{base}/bulk"))
-        .body(format!(
-            "_csrf={token}&op=retry%3Amatching&kind=big&state=dead&error=flaky%20upstream"
-        ))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/bulk"),
+        format!("_csrf={token}&op=retry%3Amatching&kind=big&state=dead&error=flaky%20upstream"),
+    )
+    .await;
     assert_eq!(r.status(), 303);
     let task = r.headers()["location"].to_str().unwrap().to_string();
     assert!(task.starts_with("/tasks/"), "{task}");
@@ -472,22 +448,17 @@ async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
         "_csrf={token}&op=cancel%3Aselected&ids={}&ids={}",
         ids[0].id, ids[1].id
     );
-    let r = c
-        .post(format!("{base}/bulk"))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let r = post(&c, format!("{base}/bulk"), body).await;
     assert_eq!(r.status(), 303);
     for j in ids {
         assert_eq!(s.get(j.id).await.unwrap().state, JobState::Cancelled);
     }
-    let r = c
-        .post(format!("{base}/bulk"))
-        .body(format!("_csrf={token}&op=explode%3Aselected&ids=1"))
-        .send()
-        .await
-        .unwrap();
+    let r = post(
+        &c,
+        format!("{base}/bulk"),
+        format!("_csrf={token}&op=explode%3Aselected&ids=1"),
+    )
+    .await;
     assert_eq!(r.status(), 400);
 }
 

@@ -34,4 +34,4 @@ FROM expired
 WHERE j.id = expired.id
   AND j.state = 'running'
   AND j.lease_expires_at < now()
-RETURNING j.id, j.attempt, expired.lease_owner, j.state
+RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue

@@ -613,6 +613,7 @@ impl Store for PgStore {
                 id: JobId(r.try_get("id").map_err(db_err)?),
                 attempt: r.try_get("attempt").map_err(db_err)?,
                 owner: r.try_get("lease_owner").map_err(db_err)?,
+                queue: r.try_get("queue").map_err(db_err)?,
                 state: rows::state(&st)?,
             });
         }

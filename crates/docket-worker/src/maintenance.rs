@@ -127,7 +127,9 @@ impl<S: Store> Reaper<S> {
         }
         Metrics::add(&self.metrics.reaped, all.jobs.len() as u64);
         for j in &all.jobs {
-            ::metrics::counter!("docket_jobs_reaped_total", "to" => j.state.as_str()).increment(1);
+            ::metrics::counter!("docket_jobs_reaped_total", "queue" => j.queue.clone(),
+                                "to" => j.state.as_str())
+            .increment(1);
         }
         Ok(all)
     }

@@ -48,6 +48,12 @@ fn series(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<f
     (done, wait)
 }
 
+/// The total of `f` over the last hour's samples of `queue` (succeeded and failed jobs: the
+/// finished states are not counted from the table, which may hold millions).
+fn hour(samples: &[Sample], queue: &str, f: fn(&Sample) -> i64) -> i64 {
+    samples.iter().filter(|s| s.queue == queue).map(f).sum()
+}
+
 fn limits_form<S: Store>(app: &App<S>, q: &docket_core::QueueSummary) -> Markup {
     let l = q.control.as_ref().map(|c| c.limits).unwrap_or_default();
     let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -91,7 +97,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         table #queues {
             thead { tr {
                 th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "running" }
-                th.n { "near expiry" } th.n { "dead" } th.n { "oldest ready" } th.n { "workers" }
+                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest ready" } th.n { "workers" }
                 th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
@@ -107,6 +113,8 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n { (layout::count(&q.blocked)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) } }
                         td.n { (q.near_expiry) }
+                        td.n { (hour(&samples, &q.queue, |s| s.succeeded)) }
+                        td.n { (hour(&samples, &q.queue, |s| s.failed)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=dead"))) { (layout::count(&q.dead)) } }
                         td.n { (q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into())) }
                         td.n { (q.workers) }
@@ -127,7 +135,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         }
                     }
                 }
-                @if o.queues.is_empty() { tr { td colspan="12" .muted { "No queue has work, controls or workers yet." } } }
+                @if o.queues.is_empty() { tr { td colspan="14" .muted { "No queue has work, controls or workers yet." } } }
             }
         }
         p.muted { "Counts stop at " (o.cap) " (shown as " (o.cap) "+) so this page never counts a whole table." }

@@ -30,6 +30,16 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// POSTs `body` as a form to `url`.
+pub async fn post(c: &reqwest::Client, url: String, body: impl Into<String>) -> reqwest::Response {
+    c.post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.into())
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The CSRF token of a page.
 pub fn csrf_of(html: &str) -> String {
     let i = html

@@ -264,6 +264,7 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
                             id: JobId(id),
                             attempt: j.attempt,
                             owner: WORKERS[j.owner.expect("running has an owner")].into(),
+                            queue: QUEUES[j.queue].into(),
                             state: if j.cancel_requested {
                                 JobState::Cancelled
                             } else if j.attempt >= j.max_attempts {
