@@ -404,22 +404,22 @@ async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
     assert_eq!(r.status(), 303);
     let task = r.headers()["location"].to_str().unwrap().to_string();
     assert!(task.starts_with("/tasks/"), "{task}");
-    let mut done = serde_json::Value::Null;
-    for _ in 0..300 {
-        done = c
-            .get(format!("{base}{task}"))
+    // Waits on the task's own progress report (the same the page shows), not on time.
+    let progress = || async {
+        c.get(format!("{base}{task}"))
             .header("accept", "application/json")
             .send()
             .await
             .unwrap()
-            .json()
+            .json::<serde_json::Value>()
             .await
-            .unwrap();
-        if done["done"] == true {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .unwrap()
+    };
+    docket_testkit::eventually(Duration::from_secs(30), "the bulk task ends", || async {
+        progress().await["done"] == true
+    })
+    .await;
+    let done = progress().await;
     assert_eq!(done["done"], true, "{done}");
     assert_eq!(done["changed"], 450, "{done}");
     assert_eq!(done["scanned"], 450);
