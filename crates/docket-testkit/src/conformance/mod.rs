@@ -28,6 +28,7 @@ pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
 mod postgres;
+mod sqlite;
 pub mod why;
 
 use std::future::Future;
@@ -36,6 +37,7 @@ use std::time::Duration;
 use docket_core::{ClaimRequest, ClaimedJob, JobFilter, JobId, JobRecord, Lease, NewJob, Store};
 
 pub use postgres::PgHarness;
+pub use sqlite::SqliteHarness;
 
 /// What the suite needs from an engine's test setup.
 pub trait Harness: Sized + Send + Sync + 'static {

@@ -1,0 +1,8 @@
+-- cancel: a pending job becomes cancelled at once; a running one is asked to stop
+-- (cancel_requested_at: its next heartbeat tells the worker, and its end becomes cancelled).
+-- Parameters: ?1 id, ?2 the state to set ('cancelled' or 'running'), ?3 finished_at (ms or
+--   NULL), ?4 now (ms), ?5 errors (JSON array text).
+UPDATE jobs
+SET state = ?2, finished_at = ?3, cancel_requested_at = coalesce(cancel_requested_at, ?4),
+    errors = ?5
+WHERE id = ?1 AND state IN ('pending', 'running')

@@ -1,0 +1,14 @@
+-- complete_many: marks claimed jobs succeeded, fenced.
+-- Parameters: ?1 JSON array of [id, attempt] pairs, ?2 owner, ?3 now (ms).
+-- Invariant (the fence): a row changes only while the caller's claim still holds it — same
+-- attempt, same owner, lease not expired by the database's clock. Rows returned are the
+-- applied writes; every other input lease was lost (the caller asks lease_status why).
+UPDATE jobs
+SET state = 'succeeded', finished_at = ?3, lease_owner = NULL, lease_expires_at = NULL
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+      FROM json_each(?1)) AS c
+WHERE jobs.id = c.id
+  AND jobs.attempt = c.attempt
+  AND jobs.lease_owner = ?2
+  AND jobs.lease_expires_at > ?3
+RETURNING id, attempt

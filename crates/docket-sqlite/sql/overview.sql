@@ -1,0 +1,30 @@
+-- overview: every known queue (with pending, running or dead jobs, a control row, or a live
+-- worker) at a glance; the job counts stop at ?2 + 1 so the caller can say "more".
+-- Parameters: ?1 now (ms), ?2 the count cap.
+WITH names(queue) AS (
+    SELECT DISTINCT queue FROM jobs WHERE state = 'pending'
+    UNION SELECT DISTINCT queue FROM jobs WHERE state = 'running'
+    UNION SELECT DISTINCT queue FROM jobs WHERE state = 'dead'
+    UNION SELECT name FROM queues
+    UNION SELECT q.value FROM workers w, json_each(w.queues) q WHERE w.expires_at > ?1
+)
+SELECT n.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j
+         WHERE j.queue = n.queue AND j.state = 'pending' LIMIT ?2 + 1)) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j
+         WHERE j.queue = n.queue AND j.state = 'pending' AND j.run_at <= ?1 LIMIT ?2 + 1)) AS ready,
+       0 AS blocked,
+       (SELECT count(*) FROM (SELECT 1 FROM jobs j
+         WHERE j.queue = n.queue AND j.state = 'dead' LIMIT ?2 + 1)) AS dead,
+       (SELECT count(*) FROM jobs j WHERE j.queue = n.queue AND j.state = 'running') AS running,
+       (SELECT count(*) FROM jobs j WHERE j.queue = n.queue AND j.state = 'running'
+          AND j.lease_expires_at < ?1 + 10000) AS near_expiry,
+       (SELECT count(*) FROM workers w, json_each(w.queues) q
+         WHERE w.expires_at > ?1 AND q.value = n.queue) AS workers,
+       (SELECT (?1 - min(j.run_at)) / 1000.0 FROM jobs j
+         WHERE j.queue = n.queue AND j.state = 'pending' AND j.run_at <= ?1) AS oldest_ready_age_s,
+       q.name, q.paused_at, q.max_running, q.key_max_running, q.rate_limit, q.rate_period_ms,
+       q.tokens, q.refilled_at
+FROM names n
+LEFT JOIN queues q ON q.name = n.queue
+ORDER BY n.queue

@@ -1,0 +1,8 @@
+-- periodic_due: definitions whose next tick is due at ?1, earliest first.
+-- Parameters: ?1 now (ms), ?2 limit.
+SELECT name, cron, timezone, queue, kind, args, priority, max_attempts, missed, next_tick_at,
+       last_tick_at, last_job_id
+FROM periodic
+WHERE next_tick_at <= ?1
+ORDER BY next_tick_at
+LIMIT ?2

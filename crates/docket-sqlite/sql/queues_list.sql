@@ -1,0 +1,7 @@
+-- queues_list: every queue with a control row (all of them, or only ?1 when not NULL).
+-- Parameters: ?1 queue or NULL.
+SELECT name, paused_at, max_running, key_max_running, rate_limit, rate_period_ms, tokens,
+       refilled_at
+FROM queues
+WHERE ?1 IS NULL OR name = ?1
+ORDER BY name

@@ -1,0 +1,28 @@
+-- search_finished: search for succeeded or cancelled jobs, in finished order (newest first),
+-- keyset on (finished_at, id); served by jobs_finished_idx.
+-- Parameters (NULL: no filter): ?1 queue, ?2 kind, ?3 state, ?4 priority, ?5 created since (ms),
+--   ?6 created before (ms), ?7 ordering_key, ?8 concurrency_key, ?9 JSON path into args
+--   ($."k1"."k2"), ?10 the args value there (minified JSON text), ?11/?12 the same for
+--   metadata, ?13 keyset: ids below it, ?14 page size + 1, ?15 the last error's message.
+-- Every value is bound; paths are built from quoted keys by the caller.
+--   ?16 the cursor's finished_at (ms; NULL: read from job ?13).
+SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+       finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
+       concurrency_key, blocked, args, metadata, errors
+FROM jobs
+WHERE (?1 IS NULL OR queue = ?1)
+  AND (?2 IS NULL OR kind = ?2)
+  AND (?3 IS NULL OR state = ?3)
+  AND (?4 IS NULL OR priority = ?4)
+  AND (?5 IS NULL OR created_at >= ?5)
+  AND (?6 IS NULL OR created_at < ?6)
+  AND (?7 IS NULL OR ordering_key = ?7)
+  AND (?8 IS NULL OR concurrency_key = ?8)
+  AND (?9 IS NULL OR args -> ?9 = ?10)
+  AND (?11 IS NULL OR metadata -> ?11 = ?12)
+  AND (?15 IS NULL OR json_extract(errors, '$[#-1].message') = ?15)
+  AND finished_at IS NOT NULL
+  AND (?13 IS NULL OR (finished_at, id) <
+       (coalesce(?16, (SELECT c.finished_at FROM jobs c WHERE c.id = ?13)), ?13))
+ORDER BY finished_at DESC, id DESC
+LIMIT ?14

@@ -1,0 +1,315 @@
+//! The claim: one `BEGIN IMMEDIATE` transaction that reads the queue's controls, chooses the
+//! jobs it may hand out, leases them and commits at once.
+//!
+//! The rules are PostgreSQL's `claim()` / `claim_controlled()` (docket-postgres
+//! schema/current.sql), decided here in Rust because SQLite's single writer makes every read
+//! inside the transaction final: a paused queue hands out nothing; a queue's `max_running`
+//! and rate bucket cap the batch; jobs ready for longer than the starvation bound come first,
+//! oldest first, then the rest by priority; an ordering key runs one job at a time, in id
+//! order, held by a dead head; a concurrency key runs at most its limit (the key's own, else
+//! the queue's `key_max_running`) and spends its own rate bucket.
+
+use std::collections::HashMap;
+
+use docket_core::*;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::errors::db_err;
+use crate::store::{ms, SqliteStore};
+
+const QUEUE_CONTROL: &str = include_str!("../sql/queue_control.sql");
+const RUNNING_IN_QUEUE: &str = include_str!("../sql/running_in_queue.sql");
+const KEYED_READY: &str = include_str!("../sql/keyed_ready.sql");
+const CANDIDATES_READY: &str = include_str!("../sql/candidates_ready.sql");
+const CANDIDATES_STARVING: &str = include_str!("../sql/candidates_starving.sql");
+const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
+const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
+const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
+const CLAIM_LEASE: &str = include_str!("../sql/claim_lease.sql");
+const QUEUE_TOKENS_SPEND: &str = include_str!("../sql/queue_tokens_spend.sql");
+const KEY_TOKENS_SPEND: &str = include_str!("../sql/key_tokens_spend.sql");
+
+/// A token bucket: `rate` per `period_ms`, bursts up to `rate`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bucket {
+    pub rate: i32,
+    pub period_ms: i64,
+    pub tokens: f64,
+    pub refilled_at: i64,
+}
+
+impl Bucket {
+    /// Tokens available at `now` (PostgreSQL's `bucket_tokens`).
+    pub(crate) fn tokens_at(&self, now: i64) -> f64 {
+        let elapsed = (now - self.refilled_at).max(0) as f64;
+        (self.rate as f64).min(self.tokens + elapsed * self.rate as f64 / self.period_ms as f64)
+    }
+
+    pub(crate) fn from_row(r: &SqliteRow) -> Result<Option<Bucket>> {
+        let rate: Option<i32> = r.try_get("rate_limit").map_err(db_err)?;
+        let period: Option<i64> = r.try_get("rate_period_ms").map_err(db_err)?;
+        Ok(match (rate, period) {
+            (Some(rate), Some(period_ms)) if period_ms > 0 => Some(Bucket {
+                rate,
+                period_ms,
+                tokens: r.try_get("tokens").map_err(db_err)?,
+                refilled_at: r.try_get("refilled_at").map_err(db_err)?,
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// A queue's controls as the claim reads them.
+#[derive(Debug, Default)]
+pub(crate) struct QueueRow {
+    pub paused_at: Option<i64>,
+    pub max_running: Option<i32>,
+    pub key_max_running: Option<i32>,
+    pub bucket: Option<Bucket>,
+}
+
+pub(crate) async fn queue_row(c: &mut SqliteConnection, queue: &str) -> Result<QueueRow> {
+    let row = sqlx::query(QUEUE_CONTROL)
+        .bind(queue)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(db_err)?;
+    let Some(r) = row else {
+        return Ok(QueueRow::default());
+    };
+    Ok(QueueRow {
+        paused_at: r.try_get("paused_at").map_err(db_err)?,
+        max_running: r.try_get("max_running").map_err(db_err)?,
+        key_max_running: r.try_get("key_max_running").map_err(db_err)?,
+        bucket: Bucket::from_row(&r)?,
+    })
+}
+
+/// A concurrency key's limits.
+pub(crate) struct KeyRow {
+    pub max_running: Option<i32>,
+    pub bucket: Option<Bucket>,
+}
+
+pub(crate) async fn key_row(c: &mut SqliteConnection, key: &str) -> Result<Option<KeyRow>> {
+    let row = sqlx::query(KEY_LIMIT)
+        .bind(key)
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(db_err)?;
+    row.map(|r| {
+        Ok(KeyRow {
+            max_running: r.try_get("max_running").map_err(db_err)?,
+            bucket: Bucket::from_row(&r)?,
+        })
+    })
+    .transpose()
+}
+
+pub(crate) async fn count(c: &mut SqliteConnection, sql: &str, key: &str) -> Result<i64> {
+    sqlx::query_scalar(sql)
+        .bind(key)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)
+}
+
+pub(crate) async fn running_in_queue(c: &mut SqliteConnection, queue: &str) -> Result<i64> {
+    count(c, RUNNING_IN_QUEUE, queue).await
+}
+
+pub(crate) async fn key_running(c: &mut SqliteConnection, key: &str) -> Result<i64> {
+    count(c, KEY_RUNNING, key).await
+}
+
+pub(crate) async fn ordering_behind(c: &mut SqliteConnection, key: &str, id: i64) -> Result<bool> {
+    sqlx::query_scalar(ORDERING_BEHIND)
+        .bind(key)
+        .bind(id)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)
+}
+
+type Candidate = (i64, Option<String>, Option<String>);
+
+async fn candidates(
+    c: &mut SqliteConnection,
+    sql: &str,
+    queue: &str,
+    until: i64,
+    n: i64,
+) -> Result<Vec<Candidate>> {
+    sqlx::query_as(sql)
+        .bind(queue)
+        .bind(until)
+        .bind(n)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)
+}
+
+/// Chooses and leases up to `req.limit` jobs at database time `now`.
+async fn claim_in(
+    c: &mut SqliteConnection,
+    now: i64,
+    req: &ClaimRequest,
+) -> Result<Vec<SqliteRow>> {
+    let q = queue_row(c, &req.queue).await?;
+    if q.paused_at.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut budget = i64::from(req.limit);
+    if let Some(max) = q.max_running {
+        budget = budget.min(i64::from(max) - running_in_queue(c, &req.queue).await?);
+    }
+    let queue_tokens = q.bucket.map(|b| b.tokens_at(now));
+    if let Some(t) = queue_tokens {
+        budget = budget.min(t.floor() as i64);
+    }
+    if budget <= 0 {
+        return Ok(Vec::new());
+    }
+    let keyed: bool = sqlx::query_scalar(KEYED_READY)
+        .bind(&req.queue)
+        .bind(now)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    // Unkeyed work is taken in order; keyed work is looked at further ahead, past jobs a key
+    // holds back (the same depth as PostgreSQL's claim_controlled).
+    let depth = if keyed { budget * 4 + 200 } else { budget };
+    let mut rows = Vec::new();
+    if let Some(starve) = req.starvation {
+        rows = candidates(c, CANDIDATES_STARVING, &req.queue, now - ms(starve), depth).await?;
+    }
+    rows.extend(candidates(c, CANDIDATES_READY, &req.queue, now, depth).await?);
+
+    let mut chosen: Vec<i64> = Vec::new();
+    let mut okeys: Vec<String> = Vec::new();
+    let mut ckeys: HashMap<String, i64> = HashMap::new();
+    let mut key_buckets: HashMap<String, (Bucket, f64)> = HashMap::new();
+    for (id, okey, ckey) in rows {
+        if chosen.len() as i64 >= budget {
+            break;
+        }
+        if chosen.contains(&id) {
+            continue;
+        }
+        if let Some(k) = &okey {
+            // One job per ordering key per batch: a second one cannot be the head.
+            if okeys.contains(k) || ordering_behind(c, k, id).await? {
+                continue;
+            }
+        }
+        if let Some(k) = &ckey {
+            let limits = key_row(c, k).await?;
+            let lim = limits
+                .as_ref()
+                .and_then(|l| l.max_running)
+                .or(q.key_max_running);
+            let in_batch = ckeys.get(k).copied().unwrap_or(0);
+            if let Some(lim) = lim {
+                if in_batch + key_running(c, k).await? >= i64::from(lim) {
+                    continue;
+                }
+            }
+            if let Some(b) = limits.as_ref().and_then(|l| l.bucket) {
+                let tokens = b.tokens_at(now);
+                if tokens - (in_batch as f64) < 1.0 {
+                    continue;
+                }
+                key_buckets.insert(k.clone(), (b, tokens));
+            }
+        }
+        chosen.push(id);
+        if let Some(k) = okey {
+            okeys.push(k);
+        }
+        if let Some(k) = ckey {
+            *ckeys.entry(k).or_default() += 1;
+        }
+    }
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(&chosen).map_err(|e| StoreError::Database(Box::new(e)))?;
+    let mut leased = sqlx::query(CLAIM_LEASE)
+        .bind(ids)
+        .bind(&req.owner)
+        .bind(now)
+        .bind(ms(req.lease))
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)?;
+    // RETURNING has no order: hand the jobs out in the order they were chosen.
+    let pos: HashMap<i64, usize> = chosen.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    leased.sort_by_key(|r| {
+        r.try_get::<i64, _>("id")
+            .ok()
+            .and_then(|id| pos.get(&id).copied())
+            .unwrap_or(usize::MAX)
+    });
+    let n = leased.len() as f64;
+    if let (Some(t), true) = (queue_tokens, n > 0.0) {
+        sqlx::query(QUEUE_TOKENS_SPEND)
+            .bind(&req.queue)
+            .bind(t - n)
+            .bind(now)
+            .execute(&mut *c)
+            .await
+            .map_err(db_err)?;
+    }
+    for (k, (_, tokens)) in key_buckets {
+        let spent = ckeys.get(&k).copied().unwrap_or(0) as f64;
+        sqlx::query(KEY_TOKENS_SPEND)
+            .bind(&k)
+            .bind(tokens - spent)
+            .bind(now)
+            .execute(&mut *c)
+            .await
+            .map_err(db_err)?;
+    }
+    Ok(leased)
+}
+
+impl SqliteStore {
+    pub(crate) async fn claim_impl(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        validate::queue(&req.queue)?;
+        if req.limit <= 0 {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .write(async |c: &mut SqliteConnection, now| claim_in(c, now, req).await)
+            .await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut bad = Vec::new();
+        for r in &rows {
+            match crate::rows::claimed(r)? {
+                Ok(j) => jobs.push(j),
+                Err(u) => bad.push(u),
+            }
+        }
+        if !bad.is_empty() {
+            // A row written around validation (a time out of range, JSON that does not
+            // parse) cannot run: it is failed at once, dead with the reason, so it can
+            // neither stall this worker nor come back after its lease.
+            for u in &bad {
+                tracing::warn!(job = %u.lease.id, reason = %u.reason, "claimed a job whose row cannot be decoded; failing it");
+            }
+            let failures: Vec<Failure> = bad
+                .into_iter()
+                .map(|u| Failure {
+                    lease: u.lease,
+                    class: FailureClass::Discard,
+                    message: format!("the stored job cannot be decoded: {}", u.reason),
+                    retry_in: None,
+                })
+                .collect();
+            self.fail_many_impl(&req.owner, &failures).await?;
+        }
+        Ok(jobs)
+    }
+}

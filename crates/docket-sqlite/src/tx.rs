@@ -1,0 +1,162 @@
+//! Jobs inside the application's own SQLite transaction, and handlers whose writes commit
+//! with their job's completion ([`InTransaction`]).
+//!
+//! SQLite has no NOTIFY that waits for a commit, so an enqueue inside a caller's transaction
+//! registers its wake-ups against that connection, and a commit hook on the connection sends
+//! them when (and only when) the transaction commits; a rollback hook drops them. The same
+//! per-connection record lists the ids a transaction enqueued, for
+//! [`InTransaction::enqueued_in`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use docket_core::*;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{Row, Sqlite};
+
+use crate::errors::db_err;
+use crate::store::SqliteStore;
+
+/// An open transaction owned by the runtime (a handler writes through it).
+pub type SqliteTx = sqlx::Transaction<'static, Sqlite>;
+
+#[derive(Default)]
+struct Pending {
+    wakes: Vec<Wake>,
+    ids: Vec<i64>,
+}
+
+/// Keyed by the connection's sqlite3 handle address, which is unique while it is open; an
+/// entry lives from an enqueue to its transaction's end.
+fn pending() -> &'static Mutex<HashMap<usize, Pending>> {
+    static P: OnceLock<Mutex<HashMap<usize, Pending>>> = OnceLock::new();
+    P.get_or_init(Default::default)
+}
+
+fn take(key: usize) -> Option<Pending> {
+    pending()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&key)
+}
+
+async fn handle_key(conn: &mut SqliteConnection) -> Result<usize> {
+    let mut h = conn.lock_handle().await.map_err(db_err)?;
+    Ok(h.as_raw_handle().as_ptr() as usize)
+}
+
+/// Sends `wakes` to this process's workers when the transaction on `conn` commits, and
+/// records `ids` as enqueued by it.
+pub(crate) async fn on_commit(
+    store: &SqliteStore,
+    conn: &mut SqliteConnection,
+    wakes: Vec<Wake>,
+    ids: Vec<i64>,
+) -> Result<()> {
+    let mut h = conn.lock_handle().await.map_err(db_err)?;
+    let key = h.as_raw_handle().as_ptr() as usize;
+    {
+        let mut p = pending().lock().unwrap_or_else(|p| p.into_inner());
+        let e = p.entry(key).or_default();
+        e.wakes.extend(wakes);
+        e.ids.extend(ids);
+    }
+    let tx = store.inner.wake.clone();
+    // Hooks run inside sqlite3_step on the connection's thread: they only move values into
+    // a channel, never touch the connection.
+    h.set_commit_hook(move || {
+        if let Some(p) = take(key) {
+            for w in p.wakes {
+                let _ = tx.send(w);
+            }
+        }
+        true
+    });
+    h.set_rollback_hook(move || {
+        take(key);
+    });
+    Ok(())
+}
+
+const COMPLETE_ONE: &str = include_str!("../sql/complete_many.sql");
+const ENQUEUED_IN: &str = include_str!("../sql/enqueued_in.sql");
+
+impl InTransaction for SqliteStore {
+    type Tx = SqliteTx;
+    type Conn = SqliteConnection;
+
+    async fn begin(&self) -> Result<SqliteTx> {
+        // IMMEDIATE: the handler's own reads and writes never meet SQLITE_BUSY_SNAPSHOT.
+        self.inner
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err)
+    }
+
+    fn conn(tx: &mut SqliteTx) -> &mut SqliteConnection {
+        tx
+    }
+
+    async fn complete_in(&self, tx: &mut SqliteTx, owner: &str, lease: Lease) -> Result<()> {
+        let now: i64 = sqlx::query_scalar(crate::store::NOW)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        let rows = sqlx::query(COMPLETE_ONE)
+            .bind(format!("[[{},{}]]", lease.id.0, lease.attempt))
+            .bind(owner)
+            .bind(now)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db_err)?;
+        if rows.is_empty() {
+            let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
+                lease,
+                reason: LostReason::Expired,
+            });
+            return Err(out.into());
+        }
+        Ok(())
+    }
+
+    async fn commit(tx: SqliteTx) -> Result<()> {
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn rollback(tx: SqliteTx) -> Result<()> {
+        tx.rollback().await.map_err(db_err)
+    }
+
+    async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
+        self.enqueue_tx(conn, job).await
+    }
+
+    async fn enqueued_in(
+        &self,
+        conn: &mut SqliteConnection,
+        kind: &str,
+    ) -> Result<Vec<serde_json::Value>> {
+        let key = handle_key(conn).await?;
+        let ids: Vec<i64> = pending()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .map(|p| p.ids.clone())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for id in ids {
+            let row = sqlx::query(ENQUEUED_IN)
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            if let Some(r) = row {
+                if r.try_get::<String, _>("kind").map_err(db_err)? == kind {
+                    out.push(crate::rows::json(&r, "args")?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
