@@ -23,6 +23,9 @@ pub(crate) trait Open: Sync {
     /// Secrets of this connection (a password) that must never reach a child process's
     /// environment or output.
     fn secrets(&self) -> Vec<String>;
+
+    /// `docket enqueue --bulk`: the NDJSON file at `path` in one transaction, all or nothing.
+    async fn bulk_file(&self, path: &str, json: bool) -> anyhow::Result<()>;
 }
 
 impl Open for Ctx {
@@ -42,5 +45,9 @@ impl Open for Ctx {
             .and_then(|t| t.password().map(str::to_string))
             .into_iter()
             .collect()
+    }
+
+    async fn bulk_file(&self, path: &str, json: bool) -> anyhow::Result<()> {
+        crate::enqueue::bulk_pg(self, path, json).await
     }
 }

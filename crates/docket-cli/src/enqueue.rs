@@ -95,10 +95,9 @@ impl Line {
     }
 }
 
-pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> anyhow::Result<()> {
+pub async fn run(ctx: &impl Open, a: EnqueueArgs) -> anyhow::Result<()> {
     match &a.bulk {
-        // By COPY, PostgreSQL only.
-        Some(path) => bulk(ctx, path, a.json).await,
+        Some(path) => ctx.bulk_file(path, a.json).await,
         None => one(ctx, a).await,
     }
 }
@@ -142,10 +141,32 @@ async fn one(ctx: &impl Open, a: EnqueueArgs) -> anyhow::Result<()> {
 /// read, so memory stays bounded by the chunk whatever the file's size.
 const CHUNK: usize = 10_000;
 
-/// Streams the file in chunks into one transaction: a file goes in whole or not at all (a bad
-/// line, reported by number, rolls back every chunk sent before it), and memory stays
-/// bounded (measured: tests/bulk.rs).
-async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
+/// Streams the file in chunks into one transaction (on PostgreSQL by COPY where
+/// worthwhile): a file goes in whole or not at all (a bad line, reported by number, rolls
+/// back every chunk sent before it), and memory stays bounded (measured: tests/bulk.rs).
+pub(crate) async fn bulk_pg(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
+    let store = ctx.store(2).await?;
+    let mut tx = store
+        .pool()
+        .begin()
+        .await
+        .map_err(docket_postgres::errors::db_err)?;
+    let counts = bulk_lines(path, async |chunk| {
+        Ok(store.enqueue_many_tx(&mut tx, chunk).await?)
+    })
+    .await?;
+    tx.commit().await.map_err(docket_postgres::errors::db_err)?;
+    report_bulk(counts, json)
+}
+
+/// Reads NDJSON from `path` (`-`: standard input), [`CHUNK`] validated lines at a time, and
+/// hands each chunk to `send` (which writes it inside the caller's transaction). Returns
+/// (inserted, duplicates). The first bad line is an error naming it; the caller's
+/// transaction is then dropped, so nothing of the file is kept.
+pub(crate) async fn bulk_lines(
+    path: &str,
+    mut send: impl AsyncFnMut(&[NewJob]) -> anyhow::Result<Vec<docket_core::Enqueued>>,
+) -> anyhow::Result<(usize, usize)> {
     let reader: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -154,7 +175,6 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
                 .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?,
         )
     };
-    let store = ctx.store(2).await?;
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new_spinner()
     } else {
@@ -163,11 +183,6 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
     bar.set_style(
         ProgressStyle::with_template("{spinner} {pos} jobs {per_sec}").expect("template"),
     );
-    let mut tx = store
-        .pool()
-        .begin()
-        .await
-        .map_err(docket_postgres::errors::db_err)?;
     let mut inserted = 0usize;
     let mut duplicates = 0usize;
     let mut chunk: Vec<NewJob> = Vec::with_capacity(CHUNK);
@@ -186,7 +201,7 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
             }
         }
         if chunk.len() >= CHUNK || (next.is_none() && !chunk.is_empty()) {
-            let res = store.enqueue_many_tx(&mut tx, &chunk).await?;
+            let res = send(&chunk).await?;
             let dups = res.iter().filter(|e| e.duplicate).count();
             duplicates += dups;
             inserted += res.len() - dups;
@@ -197,8 +212,12 @@ async fn bulk(ctx: &Ctx, path: &str, json: bool) -> anyhow::Result<()> {
             break;
         }
     }
-    tx.commit().await.map_err(docket_postgres::errors::db_err)?;
     bar.finish_and_clear();
+    Ok((inserted, duplicates))
+}
+
+/// Prints what a bulk enqueue wrote.
+pub(crate) fn report_bulk((inserted, duplicates): (usize, usize), json: bool) -> anyhow::Result<()> {
     if json {
         output::json(&serde_json::json!({"inserted": inserted, "duplicates": duplicates}))?;
     } else {

@@ -27,6 +27,7 @@ mod lab;
 mod ops;
 pub mod output;
 pub mod scratch;
+pub mod sqlite;
 mod work;
 
 use std::time::Duration;
@@ -38,6 +39,7 @@ use docket_postgres::PgStore;
 use fail::CliError;
 
 /// Resolved connection settings.
+#[derive(Clone)]
 pub struct Ctx {
     pub url: String,
     pub schema: String,
@@ -232,6 +234,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         None if std::env::var_os("DATABASE_URL").is_some() => return Err(blank_url()),
         None => embedded::ensure_running()?,
     };
+    if sqlite::is_url(&url) {
+        return sqlite::run(sqlite::SqliteCtx { url }, cli.command).await;
+    }
     let ctx = Ctx {
         url,
         schema: cli.schema.clone(),
@@ -256,10 +261,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prune(a) => ops::prune(&ctx, a).await,
         Command::Explain(a) => ops::explain(&ctx, a).await,
         Command::Lab(a) => ops::lab(&ctx, a).await,
-        Command::Demo(a) => demo::run(&ctx, a).await,
+        Command::Demo(a) => demo::run(&demo::postgres::Db(ctx), a).await,
         Command::Bench(a) => bench::run(&ctx, a).await,
         Command::BenchWorker(a) => bench::worker(&ctx, a).await,
-        Command::DemoWorker(a) => demo::worker(&ctx, a).await,
+        Command::DemoWorker(a) => demo::worker(&demo::postgres::Db(ctx), a).await,
         Command::Embedded(_) => unreachable!("handled above"),
     }
 }

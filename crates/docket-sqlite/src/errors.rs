@@ -19,6 +19,11 @@ pub(crate) fn code(e: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// The file is locked by another connection (retry).
+pub(crate) fn is_busy(e: &sqlx::Error) -> bool {
+    code(e).is_some_and(|c| transient_code(&c))
+}
+
 /// SQLITE_CONSTRAINT_UNIQUE (2067) or _PRIMARYKEY (1555).
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(code(e).as_deref(), Some("2067" | "1555"))

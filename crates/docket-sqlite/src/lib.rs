@@ -33,7 +33,7 @@ mod wake;
 mod writes;
 
 pub use enqueue::{BulkEnqueued, BULK_CHUNK};
-pub use store::{SqliteStore, BUSY_TIMEOUT};
+pub use store::{SqliteStore, WriteTx, BUSY_TIMEOUT};
 pub use tx::SqliteTx;
 pub use wake::LocalHints;
 

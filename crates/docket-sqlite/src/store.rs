@@ -3,7 +3,9 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
 
 use docket_core::*;
 use sqlx::sqlite::{
@@ -27,9 +29,21 @@ pub struct SqliteStore {
 
 #[derive(Debug)]
 pub(crate) struct Inner {
+    /// Reads and the application's own statements: waits up to [`BUSY_TIMEOUT`] for a lock
+    /// in SQLite's busy handler.
     pub(crate) pool: SqlitePool,
+    /// Docket's write transactions: no busy handler (it sleeps in growing steps, up to
+    /// 100 ms, so a contended file ran at tens of jobs per second across processes);
+    /// [`SqliteStore::begin_write`] retries a locked `BEGIN IMMEDIATE` itself, within a
+    /// millisecond or two, until [`BUSY_TIMEOUT`].
+    pub(crate) writer: SqlitePool,
     pub(crate) limits: Limits,
     pub(crate) wake: broadcast::Sender<Wake>,
+    /// One writer at a time in this process (shared by every store on the file): SQLite
+    /// lets one connection write anyway, and connections of one process that queue here
+    /// wait their turn in order instead of in SQLite's busy handler, which sleeps in growing
+    /// steps (up to 100 ms) between retries.
+    pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
     /// Who operator actions (a cancel's history entry) are recorded as: SQLite has no roles.
     pub(crate) actor: String,
 }
@@ -67,6 +81,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
+        let writer_opts = opts.clone().busy_timeout(Duration::ZERO);
         let key = if in_memory {
             format!("memory:{}", opts.get_filename().display())
         } else {
@@ -85,17 +100,25 @@ impl SqliteStore {
             .connect_with(opts)
             .await
             .map_err(db_err)?;
-        Ok(Self::with_pool(pool, &key))
+        // One connection: the in-process gate lets one write transaction at a time anyway.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(writer_opts)
+            .await
+            .map_err(db_err)?;
+        Ok(Self::build(pool, writer, &key))
     }
 
-    /// A store on an existing pool; `key` names the database file for the in-process wake
-    /// (stores of one process on one file should pass the same key: its absolute path).
-    pub fn with_pool(pool: SqlitePool, key: &str) -> Self {
+    fn build(pool: SqlitePool, writer: SqlitePool, key: &str) -> Self {
         SqliteStore {
             inner: Arc::new(Inner {
                 pool,
+                writer,
                 limits: Limits::default(),
                 wake: crate::wake::channel(key),
+                gate: crate::wake::gate(key),
                 actor: "sqlite".into(),
             }),
         }
@@ -107,8 +130,10 @@ impl SqliteStore {
         SqliteStore {
             inner: Arc::new(Inner {
                 pool: i.pool.clone(),
+                writer: i.writer.clone(),
                 limits,
                 wake: i.wake.clone(),
+                gate: i.gate.clone(),
                 actor: i.actor.clone(),
             }),
         }
@@ -134,26 +159,41 @@ impl SqliteStore {
         let _ = self.inner.wake.send(w);
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction with the database's now (ms), read once
-    /// inside it; commits when `f` succeeds, rolls back otherwise. IMMEDIATE takes the write
-    /// lock up front, so a transaction never fails half way because another writer got in
-    /// first (a deferred one would, with SQLITE_BUSY_SNAPSHOT, and without waiting).
+    /// Begins a write transaction (`BEGIN IMMEDIATE`): this process's turn first (see
+    /// [`WriteTx`]), then the file's write lock, retried every millisecond or two while
+    /// another process holds it, up to [`BUSY_TIMEOUT`] (then [`StoreError::Unavailable`]).
+    /// IMMEDIATE takes the lock up front, so the transaction never fails half way because
+    /// another writer got in first (a deferred one would, with SQLITE_BUSY_SNAPSHOT). Use it
+    /// for the application's own writes too: they then queue with Docket's instead of
+    /// sleeping in SQLite's busy handler.
+    pub async fn begin_write(&self) -> Result<WriteTx> {
+        let turn = self.inner.gate.clone().lock_owned().await;
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match self.inner.writer.begin_with("BEGIN IMMEDIATE").await {
+                Ok(tx) => return Ok(WriteTx { tx, _turn: turn }),
+                Err(e) if crate::errors::is_busy(&e) && Instant::now() < deadline => {
+                    let us = rand::thread_rng().gen_range(200..2_000);
+                    tokio::time::sleep(Duration::from_micros(us)).await;
+                }
+                Err(e) => return Err(db_err(e)),
+            }
+        }
+    }
+
+    /// Runs `f` in one write transaction ([`SqliteStore::begin_write`]) with the database's
+    /// now (ms), read once inside it; commits when `f` succeeds, rolls back otherwise.
     pub(crate) async fn write<T>(
         &self,
         f: impl AsyncFnOnce(&mut SqliteConnection, i64) -> Result<T>,
     ) -> Result<T> {
-        let mut tx = self
-            .inner
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)?;
+        let mut tx = self.begin_write().await?;
         let now: i64 = sqlx::query_scalar(NOW)
-            .fetch_one(&mut *tx)
+            .fetch_one(tx.conn())
             .await
             .map_err(db_err)?;
-        let out = f(&mut tx, now).await?;
-        tx.commit().await.map_err(db_err)?;
+        let out = f(tx.conn(), now).await?;
+        tx.commit().await?;
         Ok(out)
     }
 
@@ -163,6 +203,31 @@ impl SqliteStore {
             .fetch_one(&self.inner.pool)
             .await
             .map_err(db_err)
+    }
+}
+
+/// An open write transaction: this process's write turn and the file's write lock, held
+/// until [`WriteTx::commit`] or drop (which rolls back).
+#[derive(Debug)]
+pub struct WriteTx {
+    tx: sqlx::Transaction<'static, sqlx::Sqlite>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl WriteTx {
+    /// The connection to write through.
+    pub fn conn(&mut self) -> &mut SqliteConnection {
+        &mut self.tx
+    }
+
+    /// Commits (then the turn passes on).
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await.map_err(db_err)
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await.map_err(db_err)
     }
 }
 

@@ -12,13 +12,13 @@ use std::sync::{Mutex, OnceLock};
 
 use docket_core::*;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{Row, Sqlite};
+use sqlx::Row;
 
 use crate::errors::db_err;
 use crate::store::SqliteStore;
 
 /// An open transaction owned by the runtime (a handler writes through it).
-pub type SqliteTx = sqlx::Transaction<'static, Sqlite>;
+pub type SqliteTx = crate::store::WriteTx;
 
 #[derive(Default)]
 struct Pending {
@@ -87,27 +87,23 @@ impl InTransaction for SqliteStore {
 
     async fn begin(&self) -> Result<SqliteTx> {
         // IMMEDIATE: the handler's own reads and writes never meet SQLITE_BUSY_SNAPSHOT.
-        self.inner
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err)
+        self.begin_write().await
     }
 
     fn conn(tx: &mut SqliteTx) -> &mut SqliteConnection {
-        tx
+        tx.conn()
     }
 
     async fn complete_in(&self, tx: &mut SqliteTx, owner: &str, lease: Lease) -> Result<()> {
         let now: i64 = sqlx::query_scalar(crate::store::NOW)
-            .fetch_one(&mut **tx)
+            .fetch_one(tx.conn())
             .await
             .map_err(db_err)?;
         let rows = sqlx::query(COMPLETE_ONE)
             .bind(format!("[[{},{}]]", lease.id.0, lease.attempt))
             .bind(owner)
             .bind(now)
-            .fetch_all(&mut **tx)
+            .fetch_all(tx.conn())
             .await
             .map_err(db_err)?;
         if rows.is_empty() {
@@ -121,11 +117,11 @@ impl InTransaction for SqliteStore {
     }
 
     async fn commit(tx: SqliteTx) -> Result<()> {
-        tx.commit().await.map_err(db_err)
+        tx.commit().await
     }
 
     async fn rollback(tx: SqliteTx) -> Result<()> {
-        tx.rollback().await.map_err(db_err)
+        tx.rollback().await
     }
 
     async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {

@@ -28,6 +28,17 @@ pub(crate) fn channel(key: &str) -> broadcast::Sender<Wake> {
         .clone()
 }
 
+/// The in-process write gate of the database file `key` (see `store::Inner::gate`).
+pub(crate) fn gate(key: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static G: OnceLock<Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>> =
+        OnceLock::new();
+    let mut g = G
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    g.entry(key.to_string()).or_default().clone()
+}
+
 /// The listener of a [`crate::SqliteStore`]: hints sent by this process.
 #[derive(Debug)]
 pub struct LocalHints {

@@ -1,6 +1,8 @@
 //! `docket demo`, the main job: 10,000 realistic jobs (emails) with transient and permanent
 //! failures, worker processes of which one is killed mid-flight, its jobs recovered by the
-//! reaper, live progress, and a closing summary.
+//! reaper, live progress, and a closing summary. The tour is written once; what differs by
+//! engine (where the demo's data lives, the provider's dedupe table, the closing checks in
+//! the engine's SQL, how pickup latency is measured) is a [`DemoDb`].
 
 use std::io::IsTerminal;
 use std::process::Stdio;
@@ -11,23 +13,58 @@ use docket_worker::{JobContext, JobError, Registry, Worker, WorkerConfig};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rand::Rng;
 use serde_json::json;
-use sqlx::Row;
 
 use crate::cli::{DemoArgs, DemoWorkerArgs};
 use crate::fail::CliError;
-use crate::Ctx;
+
+pub mod postgres;
+pub mod sqlite;
 
 const LEASE: Duration = Duration::from_secs(3);
 
-fn demo_ctx(ctx: &Ctx) -> Ctx {
-    Ctx {
-        url: ctx.url.clone(),
-        schema: if ctx.schema.ends_with("_demo") {
-            ctx.schema.clone()
-        } else {
-            format!("{}_demo", ctx.schema)
-        },
-    }
+/// The closing counts, each read by the engine in one statement.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub succeeded: i64,
+    pub retried: i64,
+    pub dead: i64,
+    pub recovered: i64,
+    pub deduped: i64,
+    pub rerun: i64,
+    /// Succeeded without a recorded send (must be 0).
+    pub unsent: i64,
+    /// Sends of jobs that did not succeed (must be 0).
+    pub stray: i64,
+}
+
+/// What the tour needs from an engine.
+pub trait DemoDb: Clone + Send + Sync + 'static {
+    type Store: Store;
+    /// Where the demo runs, for the header (never a password).
+    fn label(&self) -> String;
+    /// A fresh, migrated place of the demo's own with the provider's tables; refuses one an
+    /// earlier demo did not make.
+    async fn fresh(&self) -> anyhow::Result<Self::Store>;
+    /// The store a worker process opens.
+    async fn worker_store(&self) -> anyhow::Result<Self::Store>;
+    /// This binary as a `__demo-worker` of the same place.
+    fn child(&self, subcommand: &str) -> anyhow::Result<std::process::Command>;
+    /// The "email provider": records the send of job `id` once (deduped on the id) and the
+    /// attempt, on the handler's store.
+    fn record_send(
+        &self,
+        store: &Self::Store,
+        id: i64,
+        attempt: i32,
+    ) -> impl std::future::Future<Output = Result<(), JobError>> + Send;
+    /// Running jobs leased to `owner`.
+    async fn held(&self, store: &Self::Store, owner: &str) -> anyhow::Result<i64>;
+    /// The closing counts.
+    async fn summary(&self, store: &Self::Store) -> anyhow::Result<Summary>;
+    /// Pickup latency p50/p95/p99 in ms, and how it was measured.
+    async fn latency(&self) -> anyhow::Result<((f64, f64, f64), &'static str)>;
+    /// Commands to try next.
+    fn next(&self) -> Vec<String>;
 }
 
 fn worker_config(concurrency: usize, owner: String) -> WorkerConfig {
@@ -43,9 +80,9 @@ fn worker_config(concurrency: usize, owner: String) -> WorkerConfig {
 
 /// The demo's email handler: an "email provider" that dedupes on the job id, so a job that
 /// runs twice (a worker died after sending, before completing) never sends twice. Every
-/// value from the job is bound; the schema is the worker's own (validated), never job data.
-async fn send_email(
-    schema: std::sync::Arc<str>,
+/// value from the job is bound.
+async fn send_email<D: DemoDb>(
+    db: D,
     args: serde_json::Value,
     ctx: JobContext,
 ) -> Result<(), JobError> {
@@ -61,42 +98,24 @@ async fn send_email(
     }
     let ms = rand::thread_rng().gen_range(1..6);
     tokio::time::sleep(Duration::from_millis(ms)).await;
-    let store: docket_postgres::PgStore = ctx
+    let store: D::Store = ctx
         .store()
-        .ok_or_else(|| JobError::discard("the demo runs on PostgreSQL"))?;
-    let pool = store.pool();
-    let sent: Option<i64> = sqlx::query_scalar(&format!(
-        "INSERT INTO {schema}.demo_sends (job_id) VALUES ($1) ON CONFLICT (job_id) DO NOTHING RETURNING job_id"
-    ))
-    .bind(ctx.id.0)
-    .fetch_optional(pool)
-    .await?;
-    sqlx::query(&format!(
-        "INSERT INTO {schema}.demo_attempts (job_id, attempt, deduped) VALUES ($1, $2, $3)"
-    ))
-    .bind(ctx.id.0)
-    .bind(ctx.attempt)
-    .bind(sent.is_none())
-    .execute(pool)
-    .await?;
-    Ok(())
+        .ok_or_else(|| JobError::discard("the demo worker runs on its own store"))?;
+    db.record_send(&store, ctx.id.0, ctx.attempt).await
 }
 
 /// The hidden `__demo-worker` process.
-pub async fn worker(ctx: &Ctx, a: DemoWorkerArgs) -> anyhow::Result<()> {
-    let store = ctx.connect(8).await?;
+pub async fn worker<D: DemoDb>(db: &D, a: DemoWorkerArgs) -> anyhow::Result<()> {
+    let store = db.worker_store().await?;
     let mut reg = Registry::default();
-    docket_core::validate::schema(&ctx.schema).map_err(|e| CliError::invalid(e.to_string()))?;
-    let schema: std::sync::Arc<str> = ctx.schema.as_str().into();
-    reg.register_fn("send_email", move |args, jctx| {
-        send_email(schema.clone(), args, jctx)
-    });
+    let d = db.clone();
+    reg.register_fn("send_email", move |args, jctx| send_email(d.clone(), args, jctx));
     let w = Worker::new(store, reg, worker_config(a.concurrency, a.owner))?;
     w.run(crate::shutdown_with_parent()).await?;
     Ok(())
 }
 
-async fn counts(store: &docket_postgres::PgStore) -> anyhow::Result<[i64; 5]> {
+async fn counts<S: Store>(store: &S) -> anyhow::Result<[i64; 5]> {
     let s = store.stats().await?;
     let mut c = [0i64; 5];
     for q in s.queues.iter().filter(|q| q.queue == "email") {
@@ -105,26 +124,14 @@ async fn counts(store: &docket_postgres::PgStore) -> anyhow::Result<[i64; 5]> {
     Ok(c)
 }
 
-pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
+pub async fn run<D: DemoDb>(db: &D, a: DemoArgs) -> anyhow::Result<()> {
     if a.jobs == 0 || a.jobs > 1_000_000 || a.workers < 2 || a.workers > 16 {
         return Err(CliError::invalid("--jobs must be 1..=1000000 and --workers 2..=16").into());
     }
-    let ctx = demo_ctx(ctx);
     let started = Instant::now();
-    // A fresh schema each run (only ever one an earlier demo made).
-    let store = crate::scratch::fresh(&ctx, "demo", 4).await?;
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE {s}.demo_sends (job_id bigint PRIMARY KEY);
-         CREATE TABLE {s}.demo_attempts (job_id bigint, attempt int, deduped bool);",
-        s = ctx.schema
-    ))
-    .execute(store.pool())
-    .await?;
-    println!(
-        "Docket demo — schema {} on {}",
-        ctx.schema,
-        crate::fail::redact(&ctx.url)
-    );
+    // A fresh place each run (only ever one an earlier demo made).
+    let store = db.fresh().await?;
+    println!("Docket demo — {}", db.label());
 
     let mut rng = rand::thread_rng();
     let jobs: Vec<NewJob> = (0..a.jobs)
@@ -157,7 +164,7 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     // Worker processes: real processes, so one can really be killed.
     let run_id: u32 = rng.gen();
     let spawn = |i: u32| -> anyhow::Result<std::process::Child> {
-        Ok(ctx
+        Ok(db
             .child("__demo-worker")?
             .args([
                 "--concurrency",
@@ -205,13 +212,7 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
         }
         let done = c[2] + c[3] + c[4];
         if !killed && done >= i64::from(a.jobs) * 3 / 10 {
-            let held: i64 = sqlx::query_scalar(&format!(
-                "SELECT count(*) FROM {}.jobs WHERE state = 'running' AND lease_owner = $1",
-                ctx.schema
-            ))
-            .bind(&victim_owner)
-            .fetch_one(store.pool())
-            .await?;
+            let held = db.held(&store, &victim_owner).await?;
             children[0].kill()?; // SIGKILL: no shutdown, no release, leases left behind
             let _ = children[0].wait();
             killed = true;
@@ -235,61 +236,31 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
     }
     crate::stop_children(&mut children[1..]);
 
-    // Pickup latency, measured like `docket bench --scenario latency`, in a schema of its own.
-    let latency_ctx = Ctx {
-        url: ctx.url.clone(),
-        schema: format!("{}_latency", ctx.schema),
-    };
-    let (ms, _) = crate::bench::latency_samples(&latency_ctx, 60, true).await?;
-    let (p50, p95, p99) = crate::bench::percentiles(ms);
-    let row = sqlx::query(&format!(
-        "SELECT
-           count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
-           count(*) FILTER (WHERE state = 'succeeded' AND jsonb_array_length(errors) > 0) AS retried,
-           count(*) FILTER (WHERE state = 'dead') AS dead,
-           count(*) FILTER (WHERE errors @> '[{{\"class\": \"lease_expired\"}}]') AS recovered,
-           (SELECT count(*) FROM {s}.demo_attempts WHERE deduped) AS deduped,
-           (SELECT count(*) FROM (SELECT job_id FROM {s}.demo_attempts GROUP BY job_id
-                                  HAVING count(*) > 1) r) AS rerun,
-           -- The checks that can fail. The provider dedupes on the job id, so sending twice is
-           -- impossible by construction; what the queue must get right is that every job it
-           -- marked succeeded was really sent (a completion accepted without its handler's
-           -- effect), and that nothing was sent for a job it did not finish.
-           count(*) FILTER (WHERE state = 'succeeded'
-                            AND NOT EXISTS (SELECT 1 FROM {s}.demo_sends d WHERE d.job_id = jobs.id))
-             AS unsent,
-           (SELECT count(*) FROM {s}.demo_sends d
-            WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = d.job_id AND j.state = 'succeeded'))
-             AS stray
-         FROM {s}.jobs WHERE queue = 'email'",
-        s = ctx.schema
-    ))
-    .fetch_one(store.pool())
-    .await?;
-    let g = |c: &str| row.try_get::<i64, _>(c).unwrap_or(-1);
-    let (unsent, stray) = (g("unsent"), g("stray"));
+    let ((p50, p95, p99), how) = db.latency().await?;
+    let sum = db.summary(&store).await?;
+    let (unsent, stray) = (sum.unsent, sum.stray);
     println!();
     println!("summary");
-    println!("  succeeded          {:>7}", g("succeeded"));
+    println!("  succeeded          {:>7}", sum.succeeded);
     println!(
         "  retried, then ok   {:>7}  (transient failures, backoff)",
-        g("retried")
+        sum.retried
     );
     println!(
         "  dead               {:>7}  (permanent failures, kept with their error history)",
-        g("dead")
+        sum.dead
     );
     println!(
         "  recovered leases   {:>7}  (jobs of the killed worker, requeued by the reaper)",
-        g("recovered")
+        sum.recovered
     );
     println!(
         "  jobs run twice     {:>7}  (at-least-once: a crash or a lost lease re-runs a job)",
-        g("rerun")
+        sum.rerun
     );
     println!(
         "  re-runs deduped    {:>7}  (the provider saw the job id again and did not resend)",
-        g("deduped")
+        sum.deduped
     );
     println!("  succeeded, unsent  {:>7}  (must be 0)", unsent);
     println!("  sent, not finished {:>7}  (must be 0)", stray);
@@ -300,17 +271,16 @@ pub async fn run(ctx: &Ctx, a: DemoArgs) -> anyhow::Result<()> {
         drain.as_secs_f64(),
         a.workers
     );
-    println!("  pickup latency     p50 {p50:.1} ms · p95 {p95:.1} ms · p99 {p99:.1} ms  (idle worker, LISTEN/NOTIFY)");
+    println!("  pickup latency     p50 {p50:.1} ms · p95 {p95:.1} ms · p99 {p99:.1} ms  ({how})");
     println!(
         "  total time         {:.1}s",
         started.elapsed().as_secs_f64()
     );
     println!();
     println!("next:");
-    println!("  docket stats --schema {}", ctx.schema);
-    println!("  docket jobs list --schema {} --state dead", ctx.schema);
-    println!("  docket jobs show <id> --schema {}", ctx.schema);
-    println!("  docket lab naive    # why a queue needs SKIP LOCKED and leases");
+    for n in db.next() {
+        println!("  {n}");
+    }
     if unsent != 0 || stray != 0 {
         return Err(CliError::new(
             1,

@@ -1,0 +1,182 @@
+//! The demo on SQLite: the file named by `--database-url sqlite://…`, re-created by every
+//! run (only a file an earlier demo made, recognised by its marker table), the provider's
+//! tables in it, and pickup latency of a worker woken in-process (SQLite has no LISTEN:
+//! other processes poll).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use docket_core::{NewJob, Store};
+use docket_sqlite::SqliteStore;
+use docket_worker::{JobError, Registry, Shutdown, Worker, WorkerConfig};
+use sqlx::Row;
+
+use super::{DemoDb, Summary};
+use crate::cli::exit;
+use crate::engine::Open;
+use crate::fail::CliError;
+use crate::sqlite::SqliteCtx;
+
+/// The demo's SQLite file.
+#[derive(Clone)]
+pub struct Db(pub SqliteCtx);
+
+const MARKER: &str = "docket_demo_scratch";
+const TABLES: &str = include_str!("sqlite_tables.sql");
+const SUMMARY: &str = include_str!("sqlite_summary.sql");
+
+impl DemoDb for Db {
+    type Store = SqliteStore;
+
+    fn label(&self) -> String {
+        format!("SQLite file {}", self.0.path())
+    }
+
+    async fn fresh(&self) -> anyhow::Result<SqliteStore> {
+        let path = std::path::PathBuf::from(self.0.path());
+        if path.exists() {
+            let store = self.0.connect(1).await?;
+            let ours: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+            )
+            .bind(MARKER)
+            .fetch_one(store.pool())
+            .await?;
+            let empty: bool =
+                sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM sqlite_master)")
+                    .fetch_one(store.pool())
+                    .await?;
+            store.pool().close().await;
+            if !ours && !empty {
+                return Err(CliError::new(
+                    exit::CONFLICT,
+                    format!("{} exists and was not made by `docket demo`; refusing to delete or reuse it", path.display()),
+                )
+                .hint("name a new file: --database-url sqlite://demo.db")
+                .into());
+            }
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                match std::fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let store = self.0.migrated(4).await?;
+        sqlx::raw_sql(TABLES).execute(store.pool()).await?;
+        Ok(store)
+    }
+
+    async fn worker_store(&self) -> anyhow::Result<SqliteStore> {
+        self.0.existing(8).await
+    }
+
+    fn child(&self, subcommand: &str) -> anyhow::Result<std::process::Command> {
+        self.0.child(subcommand)
+    }
+
+    /// Through the store's write transaction, so the provider's writes queue with Docket's
+    /// own instead of sleeping in SQLite's busy handler.
+    async fn record_send(&self, store: &SqliteStore, id: i64, attempt: i32) -> Result<(), JobError> {
+        let mut tx = store.begin_write().await?;
+        let sent: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO demo_sends (job_id) VALUES (?1) ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+        )
+        .bind(id)
+        .fetch_optional(tx.conn())
+        .await?;
+        sqlx::query("INSERT INTO demo_attempts (job_id, attempt, deduped) VALUES (?1, ?2, ?3)")
+            .bind(id)
+            .bind(attempt)
+            .bind(sent.is_none())
+            .execute(tx.conn())
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn held(&self, store: &SqliteStore, owner: &str) -> anyhow::Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_owner = ?1",
+        )
+        .bind(owner)
+        .fetch_one(store.pool())
+        .await?)
+    }
+
+    async fn summary(&self, store: &SqliteStore) -> anyhow::Result<Summary> {
+        let row = sqlx::query(SUMMARY).fetch_one(store.pool()).await?;
+        let g = |c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten().unwrap_or(0);
+        Ok(Summary {
+            succeeded: g("succeeded"),
+            retried: g("retried"),
+            dead: g("dead"),
+            recovered: g("recovered"),
+            deduped: g("deduped"),
+            rerun: g("rerun"),
+            unsent: g("unsent"),
+            stray: g("stray"),
+        })
+    }
+
+    async fn latency(&self) -> anyhow::Result<((f64, f64, f64), &'static str)> {
+        let store = self.0.existing(4).await?;
+        let ms = in_process_latency(store, 60).await?;
+        Ok((
+            crate::bench::percentiles(ms),
+            "idle worker in the enqueuing process, woken in-process; other processes poll",
+        ))
+    }
+
+    fn next(&self) -> Vec<String> {
+        let u = &self.0.url;
+        vec![
+            format!("docket --database-url {u} stats"),
+            format!("docket --database-url {u} jobs list --state dead"),
+            format!("docket --database-url {u} jobs show <id>"),
+        ]
+    }
+}
+
+/// Enqueue-to-start times (ms) of `samples` jobs, one at a time, picked up by an idle worker
+/// in this process.
+async fn in_process_latency(store: SqliteStore, samples: usize) -> anyhow::Result<Vec<f64>> {
+    let started: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let mut reg = Registry::default();
+    reg.register_fn("ping", move |_a, _c| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(Instant::now());
+            Ok(())
+        }
+    });
+    let mut cfg = WorkerConfig::default().queue("latency", 4);
+    cfg.maintenance = false;
+    let w = Arc::new(Worker::new(store.clone(), reg, cfg)?);
+    let shutdown = Shutdown::default();
+    let (w2, s2) = (w.clone(), shutdown.clone());
+    let task = tokio::spawn(async move { w2.run(s2).await });
+    // Let the worker start and go idle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        *started.lock().expect("poisoned") = Some(t);
+        store
+            .enqueue(&NewJob::new("latency", "ping", serde_json::json!({})))
+            .await?;
+        let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("a latency job was not picked up within 10 s"))?
+            .ok_or_else(|| anyhow::anyhow!("the latency worker stopped"))?;
+        out.push(ran.duration_since(t).as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.graceful.cancel();
+    let _ = task.await;
+    Ok(out)
+}

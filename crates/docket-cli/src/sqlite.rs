@@ -1,0 +1,130 @@
+//! The CLI on SQLite (`--database-url sqlite://path/jobs.db`): every engine-independent
+//! command through [`Open`], the demo, and a clear refusal for the PostgreSQL-only ones.
+
+use docket_core::Store;
+use docket_sqlite::SqliteStore;
+
+use crate::cli::{exit, Command};
+use crate::engine::Open;
+use crate::fail::CliError;
+use crate::{controls, dashboard, demo, enqueue, jobs, ops, work};
+
+/// True for a URL this engine opens.
+pub fn is_url(url: &str) -> bool {
+    url.trim_start().starts_with("sqlite:")
+}
+
+/// A SQLite database file to open.
+#[derive(Debug, Clone)]
+pub struct SqliteCtx {
+    pub url: String,
+}
+
+impl SqliteCtx {
+    /// The file's path as the URL names it (for messages and the demo).
+    pub fn path(&self) -> String {
+        let rest = self.url.trim_start().trim_start_matches("sqlite:");
+        let rest = rest.strip_prefix("//").unwrap_or(rest);
+        rest.split('?').next().unwrap_or(rest).to_string()
+    }
+
+    pub async fn connect(&self, conns: u32) -> anyhow::Result<SqliteStore> {
+        SqliteStore::connect(&self.url, conns).await.map_err(|e| {
+            CliError::new(
+                exit::UNAVAILABLE,
+                format!("cannot open the SQLite database {}: {e}", self.path()),
+            )
+            .into()
+        })
+    }
+
+    /// This binary again as a hidden worker subcommand on the same file (the URL in the
+    /// environment, like PostgreSQL's).
+    pub fn child(&self, subcommand: &str) -> anyhow::Result<std::process::Command> {
+        let mut c = std::process::Command::new(std::env::current_exe()?);
+        c.env("DATABASE_URL", &self.url)
+            .arg(subcommand)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        Ok(c)
+    }
+}
+
+impl Open for SqliteCtx {
+    type Store = SqliteStore;
+
+    async fn existing(&self, conns: u32) -> anyhow::Result<SqliteStore> {
+        let store = self.connect(conns).await?;
+        if store.schema_version().await? == 0 {
+            return Err(CliError::new(
+                exit::FAILURE,
+                format!("{} holds no Docket schema", self.path()),
+            )
+            .hint("check --database-url; `docket migrate` creates it")
+            .into());
+        }
+        Ok(store)
+    }
+
+    async fn migrated(&self, conns: u32) -> anyhow::Result<SqliteStore> {
+        let store = self.connect(conns).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn bulk_file(&self, path: &str, json: bool) -> anyhow::Result<()> {
+        let store = self.migrated(2).await?;
+        let mut tx = store
+            .pool()
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot begin: {e}"))?;
+        let counts = enqueue::bulk_lines(path, async |chunk| {
+            Ok(store.enqueue_many_tx(&mut tx, chunk).await?)
+        })
+        .await?;
+        tx.commit()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot commit: {e}"))?;
+        enqueue::report_bulk(counts, json)
+    }
+}
+
+fn postgres_only(what: &str) -> anyhow::Error {
+    CliError::invalid(format!("`docket {what}` needs PostgreSQL; this database is SQLite"))
+        .hint("run it with a postgres:// --database-url")
+        .into()
+}
+
+/// Runs `command` on the SQLite database of `ctx`.
+pub async fn run(ctx: SqliteCtx, command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate => {
+            ctx.migrated(1).await?;
+            println!("migrations applied to {}", ctx.path());
+            Ok(())
+        }
+        Command::Enqueue(a) => enqueue::run(&ctx, a).await,
+        Command::Work(a) => work::run(&ctx, a).await,
+        Command::Jobs(c) => jobs::run(&ctx, c).await,
+        Command::Queues(c) => controls::queues(&ctx, c).await,
+        Command::Keys(c) => controls::keys(&ctx, c).await,
+        Command::Cron(c) => controls::cron(&ctx, c).await,
+        Command::Stats(a) => ops::stats(&ctx, a.json).await,
+        Command::Workers(a) => ops::workers(&ctx, a.json).await,
+        Command::Dashboard(a) => dashboard::run(&ctx, a).await,
+        Command::Reap(a) => ops::reap(&ctx, a.json).await,
+        Command::Prune(a) => ops::prune(&ctx, a).await,
+        Command::Demo(a) => demo::run(&demo::sqlite::Db(ctx), a).await,
+        Command::DemoWorker(a) => demo::worker(&demo::sqlite::Db(ctx), a).await,
+        Command::Grant(_) => Err(postgres_only("grant")),
+        Command::Explain(_) => Err(postgres_only("explain")),
+        Command::Lab(_) => Err(postgres_only("lab")),
+        Command::Bench(_) | Command::BenchWorker(_) => Err(postgres_only("bench")),
+        Command::Embedded(_) => unreachable!("handled before a database is chosen"),
+    }
+}
