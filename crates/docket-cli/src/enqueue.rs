@@ -217,7 +217,10 @@ pub(crate) async fn bulk_lines(
 }
 
 /// Prints what a bulk enqueue wrote.
-pub(crate) fn report_bulk((inserted, duplicates): (usize, usize), json: bool) -> anyhow::Result<()> {
+pub(crate) fn report_bulk(
+    (inserted, duplicates): (usize, usize),
+    json: bool,
+) -> anyhow::Result<()> {
     if json {
         output::json(&serde_json::json!({"inserted": inserted, "duplicates": duplicates}))?;
     } else {

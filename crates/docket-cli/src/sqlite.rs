@@ -95,9 +95,11 @@ impl Open for SqliteCtx {
 }
 
 fn postgres_only(what: &str) -> anyhow::Error {
-    CliError::invalid(format!("`docket {what}` needs PostgreSQL; this database is SQLite"))
-        .hint("run it with a postgres:// --database-url")
-        .into()
+    CliError::invalid(format!(
+        "`docket {what}` needs PostgreSQL; this database is SQLite"
+    ))
+    .hint("run it with a postgres:// --database-url")
+    .into()
 }
 
 /// Runs `command` on the SQLite database of `ctx`.

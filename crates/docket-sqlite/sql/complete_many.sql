@@ -3,8 +3,10 @@
 -- Invariant (the fence): a row changes only while the caller's claim still holds it — same
 -- attempt, same owner, lease not expired by the database's clock. Rows returned are the
 -- applied writes; every other input lease was lost (the caller asks lease_status why).
+-- `attempt = c.attempt` is a no-op while the fence holds: it carries the writer's token into
+-- the row, so an audit (docket-testkit's checker) sees a write that slipped past a fence.
 UPDATE jobs
-SET state = 'succeeded', finished_at = ?3, lease_owner = NULL, lease_expires_at = NULL
+SET state = 'succeeded', attempt = c.attempt, finished_at = ?3, lease_owner = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(?1)) AS c
 WHERE jobs.id = c.id

@@ -4,7 +4,8 @@
 --   ?5 errors (JSON array text), ?6 attempt (the fence: unchanged since fenced_row or
 --   reap_expired read it in this transaction).
 UPDATE jobs
-SET state = ?2,
+SET attempt = ?6,
+    state = ?2,
     run_at = coalesce(?3, run_at),
     finished_at = ?4,
     lease_owner = NULL,

@@ -4,7 +4,8 @@
 -- (delay 0).
 -- Parameters: ?1 JSON array of [id, attempt, delay_ms] triples, ?2 owner, ?3 now (ms).
 UPDATE jobs
-SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+SET attempt = c.attempt,
+    state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
     finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE ?3 END,
     run_at = ?3 + c.delay_ms,
     max_attempts = max_attempts + 1,

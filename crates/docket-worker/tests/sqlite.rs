@@ -10,7 +10,9 @@ use docket_core::*;
 use docket_sqlite::SqliteStore;
 use docket_testkit::conformance::{Harness, SqliteHarness};
 use docket_testkit::eventually;
-use docket_worker::{JobContext, JobResult, Registry, RunReport, Shutdown, TxJob, Worker, WorkerConfig};
+use docket_worker::{
+    JobContext, JobResult, Registry, RunReport, Shutdown, TxJob, Worker, WorkerConfig,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::SqliteConnection;
@@ -61,7 +63,11 @@ async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
 }
 
 async fn count_state(s: &SqliteStore, state: &str) -> i64 {
-    scalar(s, &format!("SELECT count(*) FROM jobs WHERE state = '{state}'")).await
+    scalar(
+        s,
+        &format!("SELECT count(*) FROM jobs WHERE state = '{state}'"),
+    )
+    .await
 }
 
 /// Records each execution (job id, attempt, worker) and succeeds.
@@ -115,7 +121,10 @@ async fn two_workers_on_one_file_run_every_job_exactly_once() {
         4_000
     );
     let by_a = scalar(s, "SELECT count(*) FROM executions WHERE owner = 'a'").await;
-    assert!(by_a > 0 && by_a < 4_000, "both workers ran jobs ({by_a} by a)");
+    assert!(
+        by_a > 0 && by_a < 4_000,
+        "both workers ran jobs ({by_a} by a)"
+    );
     assert_eq!(ra.metrics.leases_lost + rb.metrics.leases_lost, 0);
     assert_eq!(ra.metrics.fenced + rb.metrics.fenced, 0);
     eprintln!("4000 jobs, 2 workers x 10 slots: {took:?}");
@@ -156,12 +165,20 @@ async fn in_transaction_writes_commit_with_the_completion_or_not_at_all() {
         .await
         .unwrap();
     let ok = s
-        .enqueue(&NewJob::new("q", "credit", json!({"amount": 10, "fail": false})))
+        .enqueue(&NewJob::new(
+            "q",
+            "credit",
+            json!({"amount": 10, "fail": false}),
+        ))
         .await
         .unwrap()
         .id;
     let retried = s
-        .enqueue(&NewJob::new("q", "credit", json!({"amount": 5, "fail": true})))
+        .enqueue(&NewJob::new(
+            "q",
+            "credit",
+            json!({"amount": 5, "fail": true}),
+        ))
         .await
         .unwrap()
         .id;
@@ -244,10 +261,7 @@ async fn a_rolled_back_enqueue_leaves_nothing_and_wakes_nobody() {
     s.enqueue_tx(&mut txn, &NewJob::new("q", "k", json!({})))
         .await
         .unwrap();
-    assert_eq!(
-        s.enqueued_in(&mut txn, "k").await.unwrap(),
-        vec![json!({})]
-    );
+    assert_eq!(s.enqueued_in(&mut txn, "k").await.unwrap(), vec![json!({})]);
     txn.rollback().await.unwrap();
     assert!(docket_testkit::conformance::all(&s).await.is_empty());
     assert!(
@@ -272,7 +286,9 @@ async fn a_graceful_stop_gives_buffered_jobs_back_uncharged() {
             Ok(())
         }
     });
-    let jobs: Vec<NewJob> = (0..50).map(|_| NewJob::new("q", "slow", json!({}))).collect();
+    let jobs: Vec<NewJob> = (0..50)
+        .map(|_| NewJob::new("q", "slow", json!({})))
+        .collect();
     s.enqueue_many(&jobs).await.unwrap();
     let mut cfg = config("q", 2);
     cfg.shutdown_timeout = Duration::from_secs(5);
@@ -290,7 +306,8 @@ async fn a_graceful_stop_gives_buffered_jobs_back_uncharged() {
             .fetch_all(s.pool())
             .await
             .unwrap();
-    assert!(left
-        .iter()
-        .all(|(attempt, max)| max - attempt == 25), "{left:?}");
+    assert!(
+        left.iter().all(|(attempt, max)| max - attempt == 25),
+        "{left:?}"
+    );
 }

@@ -109,7 +109,9 @@ pub async fn worker<D: DemoDb>(db: &D, a: DemoWorkerArgs) -> anyhow::Result<()> 
     let store = db.worker_store().await?;
     let mut reg = Registry::default();
     let d = db.clone();
-    reg.register_fn("send_email", move |args, jctx| send_email(d.clone(), args, jctx));
+    reg.register_fn("send_email", move |args, jctx| {
+        send_email(d.clone(), args, jctx)
+    });
     let w = Worker::new(store, reg, worker_config(a.concurrency, a.owner))?;
     w.run(crate::shutdown_with_parent()).await?;
     Ok(())

@@ -42,10 +42,9 @@ impl DemoDb for Db {
             .bind(MARKER)
             .fetch_one(store.pool())
             .await?;
-            let empty: bool =
-                sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM sqlite_master)")
-                    .fetch_one(store.pool())
-                    .await?;
+            let empty: bool = sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM sqlite_master)")
+                .fetch_one(store.pool())
+                .await?;
             store.pool().close().await;
             if !ours && !empty {
                 return Err(CliError::new(
@@ -80,7 +79,12 @@ impl DemoDb for Db {
 
     /// Through the store's write transaction, so the provider's writes queue with Docket's
     /// own instead of sleeping in SQLite's busy handler.
-    async fn record_send(&self, store: &SqliteStore, id: i64, attempt: i32) -> Result<(), JobError> {
+    async fn record_send(
+        &self,
+        store: &SqliteStore,
+        id: i64,
+        attempt: i32,
+    ) -> Result<(), JobError> {
         let mut tx = store.begin_write().await?;
         let sent: Option<i64> = sqlx::query_scalar(
             "INSERT INTO demo_sends (job_id) VALUES (?1) ON CONFLICT (job_id) DO NOTHING RETURNING job_id",

@@ -1,0 +1,349 @@
+//! The `docket` binary on SQLite (`--database-url sqlite://…`): the commands, the demo, and
+//! the crash suite with real worker processes on one file — kill -9 repeatedly, a worker
+//! paused past its lease — checked by the SQLite invariant checker. No server anywhere.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use docket_core::{JobState, Store};
+use docket_sqlite::SqliteStore;
+use docket_testkit::{checker, checker_sqlite};
+use rand::Rng;
+
+/// A database file of the test's own.
+struct File {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    url: String,
+}
+
+impl File {
+    fn new() -> File {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dir = d.path().to_path_buf();
+        let url = format!("sqlite://{}", dir.join("jobs.db").display());
+        File { _dir: d, dir, url }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+        c.env("DATABASE_URL", &self.url)
+            .env_remove("DOCKET_SCHEMA")
+            .env_remove("DOCKET_HOME");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run docket")
+    }
+
+    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut c = self.cmd();
+        c.args(args);
+        common::run_with_stdin(c, input)
+    }
+
+    async fn store(&self) -> SqliteStore {
+        SqliteStore::connect(&self.url, 4).await.expect("open")
+    }
+
+    fn worker(&self, args: &[&str], stderr: Option<&Path>) -> Proc {
+        let mut c = self.cmd();
+        c.arg("work").args(args).stdout(Stdio::null());
+        match stderr {
+            Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
+            None => c.stderr(Stdio::null()),
+        };
+        Proc::spawn(&mut c)
+    }
+}
+
+async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(s.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+#[tokio::test]
+async fn commands_work_on_a_file_and_refuse_what_needs_postgres() {
+    let f = File::new();
+    // Operator commands never create the schema.
+    let o = f.run(&["stats"]);
+    assert_eq!(code(&o), 1, "{}", err(&o));
+    assert!(err(&o).contains("holds no Docket schema"), "{}", err(&o));
+    let o = f.run(&[
+        "enqueue",
+        "--queue",
+        "mail",
+        "--kind",
+        "send",
+        "--args",
+        r#"{"to":"a"}"#,
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let id: i64 = out(&o).trim().parse().unwrap();
+    let o = f.run(&["jobs", "show", &id.to_string(), "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["args"]["to"], "a");
+    // Bulk: all or nothing, with the bad line named.
+    let mut lines = ndjson("bulk", 25_000);
+    lines.push_str("{\"queue\":\"bad queue!\",\"kind\":\"k\",\"args\":{}}\n");
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &lines);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("line 25001"), "{}", err(&o));
+    let s = f.store().await;
+    assert_eq!(
+        scalar(&s, "SELECT count(*) FROM jobs").await,
+        1,
+        "nothing of the file"
+    );
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("bulk", 25_000));
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(out(&o).trim(), "25000");
+    // Controls and a drain by a real worker process.
+    let o = f.run(&["queues", "pause", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["stats", "--json"]);
+    assert!(
+        out(&o).contains("\"paused\": true") || out(&o).contains("\"paused\":true"),
+        "{}",
+        out(&o)
+    );
+    let o = f.run(&["queues", "resume", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["work", "--queue", "mail", "--drain", "--exec", "true"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        s.get(docket_core::JobId(id)).await.unwrap().state,
+        JobState::Succeeded
+    );
+    // Bad input: the same exit codes as on PostgreSQL, nothing written.
+    let o = f.run(&["enqueue", "--queue", "no spaces", "--kind", "k"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    let o = f.run(&["jobs", "show", "999999"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
+    for cmd in [
+        &["explain", "--queue", "q"][..],
+        &["lab", "naive"],
+        &["grant", "--app", "a"],
+    ] {
+        let o = f.run(cmd);
+        assert_eq!(code(&o), 5, "{cmd:?}: {}", err(&o));
+        assert!(err(&o).contains("needs PostgreSQL"), "{cmd:?}: {}", err(&o));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_on_sqlite() {
+    let f = File::new();
+    let o = f.run(&["demo", "--jobs", "600", "--workers", "2"]);
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let text = out(&o);
+    assert!(text.contains("SQLite file"), "{text}");
+    assert!(text.contains("succeeded, unsent        0"), "{text}");
+    let s = f.store().await;
+    assert_eq!(
+        scalar(
+            &s,
+            "SELECT count(*) FROM jobs WHERE queue = 'email' AND state IN ('succeeded', 'dead')"
+        )
+        .await,
+        600
+    );
+    assert_eq!(
+        scalar(&s, "SELECT count(*) FROM jobs j WHERE j.queue = 'email' AND j.state = 'succeeded' AND NOT EXISTS (SELECT 1 FROM demo_sends d WHERE d.job_id = j.id)").await,
+        0
+    );
+    drop(s);
+    // A file the demo did not make is never deleted.
+    let other = File::new();
+    let o = other.run(&["enqueue", "--kind", "k"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = other.run(&["demo", "--jobs", "10"]);
+    assert_eq!(code(&o), 6, "{}", err(&o));
+    assert_eq!(
+        scalar(&other.store().await, "SELECT count(*) FROM jobs").await,
+        1
+    );
+}
+
+/// Every ~1.5 s a random one of 3 `docket work` processes on one file is SIGKILLed and
+/// replaced: every job ends succeeded, exactly one accepted completion each, none by a stale
+/// token, no two runs of a job at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_nine_workers_repeatedly_on_one_file() {
+    let f = File::new();
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    checker_sqlite::install_audit(s.pool()).await;
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 4_000));
+    assert!(o.status.success(), "{}", err(&o));
+    sqlx::query("UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let log = f.dir.join("exec.log");
+    let spawn = |n: usize| {
+        f.worker(
+            &[
+                "--queue",
+                "x",
+                "--concurrency",
+                "8",
+                "--lease",
+                "2s",
+                "--poll",
+                "200ms",
+                "--exec",
+                &logged(&log, "true"),
+            ],
+            Some(&f.dir.join(format!("w{n}.err"))),
+        )
+    };
+    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    let mut rng = rand::thread_rng();
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
+        let left = scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{left} jobs left after 300 s"
+        );
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = spawn(3 + kills);
+        kills += 1;
+    }
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(
+            w.wait().unwrap().success(),
+            "a survivor exited badly after SIGTERM"
+        );
+    }
+    for entry in std::fs::read_dir(&f.dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "err") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(!text.contains("panicked"), "{}: {text}", p.display());
+        }
+    }
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
+    let report = checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
+    assert_eq!(report.jobs, 4_000);
+    assert!(
+        kills >= 2,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    assert!(
+        report.reaped >= 1,
+        "{kills} SIGKILLs left no lease to reap: {report:?}"
+    );
+    assert!(
+        report.rerun_jobs >= 1,
+        "no job ran twice: the kills hit nothing"
+    );
+    println!(
+        "4,000 jobs on SQLite, {kills} SIGKILLs, {} leases reaped, {} jobs ran more than once, {:?}",
+        report.reaped,
+        report.rerun_jobs,
+        started.elapsed()
+    );
+}
+
+/// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A
+/// resumes: its completion updates nothing and the final state is B's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_worker_cannot_overwrite_its_successor_on_sqlite() {
+    let f = File::new();
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    checker_sqlite::install_audit(s.pool()).await;
+    let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let id = docket_core::JobId(out(&o).trim().parse().unwrap());
+    sqlx::query("UPDATE jobs SET backoff_base_ms = 50, backoff_cap_ms = 50")
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let log = f.dir.join("exec.log");
+    let a_err = f.dir.join("a.stderr");
+    let mut a = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "sleep 1"),
+        ],
+        Some(&a_err),
+    );
+    eventually(Duration::from_secs(20), "A started the job", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
+    })
+    .await;
+    signal(a.id(), "STOP");
+    eventually(Duration::from_secs(30), "the lease expired", || async {
+        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)").await == 0
+    })
+    .await;
+    assert_eq!(s.reap(10).await.unwrap().requeued(), 1);
+    let mut b = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--poll",
+            "100ms",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "true"),
+        ],
+        None,
+    );
+    eventually(Duration::from_secs(30), "B completes the job", || async {
+        s.get(id).await.unwrap().state == JobState::Succeeded
+    })
+    .await;
+    signal(a.id(), "CONT");
+    eventually(Duration::from_secs(20), "A gives the job up", || async {
+        std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("lease"))
+    })
+    .await;
+    signal(a.id(), "TERM");
+    signal(b.id(), "TERM");
+    a.wait().unwrap();
+    b.wait().unwrap();
+    let rec = s.get(id).await.unwrap();
+    assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
+    let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
+    let winners: Vec<(i32, String)> =
+        sqlx::query_as("SELECT old_attempt, old_owner FROM audit WHERE new_state = 'succeeded'")
+            .fetch_all(s.pool())
+            .await
+            .unwrap();
+    assert_eq!(winners.len(), 1);
+    assert_eq!(winners[0].0, 2, "B's token won");
+    assert_ne!(winners[0].1, a_owner, "A's late completion updated nothing");
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
+    checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
+}
