@@ -23,6 +23,7 @@ use sqlx::{ConnectOptions, PgPool};
 pub mod checker;
 pub mod checker_sqlite;
 pub mod conformance;
+pub mod mariadb;
 pub mod pgbouncer;
 pub mod proxy;
 mod shared;

@@ -27,6 +27,7 @@ pub mod inspect;
 pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
+mod mysql;
 mod postgres;
 mod sqlite;
 pub mod why;
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use docket_core::{ClaimRequest, ClaimedJob, JobFilter, JobId, JobRecord, Lease, NewJob, Store};
 
+pub use mysql::MySqlHarness;
 pub use postgres::PgHarness;
 pub use sqlite::SqliteHarness;
 

@@ -1,0 +1,12 @@
+-- finish_attempt: ends a running attempt (failure report or reaped lease), locked by this
+-- transaction, with the state the caller decided.
+-- Parameters: state, run_at (ms, NULL keeps it), finished_at (ms or NULL), errors (JSON),
+--   id, attempt (the fence, unchanged since it was read and locked).
+UPDATE jobs
+SET state = ?,
+    run_at = COALESCE(?, run_at),
+    finished_at = ?,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    errors = ?
+WHERE id = ? AND state = 'running' AND attempt = ?

@@ -1,0 +1,2 @@
+-- key_limit_delete: removes a concurrency key's limits. Parameters: key.
+DELETE FROM key_limits WHERE ckey = ?

@@ -1,0 +1,7 @@
+-- periodic_advance: compare-and-set of a definition's next tick, in the transaction that
+-- enqueues the ticks' jobs. Parameters: new next tick, last tick (or NULL), last job id (or
+-- NULL), now (ms), name, the next tick read.
+UPDATE periodic
+SET next_tick_at = ?, last_tick_at = COALESCE(?, last_tick_at),
+    last_job_id = COALESCE(?, last_job_id), updated_at = ?
+WHERE name = ? AND next_tick_at = ?

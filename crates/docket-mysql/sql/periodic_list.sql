@@ -1,0 +1,6 @@
+-- periodic_list: every definition (or one), by name. Parameters: name, name (NULL: all).
+SELECT name, cron, timezone, queue, kind, args, priority, max_attempts, missed, next_tick_at,
+       last_tick_at, last_job_id
+FROM periodic
+WHERE ? IS NULL OR name = ?
+ORDER BY name

@@ -1,0 +1,2 @@
+-- periodic_remove: removes a definition. Parameters: name.
+DELETE FROM periodic WHERE name = ?

@@ -1,0 +1,2 @@
+-- worker_gone: a worker stopped. Parameters: owner.
+DELETE FROM workers WHERE owner = ?

@@ -1,0 +1,367 @@
+//! [`MySqlStore`]: the pool, the write transaction every change runs in (retried on a
+//! deadlock), and the [`Store`] implementation (each operation in the module of its concern).
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::*;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::Executor;
+use tokio::sync::broadcast;
+
+use crate::errors::db_err;
+use crate::wake::LocalHints;
+
+/// The MariaDB / MySQL store. Cheap to clone (an `Arc`).
+#[derive(Clone, Debug)]
+pub struct MySqlStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) pool: MySqlPool,
+    pub(crate) limits: Limits,
+    pub(crate) wake: broadcast::Sender<Wake>,
+}
+
+pub(crate) fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The server clock, in ms since the epoch.
+pub(crate) const NOW: &str = include_str!("../sql/now.sql");
+
+impl MySqlStore {
+    /// Connects a pool of `max_connections` to `url` (`mysql://user:pass@host:port/db`;
+    /// MariaDB or MySQL) and checks it before returning. Every session runs READ COMMITTED
+    /// (each statement sees what committed before it, as on PostgreSQL) in UTC. Does not
+    /// migrate.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let opts = MySqlConnectOptions::from_str(url).map_err(|e| {
+            StoreError::Invalid(ValidationError::Other {
+                what: "database url",
+                reason: docket_core::redact::redact(&e.to_string()),
+            })
+        })?;
+        let key = format!(
+            "{}:{}/{}",
+            opts.get_host(),
+            opts.get_port(),
+            opts.get_database().unwrap_or_default()
+        );
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(|c, _| {
+                Box::pin(async move {
+                    c.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .await?;
+                    c.execute("SET SESSION innodb_lock_wait_timeout = 10")
+                        .await?;
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await
+            .map_err(db_err)?;
+        Ok(Self::with_pool(pool, &key))
+    }
+
+    /// A store on an existing pool (its sessions must run READ COMMITTED); `key` names the
+    /// database for the in-process wake.
+    pub fn with_pool(pool: MySqlPool, key: &str) -> Self {
+        MySqlStore {
+            inner: Arc::new(Inner {
+                pool,
+                limits: Limits::default(),
+                wake: crate::wake::channel(key),
+            }),
+        }
+    }
+
+    /// Replaces the size limits.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        let i = &self.inner;
+        MySqlStore {
+            inner: Arc::new(Inner {
+                pool: i.pool.clone(),
+                limits,
+                wake: i.wake.clone(),
+            }),
+        }
+    }
+
+    /// The connection pool (for the application's own transactions).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.inner.pool
+    }
+
+    /// The size limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The newest schema version applied (0 before [`Store::migrate`]).
+    pub async fn schema_version(&self) -> Result<i64> {
+        crate::migrate::applied(&self.inner.pool).await
+    }
+
+    /// Tells this process's workers that `queue` may have due work: call it after committing
+    /// a transaction that enqueued with [`MySqlStore::enqueue_tx`] (otherwise the next poll
+    /// finds the job).
+    pub fn wake(&self, queue: &str) {
+        self.hint(Wake::Queue(queue.to_string()));
+    }
+
+    pub(crate) fn hint(&self, w: Wake) {
+        let _ = self.inner.wake.send(w);
+    }
+
+    /// Runs `f` in one transaction with the server's now (ms), read once inside it; commits
+    /// when `f` succeeds, rolls back otherwise. A deadlock or lock-wait timeout the server
+    /// resolved by rolling this transaction back is [`StoreError::Unavailable`]: transient,
+    /// so the runtime runs the operation again.
+    pub(crate) async fn write<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut MySqlConnection, i64) -> Result<T>,
+    ) -> Result<T> {
+        self.write_once(f).await
+    }
+
+    /// One transaction around `f` (see [`MySqlStore::write`]).
+    pub(crate) async fn write_once<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut MySqlConnection, i64) -> Result<T>,
+    ) -> Result<T> {
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let now: i64 = sqlx::query_scalar(NOW)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let out = f(&mut tx, now).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// The server's now (ms) for a read.
+    pub(crate) async fn now_ms(&self) -> Result<i64> {
+        sqlx::query_scalar(NOW)
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(db_err)
+    }
+}
+
+impl Store for MySqlStore {
+    type Listener = LocalHints;
+
+    async fn migrate(&self) -> Result<()> {
+        crate::migrate::run(&self.inner.pool).await
+    }
+
+    async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
+        self.leader_try_impl(owner, ttl).await
+    }
+
+    async fn leader_resign(&self, owner: &str) -> Result<()> {
+        self.leader_resign_impl(owner).await
+    }
+
+    fn listen_support(&self, _direct_url: Option<&str>) -> ListenSupport {
+        // Hints come from this process only; other processes' enqueues are found by polling.
+        ListenSupport::Yes
+    }
+
+    async fn listen(&self, _direct_url: Option<&str>) -> Result<LocalHints> {
+        Ok(LocalHints::new(&self.inner.wake))
+    }
+
+    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
+        let mut v = self.enqueue_many(std::slice::from_ref(job)).await?;
+        Ok(v.remove(0))
+    }
+
+    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
+        self.enqueue_many_impl(jobs).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
+        self.claim_impl(req).await
+    }
+
+    async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        self.complete_many_impl(owner, leases).await
+    }
+
+    async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
+        self.fail_many_impl(owner, failures).await
+    }
+
+    async fn snooze_many(&self, owner: &str, snoozes: &[Snooze]) -> Result<BatchOutcome> {
+        self.snooze_many_impl(owner, snoozes).await
+    }
+
+    async fn heartbeat(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+        lease: Duration,
+    ) -> Result<HeartbeatOutcome> {
+        self.heartbeat_impl(owner, leases, lease).await
+    }
+
+    async fn release_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        let snoozes: Vec<Snooze> = leases
+            .iter()
+            .map(|&lease| Snooze {
+                lease,
+                delay: Duration::ZERO,
+            })
+            .collect();
+        self.snooze_many_impl(owner, &snoozes).await
+    }
+
+    async fn reap(&self, batch: i64) -> Result<ReapReport> {
+        self.reap_impl(batch).await
+    }
+
+    async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
+        self.prune_impl(retention).await
+    }
+
+    async fn retry(&self, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
+        self.retry_impl(id, extra_attempts).await
+    }
+
+    async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
+        self.cancel_impl(id).await
+    }
+
+    async fn get(&self, id: JobId) -> Result<JobRecord> {
+        self.get_impl(id).await
+    }
+
+    async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
+        self.worker_beat_impl(beat, ttl).await
+    }
+
+    async fn worker_gone(&self, owner: &str) -> Result<()> {
+        self.worker_gone_impl(owner).await
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        self.workers_impl().await
+    }
+
+    async fn why(&self, id: JobId) -> Result<WhyReport> {
+        self.why_impl(id).await
+    }
+
+    async fn search(&self, query: &JobQuery) -> Result<JobPage> {
+        self.search_impl(query).await
+    }
+
+    async fn overview(&self, cap: i64) -> Result<Overview> {
+        self.overview_impl(cap).await
+    }
+
+    async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
+        self.dead_groups_impl(limit).await
+    }
+
+    async fn run_now(&self, id: JobId) -> Result<JobRecord> {
+        self.run_now_impl(id).await
+    }
+
+    async fn record_samples(&self, samples: &[Sample]) -> Result<()> {
+        self.record_samples_impl(samples).await
+    }
+
+    async fn samples(&self, window: Duration) -> Result<Vec<Sample>> {
+        self.samples_impl(window).await
+    }
+
+    async fn audit(&self, entry: &AuditEntry) -> Result<()> {
+        self.audit_impl(entry).await
+    }
+
+    async fn audit_log(&self, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.audit_log_impl(limit).await
+    }
+
+    async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+        self.list_impl(filter).await
+    }
+
+    async fn active_count(&self, queues: &[String]) -> Result<i64> {
+        self.active_count_impl(queues).await
+    }
+
+    async fn any_active(&self, queues: &[String]) -> Result<bool> {
+        self.any_active_impl(queues).await
+    }
+
+    async fn table_health(&self) -> Result<Option<TableStats>> {
+        self.table_health_impl().await
+    }
+
+    async fn stats(&self) -> Result<Stats> {
+        self.stats_impl().await
+    }
+
+    async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {
+        self.pause_queue_impl(queue).await
+    }
+
+    async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
+        self.resume_queue_impl(queue).await
+    }
+
+    async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
+        self.set_queue_limits_impl(queue, limits).await
+    }
+
+    async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
+        self.queue_controls_impl().await
+    }
+
+    async fn set_key_limit(&self, limit: &KeyLimit) -> Result<()> {
+        self.set_key_limit_impl(limit).await
+    }
+
+    async fn key_limits(&self) -> Result<Vec<KeyLimit>> {
+        self.key_limits_impl().await
+    }
+
+    async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
+        self.blocked_keys_impl(limit).await
+    }
+
+    async fn skip(&self, id: JobId) -> Result<JobRecord> {
+        self.skip_impl(id).await
+    }
+
+    async fn unblock_keys(&self, _batch: i32) -> Result<u64> {
+        // Nothing is ever flagged here: the claim decides every key under its try-lock, so
+        // there is nothing to sweep.
+        Ok(0)
+    }
+
+    async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
+        self.upsert_periodic_impl(def).await
+    }
+
+    async fn remove_periodic(&self, name: &str) -> Result<bool> {
+        self.remove_periodic_impl(name).await
+    }
+
+    async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
+        self.list_periodic_impl().await
+    }
+
+    async fn enqueue_due_periodic(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
+        self.enqueue_due_periodic_impl(limit).await
+    }
+}

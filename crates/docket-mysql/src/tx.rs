@@ -1,0 +1,132 @@
+//! Handlers whose writes commit with their job's completion ([`InTransaction`]), and jobs
+//! enqueued inside such a transaction.
+//!
+//! The servers have no notification that waits for a commit, so the transaction type
+//! carries what it enqueued: [`MySqlTx::commit`] wakes this process's workers for those
+//! queues after the commit, and [`InTransaction::enqueued_in`] reads its own list.
+
+use docket_core::*;
+use sqlx::mysql::MySqlConnection;
+use sqlx::MySql;
+
+use crate::errors::db_err;
+use crate::store::MySqlStore;
+use crate::writes::fenced;
+
+const COMPLETE_APPLY: &str = include_str!("../sql/complete_apply.sql");
+const ENQUEUED_IN: &str = include_str!("../sql/enqueued_in.sql");
+
+/// An open transaction: the connection a handler writes through, and what it enqueued.
+#[derive(Debug)]
+pub struct MySqlTx {
+    tx: sqlx::Transaction<'static, MySql>,
+    store: MySqlStore,
+    enqueued: Vec<(i64, String)>,
+}
+
+impl MySqlTx {
+    /// The connection to write through.
+    pub fn conn(&mut self) -> &mut MySqlConnection {
+        &mut self.tx
+    }
+
+    /// Enqueues inside this transaction (the job exists iff it commits; this process's
+    /// workers are woken at the commit).
+    pub async fn enqueue(&mut self, job: &NewJob) -> Result<Enqueued> {
+        let store = self.store.clone();
+        let e = store.enqueue_tx(&mut self.tx, job).await?;
+        if !e.duplicate {
+            self.enqueued.push((e.id.0, job.queue.clone()));
+        }
+        Ok(e)
+    }
+
+    /// Commits, then wakes this process's workers for the queues it enqueued to.
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await.map_err(db_err)?;
+        let mut queues: Vec<&String> = self.enqueued.iter().map(|(_, q)| q).collect();
+        queues.sort();
+        queues.dedup();
+        for q in queues {
+            self.store.wake(q);
+        }
+        Ok(())
+    }
+
+    /// Rolls back (nothing it enqueued exists, nobody is woken).
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await.map_err(db_err)
+    }
+}
+
+impl InTransaction for MySqlStore {
+    type Tx = MySqlTx;
+    type Conn = MySqlTx;
+
+    async fn begin(&self) -> Result<MySqlTx> {
+        Ok(MySqlTx {
+            tx: self.inner.pool.begin().await.map_err(db_err)?,
+            store: self.clone(),
+            enqueued: Vec::new(),
+        })
+    }
+
+    fn conn(tx: &mut MySqlTx) -> &mut MySqlTx {
+        tx
+    }
+
+    async fn complete_in(&self, tx: &mut MySqlTx, owner: &str, lease: Lease) -> Result<()> {
+        let c = tx.conn();
+        let now: i64 = sqlx::query_scalar(crate::store::NOW)
+            .fetch_one(&mut *c)
+            .await
+            .map_err(db_err)?;
+        let held = fenced(c, &[lease], owner, now).await?;
+        if held.is_empty() {
+            let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
+                lease,
+                reason: LostReason::Expired,
+            });
+            return Err(out.into());
+        }
+        let sql = crate::claim::with_ids(COMPLETE_APPLY, 1);
+        sqlx::query(&sql)
+            .bind(now)
+            .bind(owner)
+            .bind(lease.id.0)
+            .execute(&mut *c)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn commit(tx: MySqlTx) -> Result<()> {
+        tx.commit().await
+    }
+
+    async fn rollback(tx: MySqlTx) -> Result<()> {
+        tx.rollback().await
+    }
+
+    async fn enqueue_in(&self, conn: &mut MySqlTx, job: &NewJob) -> Result<Enqueued> {
+        conn.enqueue(job).await
+    }
+
+    async fn enqueued_in(&self, conn: &mut MySqlTx, kind: &str) -> Result<Vec<serde_json::Value>> {
+        let ids: Vec<i64> = conn.enqueued.iter().map(|(id, _)| *id).collect();
+        let mut out = Vec::new();
+        for id in ids {
+            let row = sqlx::query(ENQUEUED_IN)
+                .bind(id)
+                .fetch_optional(conn.conn())
+                .await
+                .map_err(db_err)?;
+            if let Some(r) = row {
+                if crate::rows::get::<String>(&r, "kind").map_err(db_err)? == kind {
+                    out.push(crate::rows::json(&r, "args")?);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
