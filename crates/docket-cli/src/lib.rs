@@ -19,6 +19,7 @@ mod dashboard;
 mod demo;
 pub mod embedded;
 mod engine;
+mod engines;
 mod enqueue;
 mod exec;
 pub mod fail;
@@ -26,6 +27,7 @@ mod jobs;
 mod lab;
 mod ops;
 pub mod output;
+pub mod mysql;
 pub mod scratch;
 pub mod sqlite;
 mod work;
@@ -235,7 +237,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         None => embedded::ensure_running()?,
     };
     if sqlite::is_url(&url) {
-        return sqlite::run(sqlite::SqliteCtx { url }, cli.command).await;
+        return engines::run(sqlite::SqliteCtx { url }, cli.command).await;
+    }
+    if mysql::is_url(&url) {
+        return engines::run(mysql::MySqlCtx { url }, cli.command).await;
     }
     let ctx = Ctx {
         url,

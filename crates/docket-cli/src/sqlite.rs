@@ -1,13 +1,14 @@
-//! The CLI on SQLite (`--database-url sqlite://path/jobs.db`): every engine-independent
-//! command through [`Open`], the demo, and a clear refusal for the PostgreSQL-only ones.
+//! The CLI on SQLite (`--database-url sqlite://path/jobs.db`): the file, opened through
+//! [`Open`]; the commands themselves are [`crate::engines::run`].
 
 use docket_core::Store;
 use docket_sqlite::SqliteStore;
 
-use crate::cli::{exit, Command};
+use crate::cli::exit;
 use crate::engine::Open;
+use crate::engines::Engine;
+use crate::enqueue;
 use crate::fail::CliError;
-use crate::{controls, dashboard, demo, enqueue, jobs, ops, work};
 
 /// True for a URL this engine opens.
 pub fn is_url(url: &str) -> bool {
@@ -94,39 +95,15 @@ impl Open for SqliteCtx {
     }
 }
 
-fn postgres_only(what: &str) -> anyhow::Error {
-    CliError::invalid(format!(
-        "`docket {what}` needs PostgreSQL; this database is SQLite"
-    ))
-    .hint("run it with a postgres:// --database-url")
-    .into()
-}
+impl Engine for SqliteCtx {
+    const NAME: &'static str = "SQLite";
+    type Demo = crate::demo::sqlite::Db;
 
-/// Runs `command` on the SQLite database of `ctx`.
-pub async fn run(ctx: SqliteCtx, command: Command) -> anyhow::Result<()> {
-    match command {
-        Command::Migrate => {
-            ctx.migrated(1).await?;
-            println!("migrations applied to {}", ctx.path());
-            Ok(())
-        }
-        Command::Enqueue(a) => enqueue::run(&ctx, a).await,
-        Command::Work(a) => work::run(&ctx, a).await,
-        Command::Jobs(c) => jobs::run(&ctx, c).await,
-        Command::Queues(c) => controls::queues(&ctx, c).await,
-        Command::Keys(c) => controls::keys(&ctx, c).await,
-        Command::Cron(c) => controls::cron(&ctx, c).await,
-        Command::Stats(a) => ops::stats(&ctx, a.json).await,
-        Command::Workers(a) => ops::workers(&ctx, a.json).await,
-        Command::Dashboard(a) => dashboard::run(&ctx, a).await,
-        Command::Reap(a) => ops::reap(&ctx, a.json).await,
-        Command::Prune(a) => ops::prune(&ctx, a).await,
-        Command::Demo(a) => demo::run(&demo::sqlite::Db(ctx), a).await,
-        Command::DemoWorker(a) => demo::worker(&demo::sqlite::Db(ctx), a).await,
-        Command::Grant(_) => Err(postgres_only("grant")),
-        Command::Explain(_) => Err(postgres_only("explain")),
-        Command::Lab(_) => Err(postgres_only("lab")),
-        Command::Bench(_) | Command::BenchWorker(_) => Err(postgres_only("bench")),
-        Command::Embedded(_) => unreachable!("handled before a database is chosen"),
+    fn demo(&self) -> Self::Demo {
+        crate::demo::sqlite::Db(self.clone())
+    }
+
+    fn place(&self) -> String {
+        self.path()
     }
 }

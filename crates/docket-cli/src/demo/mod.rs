@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::cli::{DemoArgs, DemoWorkerArgs};
 use crate::fail::CliError;
 
+pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
 
@@ -38,7 +39,7 @@ pub struct Summary {
 }
 
 /// What the tour needs from an engine.
-pub trait DemoDb: Clone + Send + Sync + 'static {
+pub(crate) trait DemoDb: Clone + Send + Sync + 'static {
     type Store: Store;
     /// Where the demo runs, for the header (never a password).
     fn label(&self) -> String;
@@ -293,4 +294,42 @@ pub async fn run<D: DemoDb>(db: &D, a: DemoArgs) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Enqueue-to-start times (ms) of `samples` jobs, one at a time, picked up by an idle worker
+/// in this process.
+pub(crate) async fn in_process_latency<S: Store>(store: S, samples: usize) -> anyhow::Result<Vec<f64>> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let mut reg = docket_worker::Registry::default();
+    reg.register_fn("ping", move |_a, _c| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(Instant::now());
+            Ok(())
+        }
+    });
+    let mut cfg = docket_worker::WorkerConfig::default().queue("latency", 4);
+    cfg.maintenance = false;
+    let w = std::sync::Arc::new(docket_worker::Worker::new(store.clone(), reg, cfg)?);
+    let shutdown = docket_worker::Shutdown::default();
+    let (w2, s2) = (w.clone(), shutdown.clone());
+    let task = tokio::spawn(async move { w2.run(s2).await });
+    // Let the worker start and go idle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        store
+            .enqueue(&NewJob::new("latency", "ping", serde_json::json!({})))
+            .await?;
+        let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("a latency job was not picked up within 10 s"))?
+            .ok_or_else(|| anyhow::anyhow!("the latency worker stopped"))?;
+        out.push(ran.duration_since(t).as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.graceful.cancel();
+    let _ = task.await;
+    Ok(out)
 }

@@ -3,12 +3,8 @@
 //! tables in it, and pickup latency of a worker woken in-process (SQLite has no LISTEN:
 //! other processes poll).
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use docket_core::{NewJob, Store};
 use docket_sqlite::SqliteStore;
-use docket_worker::{JobError, Registry, Shutdown, Worker, WorkerConfig};
+use docket_worker::JobError;
 use sqlx::Row;
 
 use super::{DemoDb, Summary};
@@ -128,7 +124,7 @@ impl DemoDb for Db {
 
     async fn latency(&self) -> anyhow::Result<((f64, f64, f64), &'static str)> {
         let store = self.0.existing(4).await?;
-        let ms = in_process_latency(store, 60).await?;
+        let ms = super::in_process_latency(store, 60).await?;
         Ok((
             crate::bench::percentiles(ms),
             "idle worker in the enqueuing process, woken in-process; other processes poll",
@@ -145,42 +141,3 @@ impl DemoDb for Db {
     }
 }
 
-/// Enqueue-to-start times (ms) of `samples` jobs, one at a time, picked up by an idle worker
-/// in this process.
-async fn in_process_latency(store: SqliteStore, samples: usize) -> anyhow::Result<Vec<f64>> {
-    let started: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let mut reg = Registry::default();
-    reg.register_fn("ping", move |_a, _c| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(Instant::now());
-            Ok(())
-        }
-    });
-    let mut cfg = WorkerConfig::default().queue("latency", 4);
-    cfg.maintenance = false;
-    let w = Arc::new(Worker::new(store.clone(), reg, cfg)?);
-    let shutdown = Shutdown::default();
-    let (w2, s2) = (w.clone(), shutdown.clone());
-    let task = tokio::spawn(async move { w2.run(s2).await });
-    // Let the worker start and go idle.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut out = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        let t = Instant::now();
-        *started.lock().expect("poisoned") = Some(t);
-        store
-            .enqueue(&NewJob::new("latency", "ping", serde_json::json!({})))
-            .await?;
-        let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
-            .await
-            .map_err(|_| anyhow::anyhow!("a latency job was not picked up within 10 s"))?
-            .ok_or_else(|| anyhow::anyhow!("the latency worker stopped"))?;
-        out.push(ran.duration_since(t).as_secs_f64() * 1000.0);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    shutdown.graceful.cancel();
-    let _ = task.await;
-    Ok(out)
-}
