@@ -19,9 +19,11 @@ pub(crate) trait Engine: Open + Clone + Send + Sync + 'static {
 }
 
 fn postgres_only(what: &str, engine: &str) -> anyhow::Error {
-    CliError::invalid(format!("`docket {what}` needs PostgreSQL; this database is {engine}"))
-        .hint("run it with a postgres:// --database-url")
-        .into()
+    CliError::invalid(format!(
+        "`docket {what}` needs PostgreSQL; this database is {engine}"
+    ))
+    .hint("run it with a postgres:// --database-url")
+    .into()
 }
 
 /// Runs `command` on `ctx`.

@@ -109,7 +109,10 @@ impl Open for MySqlCtx {
         if store.schema_version().await? == 0 {
             return Err(CliError::new(
                 exit::FAILURE,
-                format!("database {} holds no Docket schema", self.database().unwrap_or_default()),
+                format!(
+                    "database {} holds no Docket schema",
+                    self.database().unwrap_or_default()
+                ),
             )
             .hint("check --database-url; `docket migrate` creates it")
             .into());
@@ -162,6 +165,10 @@ impl Engine for MySqlCtx {
     }
 
     fn place(&self) -> String {
-        format!("database {} on {}", self.database().unwrap_or_default(), self.shown())
+        format!(
+            "database {} on {}",
+            self.database().unwrap_or_default(),
+            self.shown()
+        )
     }
 }

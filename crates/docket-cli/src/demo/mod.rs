@@ -298,7 +298,10 @@ pub async fn run<D: DemoDb>(db: &D, a: DemoArgs) -> anyhow::Result<()> {
 
 /// Enqueue-to-start times (ms) of `samples` jobs, one at a time, picked up by an idle worker
 /// in this process.
-pub(crate) async fn in_process_latency<S: Store>(store: S, samples: usize) -> anyhow::Result<Vec<f64>> {
+pub(crate) async fn in_process_latency<S: Store>(
+    store: S,
+    samples: usize,
+) -> anyhow::Result<Vec<f64>> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let mut reg = docket_worker::Registry::default();
     reg.register_fn("ping", move |_a, _c| {

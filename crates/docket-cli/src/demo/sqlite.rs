@@ -140,4 +140,3 @@ impl DemoDb for Db {
         ]
     }
 }
-

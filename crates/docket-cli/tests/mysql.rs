@@ -1,0 +1,485 @@
+//! The `docket` binary on MariaDB / MySQL (`--database-url mysql://…`): the commands, the
+//! demo, and the crash suite with real worker processes — kill -9 repeatedly, a worker
+//! paused past its lease, the server killed and restarted mid-run (a private `mariadbd` of
+//! the test's own). Checked at the end: every job succeeded, every accepted success has the
+//! run that produced it, no two runs of a job overlapped. The server for the other tests:
+//! `MYSQL_URL`, or the testkit's private `mariadbd`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use docket_core::{JobState, Store};
+use docket_mysql::MySqlStore;
+use docket_testkit::{checker, mariadb};
+use rand::Rng;
+
+/// A database of the test's own (and a scratch directory for logs).
+struct File {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    url: String,
+}
+
+impl File {
+    async fn new() -> File {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dir = d.path().to_path_buf();
+        let url = mariadb::fresh_database().await;
+        File { _dir: d, dir, url }
+    }
+
+    fn on(url: String) -> File {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dir = d.path().to_path_buf();
+        File { _dir: d, dir, url }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+        c.env("DATABASE_URL", &self.url)
+            .env_remove("DOCKET_SCHEMA")
+            .env_remove("DOCKET_HOME");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run docket")
+    }
+
+    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut c = self.cmd();
+        c.args(args);
+        common::run_with_stdin(c, input)
+    }
+
+    async fn store(&self) -> MySqlStore {
+        MySqlStore::connect(&self.url, 4).await.expect("open")
+    }
+
+    fn worker(&self, args: &[&str], stderr: Option<&Path>) -> Proc {
+        let mut c = self.cmd();
+        c.arg("work").args(args).stdout(Stdio::null());
+        match stderr {
+            Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
+            None => c.stderr(Stdio::null()),
+        };
+        Proc::spawn(&mut c)
+    }
+}
+
+/// The end state a crash run must reach: every job succeeded, each success by a run that
+/// logged its start (an attempt that ran), no two runs of a job at once. Returns (jobs
+/// with a reaped lease in their history, jobs that ran more than once).
+async fn end_state(s: &MySqlStore, runs: &[checker::Execution], jobs: i64) -> (i64, usize) {
+    assert_eq!(
+        scalar(s, "SELECT count(*) FROM jobs WHERE state = 'succeeded'").await,
+        jobs,
+        "every job succeeded"
+    );
+    let finals: Vec<(i64, i32)> = sqlx::query_as("SELECT id, attempt FROM jobs")
+        .fetch_all(s.pool())
+        .await
+        .unwrap();
+    let mut missing = Vec::new();
+    for (id, attempt) in &finals {
+        if !runs.iter().any(|r| r.job == *id && r.attempt == *attempt) {
+            missing.push((*id, *attempt));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "successes without the run that produced them: {missing:?}"
+    );
+    let overlaps = checker::overlaps(runs);
+    assert!(overlaps.is_empty(), "{overlaps:?}");
+    let reaped = scalar(
+        s,
+        "SELECT count(*) FROM jobs WHERE JSON_CONTAINS(errors, '{\"class\": \"lease_expired\"}')",
+    )
+    .await;
+    let mut per_job = std::collections::HashMap::new();
+    for r in runs {
+        *per_job.entry(r.job).or_insert(0) += 1;
+    }
+    (reaped, per_job.values().filter(|n| **n > 1).count())
+}
+
+async fn scalar(s: &MySqlStore, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(s.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+#[tokio::test]
+async fn commands_work_on_mysql_and_refuse_what_needs_postgres() {
+    let f = File::new().await;
+    // Operator commands never create the schema.
+    let o = f.run(&["stats"]);
+    assert_eq!(code(&o), 1, "{}", err(&o));
+    assert!(err(&o).contains("holds no Docket schema"), "{}", err(&o));
+    let o = f.run(&[
+        "enqueue",
+        "--queue",
+        "mail",
+        "--kind",
+        "send",
+        "--args",
+        r#"{"to":"a"}"#,
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let id: i64 = out(&o).trim().parse().unwrap();
+    let o = f.run(&["jobs", "show", &id.to_string(), "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["args"]["to"], "a");
+    // Bulk: all or nothing, with the bad line named.
+    let mut lines = ndjson("bulk", 25_000);
+    lines.push_str("{\"queue\":\"bad queue!\",\"kind\":\"k\",\"args\":{}}\n");
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &lines);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("line 25001"), "{}", err(&o));
+    let s = f.store().await;
+    assert_eq!(
+        scalar(&s, "SELECT count(*) FROM jobs").await,
+        1,
+        "nothing of the file"
+    );
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("bulk", 25_000));
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(out(&o).trim(), "25000");
+    // Controls and a drain by a real worker process.
+    let o = f.run(&["queues", "pause", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["stats", "--json"]);
+    assert!(
+        out(&o).contains("\"paused\": true") || out(&o).contains("\"paused\":true"),
+        "{}",
+        out(&o)
+    );
+    let o = f.run(&["queues", "resume", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["work", "--queue", "mail", "--drain", "--exec", "true"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        s.get(docket_core::JobId(id)).await.unwrap().state,
+        JobState::Succeeded
+    );
+    // Bad input: the same exit codes as on PostgreSQL, nothing written.
+    let o = f.run(&["enqueue", "--queue", "no spaces", "--kind", "k"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    let o = f.run(&["jobs", "show", "999999"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
+    for cmd in [
+        &["explain", "--queue", "q"][..],
+        &["lab", "naive"],
+        &["grant", "--app", "a"],
+    ] {
+        let o = f.run(cmd);
+        assert_eq!(code(&o), 5, "{cmd:?}: {}", err(&o));
+        assert!(err(&o).contains("needs PostgreSQL"), "{cmd:?}: {}", err(&o));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_on_mysql() {
+    let f = File::new().await;
+    let o = f.run(&["demo", "--jobs", "600", "--workers", "2"]);
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let text = out(&o);
+    assert!(text.contains("_demo on mysql://"), "{text}");
+    assert!(text.contains("succeeded, unsent        0"), "{text}");
+    let demo = File::on(format!("{}_demo", f.url));
+    let s = demo.store().await;
+    assert_eq!(
+        scalar(
+            &s,
+            "SELECT count(*) FROM jobs WHERE queue = 'email' AND state IN ('succeeded', 'dead')"
+        )
+        .await,
+        600
+    );
+    assert_eq!(
+        scalar(&s, "SELECT count(*) FROM jobs j WHERE j.queue = 'email' AND j.state = 'succeeded' AND NOT EXISTS (SELECT 1 FROM demo_sends d WHERE d.job_id = j.id)").await,
+        0
+    );
+    drop(s);
+    // A `<database>_demo` the demo did not make is never dropped.
+    let name: String = sqlx::query_scalar("SELECT CAST(DATABASE() AS CHAR)")
+        .fetch_one(demo.store().await.pool())
+        .await
+        .unwrap();
+    let base = format!("{name}_b");
+    let admin = f.store().await;
+    for sql in [
+        format!("CREATE DATABASE `{base}`"),
+        format!("CREATE DATABASE `{base}_demo`"),
+        format!("CREATE TABLE `{base}_demo`.precious (x INT)"),
+    ] {
+        sqlx::raw_sql(&sql).execute(admin.pool()).await.unwrap();
+    }
+    let theirs = File::on(f.url.rsplit_once('/').unwrap().0.to_string() + "/" + &base);
+    let o = theirs.run(&["demo", "--jobs", "10"]);
+    assert_eq!(code(&o), 6, "{}", err(&o));
+    assert_eq!(
+        scalar(
+            &admin,
+            &format!("SELECT count(*) FROM information_schema.tables WHERE table_schema = '{base}_demo' AND table_name = 'precious'")
+        )
+        .await,
+        1,
+        "their database survived"
+    );
+}
+
+/// Every ~1.5 s a random one of 3 `docket work` processes on one file is SIGKILLed and
+/// replaced: every job ends succeeded, exactly one accepted completion each, none by a stale
+/// token, no two runs of a job at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_nine_workers_repeatedly_on_mysql() {
+    let f = File::new().await;
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 4_000));
+    assert!(o.status.success(), "{}", err(&o));
+    sqlx::query("UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let log = f.dir.join("exec.log");
+    let spawn = |n: usize| {
+        f.worker(
+            &[
+                "--queue",
+                "x",
+                "--concurrency",
+                "8",
+                "--lease",
+                "2s",
+                "--poll",
+                "200ms",
+                "--exec",
+                &logged(&log, "true"),
+            ],
+            Some(&f.dir.join(format!("w{n}.err"))),
+        )
+    };
+    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    let mut rng = rand::thread_rng();
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
+        let left = scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{left} jobs left after 300 s"
+        );
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = spawn(3 + kills);
+        kills += 1;
+    }
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(
+            w.wait().unwrap().success(),
+            "a survivor exited badly after SIGTERM"
+        );
+    }
+    for entry in std::fs::read_dir(&f.dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "err") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(!text.contains("panicked"), "{}: {text}", p.display());
+        }
+    }
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
+    let report = end_state(&s, &runs, 4_000).await;
+    assert!(
+        kills >= 2,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    assert!(report.0 >= 1, "{kills} SIGKILLs left no lease to reap");
+    assert!(report.1 >= 1, "no job ran twice: the kills hit nothing");
+    println!(
+        "4,000 jobs on MariaDB, {kills} SIGKILLs, {} jobs reaped, {} jobs ran more than once, {:?}",
+        report.0,
+        report.1,
+        started.elapsed()
+    );
+}
+
+/// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A
+/// resumes: its completion updates nothing and the final state is B's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_worker_cannot_overwrite_its_successor_on_mysql() {
+    let f = File::new().await;
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let id = docket_core::JobId(out(&o).trim().parse().unwrap());
+    sqlx::query("UPDATE jobs SET backoff_base_ms = 50, backoff_cap_ms = 50")
+        .execute(s.pool())
+        .await
+        .unwrap();
+    let log = f.dir.join("exec.log");
+    let a_err = f.dir.join("a.stderr");
+    let mut a = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "sleep 1"),
+        ],
+        Some(&a_err),
+    );
+    eventually(Duration::from_secs(20), "A started the job", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
+    })
+    .await;
+    signal(a.id(), "STOP");
+    eventually(Duration::from_secs(30), "the lease expired", || async {
+        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)").await == 0
+    })
+    .await;
+    assert_eq!(s.reap(10).await.unwrap().requeued(), 1);
+    let mut b = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--poll",
+            "100ms",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "true"),
+        ],
+        None,
+    );
+    eventually(Duration::from_secs(30), "B completes the job", || async {
+        s.get(id).await.unwrap().state == JobState::Succeeded
+    })
+    .await;
+    signal(a.id(), "CONT");
+    eventually(Duration::from_secs(20), "A gives the job up", || async {
+        std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("lease"))
+    })
+    .await;
+    signal(a.id(), "TERM");
+    signal(b.id(), "TERM");
+    a.wait().unwrap();
+    b.wait().unwrap();
+    let rec = s.get(id).await.unwrap();
+    assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
+    let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
+    assert_ne!(rec.lease_owner.as_deref(), Some(a_owner.as_str()));
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
+    end_state(&s, &runs, 1).await;
+}
+
+/// The server is killed (SIGKILL) and restarted mid-run on a private `mariadbd`: workers
+/// reconnect, every job succeeds, no success without its run, nothing left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_killed_and_restarted_mid_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<std::sync::mpsc::Sender<()>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<u16>();
+    let data = dir.path().to_path_buf();
+    // The server is started, killed and restarted by one thread that lives through the test
+    // (it dies with the thread that started it).
+    let server = std::thread::spawn(move || {
+        let mut db = docket_testkit::mariadb::PrivateMariaDb::start(&data);
+        ready_tx.send(db.port).unwrap();
+        while let Ok(done) = rx.recv() {
+            db.kill();
+            std::thread::sleep(Duration::from_millis(1500));
+            db.run();
+            let _ = done.send(());
+        }
+    });
+    let port = ready_rx.recv().unwrap();
+    let admin = format!("mysql://root@127.0.0.1:{port}/mysql");
+    {
+        let s = MySqlStore::connect(&admin, 1).await.unwrap();
+        sqlx::raw_sql("CREATE DATABASE chaos")
+            .execute(s.pool())
+            .await
+            .unwrap();
+    }
+    let f = File::on(format!("mysql://root@127.0.0.1:{port}/chaos"));
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 3_000));
+    assert!(o.status.success(), "{}", err(&o));
+    let log = f.dir.join("exec.log");
+    let mut workers: Vec<Proc> = (0..2)
+        .map(|n| {
+            f.worker(
+                &[
+                    "--queue",
+                    "x",
+                    "--concurrency",
+                    "8",
+                    "--lease",
+                    "3s",
+                    "--poll",
+                    "200ms",
+                    "--exec",
+                    &logged(&log, "true"),
+                ],
+                Some(&f.dir.join(format!("w{n}.err"))),
+            )
+        })
+        .collect();
+    eventually(Duration::from_secs(60), "work under way", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.lines().count() > 200)
+    })
+    .await;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    tx.send(done_tx).unwrap();
+    tokio::task::spawn_blocking(move || done_rx.recv().unwrap())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let s = f.store().await;
+    loop {
+        let left = scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{left} jobs left 180 s after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(
+            w.wait().unwrap().success(),
+            "a worker exited badly after the restart"
+        );
+    }
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
+    end_state(&s, &runs, 3_000).await;
+    drop(tx);
+    server.join().unwrap();
+}
