@@ -16,6 +16,8 @@ pub(crate) trait Engine: Open + Clone + Send + Sync + 'static {
     fn demo(&self) -> Self::Demo;
     /// Where the data is, for messages (never a password).
     fn place(&self) -> String;
+    /// `docket bench` on this engine (against its own floor).
+    async fn bench(&self, a: &crate::cli::BenchArgs) -> anyhow::Result<()>;
 }
 
 fn postgres_only(what: &str, engine: &str) -> anyhow::Error {
@@ -51,7 +53,8 @@ pub(crate) async fn run<E: Engine>(ctx: E, command: Command) -> anyhow::Result<(
         Command::Grant(_) => Err(pg_only("grant")),
         Command::Explain(_) => Err(pg_only("explain")),
         Command::Lab(_) => Err(pg_only("lab")),
-        Command::Bench(_) | Command::BenchWorker(_) => Err(pg_only("bench")),
+        Command::Bench(a) => ctx.bench(&a).await,
+        Command::BenchWorker(_) => Err(pg_only("__bench-worker")),
         Command::Embedded(_) => unreachable!("handled before a database is chosen"),
     }
 }

@@ -19,6 +19,7 @@ mod dashboard;
 mod demo;
 pub mod embedded;
 mod engine;
+mod engine_bench;
 mod engines;
 mod enqueue;
 mod exec;

@@ -164,6 +164,10 @@ impl Engine for MySqlCtx {
         crate::demo::mysql::Db(self.clone())
     }
 
+    async fn bench(&self, a: &crate::cli::BenchArgs) -> anyhow::Result<()> {
+        crate::engine_bench::run(&crate::engine_bench::mysql::Bench(self.clone()), a).await
+    }
+
     fn place(&self) -> String {
         format!(
             "database {} on {}",

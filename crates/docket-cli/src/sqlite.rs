@@ -103,6 +103,10 @@ impl Engine for SqliteCtx {
         crate::demo::sqlite::Db(self.clone())
     }
 
+    async fn bench(&self, a: &crate::cli::BenchArgs) -> anyhow::Result<()> {
+        crate::engine_bench::run(&crate::engine_bench::sqlite::Bench(self.clone()), a).await
+    }
+
     fn place(&self) -> String {
         self.path()
     }

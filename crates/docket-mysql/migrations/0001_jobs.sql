@@ -100,11 +100,13 @@ CREATE TABLE queues (
     CONSTRAINT queues_rate_complete CHECK ((rate_limit IS NULL) = (rate_period_ms IS NULL))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
--- The lock a claim holds on its queue for its transaction: shared by claims of an
--- unlimited queue, exclusive for a limited one and for every control change. (MySQL and
--- MariaDB have no shared named locks; a row lock is one.) Rows are created on demand.
+-- The lock a claim holds on its queue for its transaction: shared by every claim, exclusive
+-- for every control change (so a change waits for claims in flight and binds every later
+-- one); a limited queue's claims also take its 'limit:<queue>' row exclusively, one at a
+-- time. (MySQL and MariaDB have no shared named locks; a row lock is one.) Rows are created
+-- on demand.
 CREATE TABLE queue_locks (
-    name VARCHAR(64) NOT NULL PRIMARY KEY
+    name VARCHAR(80) NOT NULL PRIMARY KEY
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Limits of one concurrency key, across every queue.

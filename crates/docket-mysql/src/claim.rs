@@ -22,7 +22,7 @@ use crate::store::{ms, MySqlStore};
 
 const QUEUE_CONTROL: &str = include_str!("../sql/queue_control.sql");
 const RUNNING_IN_QUEUE: &str = include_str!("../sql/running_in_queue.sql");
-const KEYED_READY: &str = include_str!("../sql/keyed_ready.sql");
+const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const CANDIDATES_READY: &str = include_str!("../sql/candidates_ready.sql");
 const CANDIDATES_STARVING: &str = include_str!("../sql/candidates_starving.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
@@ -233,19 +233,40 @@ async fn candidates(
 }
 
 /// Chooses and leases up to `req.limit` jobs at database time `now`.
-async fn claim_in(c: &mut MySqlConnection, now: i64, req: &ClaimRequest) -> Result<Vec<MySqlRow>> {
-    // The controls decide the lock's mode; read again after the lock, and when they turned
-    // limited in between, take the exclusive lock (a shared one would not serialise).
-    let peek = queue_row(c, &req.queue).await?;
-    let limited = |q: &QueueRow| q.max_running.is_some() || q.bucket.is_some();
-    lock_queue(c, &req.queue, limited(&peek)).await?;
-    let mut q = queue_row(c, &req.queue).await?;
-    if limited(&q) && !limited(&peek) {
-        lock_queue(c, &req.queue, true).await?;
-        q = queue_row(c, &req.queue).await?;
-    }
+async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MySqlRow>> {
+    // The queue's lock first (shared), then everything the claim decides from, read after
+    // it in one statement; a limited queue's claims also serialise on its limit row.
+    lock_queue(c, &req.queue, false).await?;
+    let ctx = sqlx::query(CLAIM_CONTEXT)
+        .bind(&req.queue)
+        .bind(&req.queue)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    let now: i64 = ctx.try_get("now").map_err(db_err)?;
+    let mut q = QueueRow {
+        paused_at: ctx.try_get("paused_at").map_err(db_err)?,
+        max_running: ctx.try_get("max_running").map_err(db_err)?,
+        key_max_running: ctx.try_get("key_max_running").map_err(db_err)?,
+        bucket: if ctx
+            .try_get::<Option<i32>, _>("rate_limit")
+            .map_err(db_err)?
+            .is_some()
+        {
+            Bucket::from_row(&ctx)?
+        } else {
+            None
+        },
+    };
+    let keyed: bool = ctx.try_get("keyed").map_err(db_err)?;
     if q.paused_at.is_some() {
         return Ok(Vec::new());
+    }
+    if q.max_running.is_some() || q.bucket.is_some() {
+        // Two claimers must never both see the last free slot: one at a time, and the counts
+        // and bucket read after this lock.
+        lock_queue(c, &format!("limit:{}", req.queue), true).await?;
+        q = queue_row(c, &req.queue).await?;
     }
     let mut budget = i64::from(req.limit);
     if let Some(max) = q.max_running {
@@ -258,12 +279,6 @@ async fn claim_in(c: &mut MySqlConnection, now: i64, req: &ClaimRequest) -> Resu
     if budget <= 0 {
         return Ok(Vec::new());
     }
-    let keyed: bool = sqlx::query_scalar(KEYED_READY)
-        .bind(&req.queue)
-        .bind(now)
-        .fetch_one(&mut *c)
-        .await
-        .map_err(db_err)?;
     // Unkeyed work is taken in order; keyed work is looked at further ahead, past jobs a key
     // holds back (the same depth as PostgreSQL's claim_controlled).
     let depth = if keyed { budget * 4 + 200 } else { budget };
@@ -381,7 +396,7 @@ impl MySqlStore {
             return Ok(Vec::new());
         }
         let rows = self
-            .write(async |c: &mut MySqlConnection, now| claim_in(c, now, req).await)
+            .write_bare(async |c: &mut MySqlConnection| claim_in(c, req).await)
             .await?;
         let mut jobs = Vec::with_capacity(rows.len());
         let mut bad = Vec::new();

@@ -3,10 +3,10 @@
 //! The same state machine and guarantees as PostgreSQL, with the SQL MariaDB ≥ 10.6 and
 //! MySQL ≥ 8.0.16 share (tested here on MariaDB 10.11):
 //!
-//! - **Claims** are one short transaction (READ COMMITTED): a lock on the queue's row in
-//!   `queue_locks` (shared by claims of an unlimited queue, exclusive for a limited one and
-//!   for every control change, so a pause waits for claims in flight and binds every later
-//!   one), the candidates read `FOR UPDATE SKIP LOCKED`, keys decided under a
+//! - **Claims** are one short transaction (READ COMMITTED): a shared lock on the queue's row
+//!   in `queue_locks` (control changes take it exclusively, so a pause waits for claims in
+//!   flight and binds every later one; a limited queue's claims also take its `limit:` row
+//!   exclusively, one at a time), the candidates read `FOR UPDATE SKIP LOCKED`, keys decided under a
 //!   `SKIP LOCKED` try-lock of their row in `key_locks`, then the lease — select, then
 //!   update, since neither server has `UPDATE … RETURNING` in common.
 //! - **Fenced writes** read the rows their claim still holds (`FOR UPDATE`: same attempt,

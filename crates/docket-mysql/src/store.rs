@@ -145,6 +145,18 @@ impl MySqlStore {
         Ok(out)
     }
 
+    /// One transaction around `f`, which reads the clock itself (the claim folds it into its
+    /// first statement).
+    pub(crate) async fn write_bare<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T>,
+    ) -> Result<T> {
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let out = f(&mut tx).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
     /// The server's now (ms) for a read.
     pub(crate) async fn now_ms(&self) -> Result<i64> {
         sqlx::query_scalar(NOW)

@@ -21,7 +21,8 @@ use crate::rows::{self, at};
 use crate::store::{ms, MySqlStore};
 
 const FENCED_SELECT: &str = include_str!("../sql/fenced_select.sql");
-const COMPLETE_APPLY: &str = include_str!("../sql/complete_apply.sql");
+const COMPLETE_FAST: &str = include_str!("../sql/complete_fast.sql");
+const COMPLETE_CHECK: &str = include_str!("../sql/complete_check.sql");
 const HEARTBEAT_APPLY: &str = include_str!("../sql/heartbeat_apply.sql");
 const SNOOZE_APPLY: &str = include_str!("../sql/snooze_apply.sql");
 const FENCED_ROW: &str = include_str!("../sql/fenced_row.sql");
@@ -210,17 +211,33 @@ impl MySqlStore {
             return Ok(BatchOutcome::default());
         }
         let sorted = sorted_leases(leases);
-        let done = self
-            .write(async |c: &mut MySqlConnection, now| {
-                let held: Vec<Lease> = fenced(c, &sorted, owner, now)
-                    .await?
-                    .into_iter()
-                    .map(|(l, _, _)| l)
-                    .collect();
-                apply(c, COMPLETE_APPLY, now, owner, &held).await?;
-                Ok(held)
-            })
-            .await?;
+        // One autocommit statement: the fence is in its WHERE clause.
+        let now = self.now_ms().await?;
+        let sql = COMPLETE_FAST.replace("/*pairs*/", &vec!["(?, ?)"; sorted.len()].join(", "));
+        let mut q = sqlx::query(&sql).bind(now).bind(owner).bind(now);
+        for l in &sorted {
+            q = q.bind(l.id.0).bind(l.attempt);
+        }
+        let n = q
+            .execute(&self.inner.pool)
+            .await
+            .map_err(db_err)?
+            .rows_affected();
+        let done = if n as usize == sorted.len() {
+            sorted.clone()
+        } else {
+            let sql = with_ids(COMPLETE_CHECK, sorted.len());
+            let mut q = sqlx::query_as::<_, (i64, i32)>(&sql).bind(now);
+            for l in &sorted {
+                q = q.bind(l.id.0);
+            }
+            let rows = q.fetch_all(&self.inner.pool).await.map_err(db_err)?;
+            sorted
+                .iter()
+                .filter(|l| rows.contains(&(l.id.0, l.attempt)))
+                .copied()
+                .collect()
+        };
         self.outcome(&sorted, done).await
     }
 

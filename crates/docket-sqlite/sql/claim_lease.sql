@@ -2,7 +2,7 @@
 -- (the fencing token every later write compares).
 -- Parameters: ?1 JSON array of ids, ?2 owner, ?3 now (ms), ?4 lease (ms).
 -- Invariants: runs in the write transaction that chose the ids, so each is still pending;
--- the state guard is kept anyway. Columns: what a worker needs (rows::claimed by name).
+-- the state guard is kept anyway. claimed_rows.sql reads what they became.
 UPDATE jobs
 SET state = 'running',
     attempt = attempt + 1,
@@ -10,5 +10,3 @@ SET state = 'running',
     lease_expires_at = ?3 + ?4,
     attempted_at = ?3
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
-RETURNING id, attempt, max_attempts, queue, kind, args, metadata, priority, run_at, created_at,
-          lease_expires_at

@@ -27,6 +27,7 @@ const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
 const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
 const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
 const CLAIM_LEASE: &str = include_str!("../sql/claim_lease.sql");
+const CLAIMED_ROWS: &str = include_str!("../sql/claimed_rows.sql");
 const QUEUE_TOKENS_SPEND: &str = include_str!("../sql/queue_tokens_spend.sql");
 const KEY_TOKENS_SPEND: &str = include_str!("../sql/key_tokens_spend.sql");
 
@@ -142,13 +143,15 @@ async fn candidates(
     until: i64,
     n: i64,
 ) -> Result<Vec<Candidate>> {
-    sqlx::query_as(sql)
+    let text: String = sqlx::query_scalar(sql)
         .bind(queue)
         .bind(until)
         .bind(n)
-        .fetch_all(&mut *c)
+        .fetch_one(&mut *c)
         .await
-        .map_err(db_err)
+        .map_err(db_err)?;
+    serde_json::from_str(&text)
+        .map_err(|e| crate::errors::corrupt(format!("claim candidates: {e}")))
 }
 
 /// Chooses and leases up to `req.limit` jobs at database time `now`.
@@ -156,7 +159,7 @@ async fn claim_in(
     c: &mut SqliteConnection,
     now: i64,
     req: &ClaimRequest,
-) -> Result<Vec<SqliteRow>> {
+) -> Result<Vec<serde_json::Value>> {
     let q = queue_row(c, &req.queue).await?;
     if q.paused_at.is_some() {
         return Ok(Vec::new());
@@ -236,19 +239,27 @@ async fn claim_in(
         return Ok(Vec::new());
     }
     let ids = serde_json::to_string(&chosen).map_err(|e| StoreError::Database(Box::new(e)))?;
-    let mut leased = sqlx::query(CLAIM_LEASE)
-        .bind(ids)
+    sqlx::query(CLAIM_LEASE)
+        .bind(&ids)
         .bind(&req.owner)
         .bind(now)
         .bind(ms(req.lease))
-        .fetch_all(&mut *c)
+        .execute(&mut *c)
         .await
         .map_err(db_err)?;
-    // RETURNING has no order: hand the jobs out in the order they were chosen.
+    let text: String = sqlx::query_scalar(CLAIMED_ROWS)
+        .bind(&ids)
+        .bind(&req.owner)
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    let mut leased: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| crate::errors::corrupt(format!("claimed rows: {e}")))?;
+    // Hand the jobs out in the order they were chosen.
     let pos: HashMap<i64, usize> = chosen.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    leased.sort_by_key(|r| {
-        r.try_get::<i64, _>("id")
-            .ok()
+    leased.sort_by_key(|v| {
+        v["id"]
+            .as_i64()
             .and_then(|id| pos.get(&id).copied())
             .unwrap_or(usize::MAX)
     });
@@ -287,7 +298,7 @@ impl SqliteStore {
         let mut jobs = Vec::with_capacity(rows.len());
         let mut bad = Vec::new();
         for r in &rows {
-            match crate::rows::claimed(r)? {
+            match crate::rows::claimed(r) {
                 Ok(j) => jobs.push(j),
                 Err(u) => bad.push(u),
             }

@@ -41,35 +41,39 @@ pub(crate) struct Undecodable {
     pub reason: String,
 }
 
-/// A claimed job, or why it cannot run.
-pub(crate) fn claimed(r: &SqliteRow) -> Result<Result<ClaimedJob, Undecodable>, StoreError> {
-    let id = JobId(r.try_get("id").map_err(db_err)?);
-    let attempt: i32 = r.try_get("attempt").map_err(db_err)?;
+/// A claimed job (an object of claimed_rows.sql), or why it cannot run.
+pub(crate) fn claimed(v: &serde_json::Value) -> Result<ClaimedJob, Undecodable> {
+    let id = JobId(v["id"].as_i64().unwrap_or_default());
+    let attempt = v["attempt"].as_i64().unwrap_or_default() as i32;
     let rest = || -> Result<ClaimedJob, String> {
-        let e = |c: &str, e: sqlx::Error| format!("{c}: {e}");
-        let time = |c: &str| -> Result<DateTime<Utc>, String> {
-            at(ms_col(r, c)?.ok_or_else(|| format!("{c} is NULL"))?, c)
+        let int = |c: &str| {
+            v[c].as_i64()
+                .ok_or_else(|| format!("{c} is not an integer"))
         };
+        let text = |c: &str| {
+            v[c].as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{c} is not text"))
+        };
+        let time = |c: &str| at(int(c)?, c);
         Ok(ClaimedJob {
             id,
             attempt,
-            max_attempts: r
-                .try_get("max_attempts")
-                .map_err(|x| e("max_attempts", x))?,
-            queue: r.try_get("queue").map_err(|x| e("queue", x))?,
-            kind: r.try_get("kind").map_err(|x| e("kind", x))?,
-            args: json_col(r, "args")?,
-            metadata: json_col(r, "metadata")?,
-            priority: r.try_get("priority").map_err(|x| e("priority", x))?,
+            max_attempts: i32::try_from(int("max_attempts")?).map_err(|e| e.to_string())?,
+            queue: text("queue")?,
+            kind: text("kind")?,
+            args: v["args"].clone(),
+            metadata: v["metadata"].clone(),
+            priority: i16::try_from(int("priority")?).map_err(|e| e.to_string())?,
             run_at: time("run_at")?,
             created_at: time("created_at")?,
             lease_expires_at: time("lease_expires_at")?,
         })
     };
-    Ok(rest().map_err(|reason| Undecodable {
+    rest().map_err(|reason| Undecodable {
         lease: Lease { id, attempt },
         reason,
-    }))
+    })
 }
 
 /// A whole job row for operators; what cannot be decoded is shown as a note.

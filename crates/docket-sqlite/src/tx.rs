@@ -99,14 +99,15 @@ impl InTransaction for SqliteStore {
             .fetch_one(tx.conn())
             .await
             .map_err(db_err)?;
-        let rows = sqlx::query(COMPLETE_ONE)
+        let n = sqlx::query(COMPLETE_ONE)
             .bind(format!("[[{},{}]]", lease.id.0, lease.attempt))
             .bind(owner)
             .bind(now)
-            .fetch_all(tx.conn())
+            .execute(tx.conn())
             .await
-            .map_err(db_err)?;
-        if rows.is_empty() {
+            .map_err(db_err)?
+            .rows_affected();
+        if n == 0 {
             let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
                 lease,
                 reason: LostReason::Expired,

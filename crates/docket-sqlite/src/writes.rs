@@ -26,6 +26,7 @@ const FENCED_ROW: &str = include_str!("../sql/fenced_row.sql");
 const FINISH_ATTEMPT: &str = include_str!("../sql/finish_attempt.sql");
 const REAP_EXPIRED: &str = include_str!("../sql/reap_expired.sql");
 const LEASE_STATUS: &str = include_str!("../sql/lease_status.sql");
+const FENCED_STATE: &str = include_str!("../sql/fenced_state.sql");
 const PRUNE: &str = include_str!("../sql/prune.sql");
 const JOB_STATE: &str = include_str!("../sql/job_state.sql");
 const RETRY: &str = include_str!("../sql/retry.sql");
@@ -49,6 +50,27 @@ fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
 fn pairs(leases: &[Lease]) -> String {
     let v: Vec<(i64, i32)> = leases.iter().map(|l| (l.id.0, l.attempt)).collect();
     serde_json::to_string(&v).unwrap_or_else(|_| "[]".into())
+}
+
+/// One job's row after a fenced batch write (fenced_state.sql).
+type Fenced = (
+    i64,
+    i32,
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    bool,
+);
+
+async fn fenced_state(c: &mut SqliteConnection, leases: &[Lease]) -> Result<Vec<Fenced>> {
+    let ids: Vec<i64> = leases.iter().map(|l| l.id.0).collect();
+    let text: String = sqlx::query_scalar(FENCED_STATE)
+        .bind(serde_json::to_string(&ids).unwrap_or_default())
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    serde_json::from_str(&text).map_err(|e| corrupt(format!("fenced state: {e}")))
 }
 
 fn applied(rows: &[SqliteRow]) -> Result<Vec<Lease>> {
@@ -166,18 +188,37 @@ impl SqliteStore {
             return Ok(BatchOutcome::default());
         }
         let sorted = sorted_leases(leases);
-        let rows = self
+        let done = self
             .write(async |c: &mut SqliteConnection, now| {
-                sqlx::query(COMPLETE_MANY)
+                let n = sqlx::query(COMPLETE_MANY)
                     .bind(pairs(&sorted))
                     .bind(owner)
                     .bind(now)
-                    .fetch_all(&mut *c)
+                    .execute(&mut *c)
                     .await
-                    .map_err(db_err)
+                    .map_err(db_err)?
+                    .rows_affected();
+                if n as usize == sorted.len() {
+                    return Ok(sorted.clone());
+                }
+                // Some were refused: the ones this transaction finished are succeeded by
+                // their own attempt at this transaction's now.
+                let state = fenced_state(c, &sorted).await?;
+                Ok(sorted
+                    .iter()
+                    .filter(|l| {
+                        state.iter().any(|(id, att, st, _, _, fin, _)| {
+                            *id == l.id.0
+                                && *att == l.attempt
+                                && st == "succeeded"
+                                && *fin == Some(now)
+                        })
+                    })
+                    .copied()
+                    .collect())
             })
             .await?;
-        self.outcome(&sorted, applied(&rows)?).await
+        self.outcome(&sorted, done).await
     }
 
     pub(crate) async fn fail_many_impl(
@@ -322,27 +363,34 @@ impl SqliteStore {
             return Ok(HeartbeatOutcome::default());
         }
         let sorted = sorted_leases(leases);
-        let rows = self
+        let (state, until) = self
             .write(async |c: &mut SqliteConnection, now| {
                 sqlx::query(HEARTBEAT)
                     .bind(pairs(&sorted))
                     .bind(owner)
                     .bind(now)
                     .bind(ms(lease))
-                    .fetch_all(&mut *c)
+                    .execute(&mut *c)
                     .await
-                    .map_err(db_err)
+                    .map_err(db_err)?;
+                Ok((fenced_state(c, &sorted).await?, now + ms(lease)))
             })
             .await?;
         let mut out = HeartbeatOutcome::default();
-        for r in &rows {
-            let l = Lease {
-                id: JobId(r.try_get("id").map_err(db_err)?),
-                attempt: r.try_get("attempt").map_err(db_err)?,
-            };
-            out.extended.push((l, rows::time(r, "lease_expires_at")?));
-            if r.try_get::<bool, _>("cancel_requested").map_err(db_err)? {
-                out.cancel_requested.push(l);
+        let until_at = rows::at(until, "lease_expires_at").map_err(corrupt)?;
+        for l in &sorted {
+            let row = state.iter().find(|(id, att, st, o, exp, _, _)| {
+                *id == l.id.0
+                    && *att == l.attempt
+                    && st == "running"
+                    && o.as_deref() == Some(owner)
+                    && *exp == Some(until)
+            });
+            if let Some((.., cancel)) = row {
+                out.extended.push((*l, until_at));
+                if *cancel {
+                    out.cancel_requested.push(*l);
+                }
             }
         }
         let lost: Vec<Lease> = sorted
