@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
 use docket_core::{JobState, Store};
 use docket_mysql::MySqlStore;
-use docket_testkit::{checker, mariadb};
+use docket_testkit::{checker, checker_mysql, mariadb};
 use rand::Rng;
 
 /// A database of the test's own (and a scratch directory for logs).
@@ -244,6 +244,7 @@ async fn kill_minus_nine_workers_repeatedly_on_mysql() {
     let f = File::new().await;
     let s = f.store().await;
     s.migrate().await.unwrap();
+    checker_mysql::install_audit(s.pool()).await;
     let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 4_000));
     assert!(o.status.success(), "{}", err(&o));
     sqlx::query("UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
@@ -307,6 +308,8 @@ async fn kill_minus_nine_workers_repeatedly_on_mysql() {
     }
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
     let report = end_state(&s, &runs, 4_000).await;
+    let audit = checker_mysql::check(s.pool(), &runs, &["succeeded"]).await;
+    assert!(audit.reaped >= 1, "the audit saw no reap: {audit:?}");
     assert!(
         kills >= 2,
         "only {kills} kills: the run was too short to mean anything"
@@ -328,6 +331,7 @@ async fn a_paused_worker_cannot_overwrite_its_successor_on_mysql() {
     let f = File::new().await;
     let s = f.store().await;
     s.migrate().await.unwrap();
+    checker_mysql::install_audit(s.pool()).await;
     let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
     assert!(o.status.success(), "{}", err(&o));
     let id = docket_core::JobId(out(&o).trim().parse().unwrap());
@@ -393,6 +397,7 @@ async fn a_paused_worker_cannot_overwrite_its_successor_on_mysql() {
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
     assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
     end_state(&s, &runs, 1).await;
+    checker_mysql::check(s.pool(), &runs, &["succeeded"]).await;
 }
 
 /// The server is killed (SIGKILL) and restarted mid-run on a private `mariadbd`: workers
@@ -482,4 +487,57 @@ async fn the_server_is_killed_and_restarted_mid_run() {
     end_state(&s, &runs, 3_000).await;
     drop(tx);
     server.join().unwrap();
+}
+
+/// The dashboard runs unchanged on MariaDB: its queues page lists the queue, a job page shows
+/// the job, and `/metrics` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_serves_this_engine() {
+    use std::io::{BufRead, BufReader};
+    let f = File::new().await;
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("dq", 5));
+    assert!(o.status.success(), "{}", err(&o));
+    let mut c = f.cmd();
+    c.args(["dashboard", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut p = Proc::spawn(&mut c);
+    let stderr = p.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("docket: dashboard on http://") {
+                let _ = tx.send(line[i + "docket: dashboard on http://".len()..].to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the dashboard's address");
+    let hostport = addr.split(['/', ' ']).next().unwrap().to_string();
+    let get = |path: &str| {
+        let o = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                &format!("http://{hostport}{path}"),
+            ])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
+    };
+    let (status, body) = get("/");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data-queue=\"dq\""), "{body}");
+    let (status, body) = get("/jobs/1");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("docket_queue_jobs"), "{body}");
 }

@@ -347,3 +347,56 @@ async fn a_paused_worker_cannot_overwrite_its_successor_on_sqlite() {
     assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
     checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
 }
+
+/// The dashboard runs unchanged on SQLite: its queues page lists the queue, a job page shows
+/// the job, and `/metrics` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_serves_this_engine() {
+    use std::io::{BufRead, BufReader};
+    let f = File::new();
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("dq", 5));
+    assert!(o.status.success(), "{}", err(&o));
+    let mut c = f.cmd();
+    c.args(["dashboard", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut p = Proc::spawn(&mut c);
+    let stderr = p.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("docket: dashboard on http://") {
+                let _ = tx.send(line[i + "docket: dashboard on http://".len()..].to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the dashboard's address");
+    let hostport = addr.split(['/', ' ']).next().unwrap().to_string();
+    let get = |path: &str| {
+        let o = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                &format!("http://{hostport}{path}"),
+            ])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
+    };
+    let (status, body) = get("/");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data-queue=\"dq\""), "{body}");
+    let (status, body) = get("/jobs/1");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("docket_queue_jobs"), "{body}");
+}

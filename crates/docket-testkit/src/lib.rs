@@ -21,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 pub mod checker;
+pub mod checker_mysql;
 pub mod checker_sqlite;
 pub mod conformance;
 pub mod mariadb;

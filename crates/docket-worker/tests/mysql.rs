@@ -311,3 +311,26 @@ async fn a_graceful_stop_gives_buffered_jobs_back_uncharged() {
         "{left:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_in_the_applications_own_transaction_exists_iff_it_commits() {
+    let h = MySqlHarness::new().await;
+    let s = h.store().clone();
+    let mut tx = s.pool().begin().await.unwrap();
+    s.enqueue_tx(&mut tx, &NewJob::new("q", "k", json!({"a": 1})))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(docket_testkit::conformance::all(&s).await.is_empty());
+    let mut tx = s.pool().begin().await.unwrap();
+    let e = s
+        .enqueue_tx(&mut tx, &NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap();
+    assert!(
+        matches!(s.get(e.id).await, Err(StoreError::NotFound(_))),
+        "invisible to others before the commit"
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(s.get(e.id).await.unwrap().state, JobState::Pending);
+}

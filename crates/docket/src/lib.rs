@@ -38,6 +38,8 @@
 //!
 //! # Features
 //! - `postgres` (default): [`PgStore`], migrations, connection strings (TLS, poolers).
+//! - `sqlite`: `SqliteStore`, the queue in one file (no server); see docs/engines.md.
+//! - `mysql`: `MySqlStore`, on MariaDB >= 10.6 or MySQL >= 8.0.16; see docs/engines.md.
 //!
 //! Without features the crate is engine-independent: job types, states, validation, typed
 //! errors, the [`Store`] seam an engine implements (with the [`InTransaction`] and
@@ -56,10 +58,18 @@ pub use docket_core::{
     Store, StoreError, ValidationError, Wake,
 };
 
+#[cfg(feature = "mysql")]
+pub use docket_mysql as mysql;
+#[cfg(feature = "mysql")]
+pub use docket_mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use docket_postgres as postgres;
 #[cfg(feature = "postgres")]
 pub use docket_postgres::{migrate, ConnectError, PgStore, PoolerMode};
+#[cfg(feature = "sqlite")]
+pub use docket_sqlite as sqlite;
+#[cfg(feature = "sqlite")]
+pub use docket_sqlite::SqliteStore;
 pub use docket_worker::{
     new_job, new_tx_job, testing, ConfigError, EnqueueJob, Job, JobContext, JobError, JobResult,
     QueueConfig, Registry, RunReport, Shutdown, StopReason, TxJob, Worker, WorkerConfig,
