@@ -27,6 +27,7 @@ pub mod engine;
 pub mod error;
 pub mod inspect;
 pub mod job;
+pub mod local;
 pub mod mutants;
 pub mod periodic;
 pub mod redact;

@@ -1,3 +1,8 @@
 -- heartbeat_apply: extends the leases fenced_select kept to the given expiry.
+-- The lease is checked again here, by SYSDATE(3) when the row is written: a write that comes
+-- late (a slow process between the fenced read and this statement) is refused, never
+-- accepted after its lease.
 -- Parameters: expiry (ms), owner, then the ids (/*ids*/ expanded).
-UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running' AND id IN (/*ids*/)
+UPDATE jobs SET lease_expires_at = ?
+WHERE lease_owner = ? AND state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)
+  AND id IN (/*ids*/)

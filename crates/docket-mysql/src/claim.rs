@@ -39,35 +39,21 @@ const KEY_LOCK_ENSURE: &str = include_str!("../sql/key_lock_ensure.sql");
 const QUEUE_TOKENS_SPEND: &str = include_str!("../sql/queue_tokens_spend.sql");
 const KEY_TOKENS_SPEND: &str = include_str!("../sql/key_tokens_spend.sql");
 
-/// A token bucket: `rate` per `period_ms`, bursts up to `rate`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Bucket {
-    pub rate: i32,
-    pub period_ms: i64,
-    pub tokens: f64,
-    pub refilled_at: i64,
-}
+pub(crate) use docket_core::local::Bucket;
 
-impl Bucket {
-    /// Tokens available at `now` (PostgreSQL's `bucket_tokens`).
-    pub(crate) fn tokens_at(&self, now: i64) -> f64 {
-        let elapsed = (now - self.refilled_at).max(0) as f64;
-        (self.rate as f64).min(self.tokens + elapsed * self.rate as f64 / self.period_ms as f64)
-    }
-
-    pub(crate) fn from_row(r: &MySqlRow) -> Result<Option<Bucket>> {
-        let rate: Option<i32> = r.try_get("rate_limit").map_err(db_err)?;
-        let period: Option<i64> = r.try_get("rate_period_ms").map_err(db_err)?;
-        Ok(match (rate, period) {
-            (Some(rate), Some(period_ms)) if period_ms > 0 => Some(Bucket {
-                rate,
-                period_ms,
-                tokens: r.try_get("tokens").map_err(db_err)?,
-                refilled_at: r.try_get("refilled_at").map_err(db_err)?,
-            }),
-            _ => None,
-        })
-    }
+/// A rate bucket read from a `queues` or `key_limits` row (none without a rate).
+pub(crate) fn bucket_of(r: &MySqlRow) -> Result<Option<Bucket>> {
+    let rate: Option<i32> = r.try_get("rate_limit").map_err(db_err)?;
+    let period: Option<i64> = r.try_get("rate_period_ms").map_err(db_err)?;
+    Ok(match (rate, period) {
+        (Some(rate), Some(period_ms)) if period_ms > 0 => Some(Bucket {
+            rate,
+            period_ms,
+            tokens: r.try_get("tokens").map_err(db_err)?,
+            refilled_at: r.try_get("refilled_at").map_err(db_err)?,
+        }),
+        _ => None,
+    })
 }
 
 /// A queue's controls as the claim reads them.
@@ -92,7 +78,7 @@ pub(crate) async fn queue_row(c: &mut MySqlConnection, queue: &str) -> Result<Qu
         paused_at: r.try_get("paused_at").map_err(db_err)?,
         max_running: r.try_get("max_running").map_err(db_err)?,
         key_max_running: r.try_get("key_max_running").map_err(db_err)?,
-        bucket: Bucket::from_row(&r)?,
+        bucket: bucket_of(&r)?,
     })
 }
 
@@ -111,7 +97,7 @@ pub(crate) async fn key_row(c: &mut MySqlConnection, key: &str) -> Result<Option
     row.map(|r| {
         Ok(KeyRow {
             max_running: r.try_get("max_running").map_err(db_err)?,
-            bucket: Bucket::from_row(&r)?,
+            bucket: bucket_of(&r)?,
         })
     })
     .transpose()
@@ -253,7 +239,7 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
             .map_err(db_err)?
             .is_some()
         {
-            Bucket::from_row(&ctx)?
+            bucket_of(&ctx)?
         } else {
             None
         },

@@ -12,7 +12,6 @@ use docket_core::*;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 use sqlx::Row;
 
-use crate::claim::Bucket;
 use crate::errors::db_err;
 use crate::rows::{self, ms_of};
 use crate::store::{ms, MySqlStore};
@@ -61,7 +60,7 @@ pub(crate) fn control_row(r: &MySqlRow, now: i64) -> Result<QueueControl> {
             key_max_running: r.try_get("key_max_running").map_err(db_err)?,
             rate: rate_of(r)?,
         },
-        tokens: Bucket::from_row(r)?.map(|b| b.tokens_at(now)),
+        tokens: crate::claim::bucket_of(r)?.map(|b| b.tokens_at(now)),
     })
 }
 

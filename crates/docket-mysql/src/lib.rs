@@ -29,13 +29,12 @@ mod migrate;
 mod rows;
 mod store;
 mod tx;
-mod wake;
 mod writes;
 
+pub use docket_core::local::LocalHints;
 pub use enqueue::{BulkEnqueued, BULK_CHUNK};
 pub use store::MySqlStore;
 pub use tx::MySqlTx;
-pub use wake::LocalHints;
 
 /// The newest migration this build knows.
 pub const SCHEMA_VERSION: i64 = migrate::LATEST;

@@ -11,7 +11,7 @@ use sqlx::Executor;
 use tokio::sync::broadcast;
 
 use crate::errors::db_err;
-use crate::wake::LocalHints;
+use docket_core::local::LocalHints;
 
 /// The MariaDB / MySQL store. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ impl MySqlStore {
             inner: Arc::new(Inner {
                 pool,
                 limits: Limits::default(),
-                wake: crate::wake::channel(key),
+                wake: docket_core::local::channel(key),
             }),
         }
     }

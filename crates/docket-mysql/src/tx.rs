@@ -81,7 +81,7 @@ impl InTransaction for MySqlStore {
             .fetch_one(&mut *c)
             .await
             .map_err(db_err)?;
-        let held = fenced(c, &[lease], owner, now).await?;
+        let held = fenced(c, &[lease], owner).await?;
         if held.is_empty() {
             let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
                 lease,
@@ -90,13 +90,21 @@ impl InTransaction for MySqlStore {
             return Err(out.into());
         }
         let sql = crate::claim::with_ids(COMPLETE_APPLY, 1);
-        sqlx::query(&sql)
+        let n = sqlx::query(&sql)
             .bind(now)
             .bind(owner)
             .bind(lease.id.0)
             .execute(&mut *c)
             .await
-            .map_err(db_err)?;
+            .map_err(db_err)?
+            .rows_affected();
+        if n != 1 {
+            return Err(LeaseLost {
+                lease,
+                reason: LostReason::Expired,
+            }
+            .into());
+        }
         Ok(())
     }
 

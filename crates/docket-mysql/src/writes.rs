@@ -9,15 +9,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use docket_core::local::{backoff_ms, entry, history_len, push_error};
 use docket_core::*;
-use rand::Rng;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 use sqlx::Row;
 
 use crate::claim::with_ids;
 use crate::errors::{corrupt, db_err};
-use crate::rows::{self, at};
+use crate::rows;
 use crate::store::{ms, MySqlStore};
 
 const FENCED_SELECT: &str = include_str!("../sql/fenced_select.sql");
@@ -39,9 +38,6 @@ const UNIQUE_HOLDER: &str = include_str!("../sql/unique_holder.sql");
 const GET: &str = include_str!("../sql/get.sql");
 const LIST: &str = include_str!("../sql/list.sql");
 
-/// Entries kept in a job's error history: the first and the 31 most recent.
-const HISTORY: usize = 32;
-
 fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
     let mut v = leases.to_vec();
     v.sort();
@@ -49,26 +45,20 @@ fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
     v
 }
 
-/// The rows of the jobs named by `leases` that `owner`'s claim still holds at `now`, locked
+/// The rows of the jobs named by `leases` that `owner`'s claim still holds, locked
 /// until the transaction ends, as (lease, cancel requested, queue); only exact (id, attempt)
 /// matches are kept — the fence.
 pub(crate) async fn fenced(
     c: &mut MySqlConnection,
     leases: &[Lease],
     owner: &str,
-    now: i64,
 ) -> Result<Vec<(Lease, bool, String)>> {
     let sql = with_ids(FENCED_SELECT, leases.len());
     let mut q = sqlx::query(&sql);
     for l in leases {
         q = q.bind(l.id.0);
     }
-    let rows: Vec<MySqlRow> = q
-        .bind(owner)
-        .bind(now)
-        .fetch_all(&mut *c)
-        .await
-        .map_err(db_err)?;
+    let rows: Vec<MySqlRow> = q.bind(owner).fetch_all(&mut *c).await.map_err(db_err)?;
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         let lease = Lease {
@@ -94,60 +84,16 @@ async fn apply(
     first: i64,
     owner: &str,
     held: &[Lease],
-) -> Result<()> {
+) -> Result<u64> {
     if held.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let sql = with_ids(sql, held.len());
     let mut q = sqlx::query(&sql).bind(first).bind(owner);
     for l in held {
         q = q.bind(l.id.0);
     }
-    q.execute(&mut *c).await.map_err(db_err)?;
-    Ok(())
-}
-
-/// Retry delay: min(cap, base × 2^(n−1)) with ±25 % jitter, never above cap (base 10 s and
-/// cap 1 h by default), as PostgreSQL's `backoff_delay`.
-pub(crate) fn backoff_ms(n: usize, base: Option<i64>, cap: Option<i64>) -> i64 {
-    let cap = cap.unwrap_or(3_600_000) as f64;
-    let base = base.unwrap_or(10_000) as f64;
-    let exp = (n.max(1) - 1).min(40) as i32;
-    let raw = cap.min(base * 2f64.powi(exp));
-    let jitter = 0.75 + rand::thread_rng().gen::<f64>() * 0.5;
-    cap.min(raw * jitter) as i64
-}
-
-/// Appends `entry` to the stored history `errors` (JSON text), keeping the first entry and
-/// the most recent ones.
-pub(crate) fn push_error(errors: &str, entry: serde_json::Value) -> String {
-    let mut v: Vec<serde_json::Value> = serde_json::from_str(errors).unwrap_or_default();
-    if v.len() >= HISTORY {
-        v.remove(1);
-    }
-    v.push(entry);
-    serde_json::Value::Array(v).to_string()
-}
-
-pub(crate) fn entry(
-    attempt: i32,
-    now: i64,
-    class: &str,
-    message: &str,
-    owner: Option<&str>,
-) -> serde_json::Value {
-    let at: DateTime<Utc> = at(now, "now").unwrap_or_default();
-    let mut e = serde_json::json!({
-        "attempt": attempt, "at": at, "class": class, "message": message,
-    });
-    if let Some(o) = owner {
-        e["owner"] = o.into();
-    }
-    e
-}
-
-fn history_len(errors: &str) -> usize {
-    serde_json::from_str::<Vec<serde_json::Value>>(errors).map_or(0, |v| v.len())
+    Ok(q.execute(&mut *c).await.map_err(db_err)?.rows_affected())
 }
 
 impl MySqlStore {
@@ -172,15 +118,7 @@ impl MySqlStore {
         }
         Ok(lost
             .into_iter()
-            .map(|lease| {
-                let reason = match now.get(&lease.id.0) {
-                    None => LostReason::Missing,
-                    Some((_, a)) if *a > lease.attempt => LostReason::Superseded(*a),
-                    Some((s, _)) if *s != JobState::Running => LostReason::NotRunning(*s),
-                    Some(_) => LostReason::Expired,
-                };
-                LeaseLost { lease, reason }
-            })
+            .map(|lease| docket_core::local::lost(lease, now.get(&lease.id.0).copied()))
             .collect())
     }
 
@@ -214,7 +152,7 @@ impl MySqlStore {
         // One autocommit statement: the fence is in its WHERE clause.
         let now = self.now_ms().await?;
         let sql = COMPLETE_FAST.replace("/*pairs*/", &vec!["(?, ?)"; sorted.len()].join(", "));
-        let mut q = sqlx::query(&sql).bind(now).bind(owner).bind(now);
+        let mut q = sqlx::query(&sql).bind(now).bind(owner);
         for l in &sorted {
             q = q.bind(l.id.0).bind(l.attempt);
         }
@@ -262,7 +200,6 @@ impl MySqlStore {
                         .bind(f.lease.id.0)
                         .bind(f.lease.attempt)
                         .bind(owner)
-                        .bind(now)
                         .fetch_optional(&mut *c)
                         .await
                         .map_err(db_err)?;
@@ -307,6 +244,7 @@ impl MySqlStore {
                         .bind(errors)
                         .bind(f.lease.id.0)
                         .bind(attempt)
+                        .bind(1)
                         .execute(&mut *c)
                         .await
                         .map_err(db_err)?
@@ -338,7 +276,7 @@ impl MySqlStore {
         let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
         let (done, queues) = self
             .write(async |c: &mut MySqlConnection, now| {
-                let held = fenced(c, &leases, owner, now).await?;
+                let held = fenced(c, &leases, owner).await?;
                 let mut done = Vec::with_capacity(held.len());
                 let mut queues: Vec<String> = Vec::new();
                 for (l, _, queue) in held {
@@ -346,14 +284,18 @@ impl MySqlStore {
                         .iter()
                         .find(|s| s.lease == l)
                         .map_or(0, |s| ms(s.delay));
-                    sqlx::query(SNOOZE_APPLY)
+                    let n = sqlx::query(SNOOZE_APPLY)
                         .bind(now)
                         .bind(now + delay)
                         .bind(l.id.0)
                         .bind(l.attempt)
                         .execute(&mut *c)
                         .await
-                        .map_err(db_err)?;
+                        .map_err(db_err)?
+                        .rows_affected();
+                    if n != 1 {
+                        continue;
+                    }
                     if delay == 0 && !queues.contains(&queue) {
                         queues.push(queue);
                     }
@@ -381,10 +323,20 @@ impl MySqlStore {
         let sorted = sorted_leases(leases);
         let (held, until) = self
             .write(async |c: &mut MySqlConnection, now| {
-                let held = fenced(c, &sorted, owner, now).await?;
+                let mut held = fenced(c, &sorted, owner).await?;
                 let until = now + ms(lease);
                 let ls: Vec<Lease> = held.iter().map(|(l, _, _)| *l).collect();
-                apply(c, HEARTBEAT_APPLY, until, owner, &ls).await?;
+                if apply(c, HEARTBEAT_APPLY, until, owner, &ls).await? as usize != ls.len() {
+                    // Some expired between the fenced read and the write: find which (an
+                    // extended lease matches again, an expired one does not).
+                    let mut kept = Vec::with_capacity(held.len());
+                    for h in held {
+                        if apply(c, HEARTBEAT_APPLY, until, owner, &[h.0]).await? == 1 {
+                            kept.push(h);
+                        }
+                    }
+                    held = kept;
+                }
                 Ok((held, until))
             })
             .await?;
@@ -453,6 +405,7 @@ impl MySqlStore {
                         .bind(errors)
                         .bind(id)
                         .bind(attempt)
+                        .bind(0)
                         .execute(&mut *c)
                         .await
                         .map_err(db_err)?;

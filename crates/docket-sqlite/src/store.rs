@@ -15,7 +15,7 @@ use sqlx::sqlite::{
 use tokio::sync::broadcast;
 
 use crate::errors::db_err;
-use crate::wake::LocalHints;
+use docket_core::local::LocalHints;
 
 /// How long a writer waits for the file's write lock before the operation is reported as
 /// transient ([`StoreError::Unavailable`]; the runtime retries).
@@ -46,6 +46,18 @@ pub(crate) struct Inner {
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
     /// Who operator actions (a cancel's history entry) are recorded as: SQLite has no roles.
     pub(crate) actor: String,
+}
+
+/// The in-process write gate of the database file `key` (see `Inner::gate`).
+fn gate(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static G: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut g = G
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    g.entry(key.to_string()).or_default().clone()
 }
 
 pub(crate) fn ms(d: Duration) -> i64 {
@@ -117,8 +129,8 @@ impl SqliteStore {
                 pool,
                 writer,
                 limits: Limits::default(),
-                wake: crate::wake::channel(key),
-                gate: crate::wake::gate(key),
+                wake: docket_core::local::channel(key),
+                gate: gate(key),
                 actor: "sqlite".into(),
             }),
         }

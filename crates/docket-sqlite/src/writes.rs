@@ -9,14 +9,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use docket_core::local::{backoff_ms, entry, history_len, push_error};
 use docket_core::*;
-use rand::Rng;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
 use crate::errors::{corrupt, db_err};
-use crate::rows::{self, at};
+use crate::rows;
 use crate::store::{ms, SqliteStore};
 
 const COMPLETE_MANY: &str = include_str!("../sql/complete_many.sql");
@@ -36,9 +35,6 @@ const RUN_NOW: &str = include_str!("../sql/run_now.sql");
 const UNIQUE_HOLDER: &str = include_str!("../sql/unique_holder.sql");
 const GET: &str = include_str!("../sql/get.sql");
 const LIST: &str = include_str!("../sql/list.sql");
-
-/// Entries kept in a job's error history: the first and the 31 most recent.
-const HISTORY: usize = 32;
 
 fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
     let mut v = leases.to_vec();
@@ -84,49 +80,6 @@ fn applied(rows: &[SqliteRow]) -> Result<Vec<Lease>> {
         .collect()
 }
 
-/// Retry delay: min(cap, base × 2^(n−1)) with ±25 % jitter, never above cap (base 10 s and
-/// cap 1 h by default), as PostgreSQL's `backoff_delay`.
-pub(crate) fn backoff_ms(n: usize, base: Option<i64>, cap: Option<i64>) -> i64 {
-    let cap = cap.unwrap_or(3_600_000) as f64;
-    let base = base.unwrap_or(10_000) as f64;
-    let exp = (n.max(1) - 1).min(40) as i32;
-    let raw = cap.min(base * 2f64.powi(exp));
-    let jitter = 0.75 + rand::thread_rng().gen::<f64>() * 0.5;
-    cap.min(raw * jitter) as i64
-}
-
-/// Appends `entry` to the stored history `errors` (JSON text), keeping the first entry and
-/// the most recent ones.
-pub(crate) fn push_error(errors: &str, entry: serde_json::Value) -> String {
-    let mut v: Vec<serde_json::Value> = serde_json::from_str(errors).unwrap_or_default();
-    if v.len() >= HISTORY {
-        v.remove(1);
-    }
-    v.push(entry);
-    serde_json::Value::Array(v).to_string()
-}
-
-pub(crate) fn entry(
-    attempt: i32,
-    now: i64,
-    class: &str,
-    message: &str,
-    owner: Option<&str>,
-) -> serde_json::Value {
-    let at: DateTime<Utc> = at(now, "now").unwrap_or_default();
-    let mut e = serde_json::json!({
-        "attempt": attempt, "at": at, "class": class, "message": message,
-    });
-    if let Some(o) = owner {
-        e["owner"] = o.into();
-    }
-    e
-}
-
-fn history_len(errors: &str) -> usize {
-    serde_json::from_str::<Vec<serde_json::Value>>(errors).map_or(0, |v| v.len())
-}
-
 impl SqliteStore {
     /// Says why each lease no longer holds.
     async fn explain_lost(&self, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
@@ -149,15 +102,7 @@ impl SqliteStore {
         }
         Ok(lost
             .into_iter()
-            .map(|lease| {
-                let reason = match now.get(&lease.id.0) {
-                    None => LostReason::Missing,
-                    Some((_, a)) if *a > lease.attempt => LostReason::Superseded(*a),
-                    Some((s, _)) if *s != JobState::Running => LostReason::NotRunning(*s),
-                    Some(_) => LostReason::Expired,
-                };
-                LeaseLost { lease, reason }
-            })
+            .map(|lease| docket_core::local::lost(lease, now.get(&lease.id.0).copied()))
             .collect())
     }
 

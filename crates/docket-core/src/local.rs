@@ -1,0 +1,135 @@
+//! Engine-neutral pieces for engines that keep the queue's rules in Rust (SQLite, MariaDB /
+//! MySQL) where PostgreSQL keeps them in SQL: the bounded error history and the retry
+//! backoff (PostgreSQL's `push_error` and `backoff_delay`), why a lease was lost, token
+//! buckets (`bucket_tokens`), and the in-process wake-up channel of an engine without LISTEN.
+//! Times are milliseconds since the epoch on the database's clock.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use tokio::sync::broadcast;
+
+use crate::engine::{Listener, Wake};
+use crate::error::{LeaseLost, LostReason};
+use crate::job::{JobState, Lease};
+
+/// Entries kept in a job's error history: the first and the 31 most recent.
+pub const HISTORY: usize = 32;
+
+/// Retry delay in ms for the `n`th failure: min(cap, base × 2^(n−1)) with ±25 % jitter, never
+/// above cap (base 10 s and cap 1 h by default).
+pub fn backoff_ms(n: usize, base: Option<i64>, cap: Option<i64>) -> i64 {
+    let cap = cap.unwrap_or(3_600_000) as f64;
+    let base = base.unwrap_or(10_000) as f64;
+    let exp = (n.max(1) - 1).min(40) as i32;
+    let raw = cap.min(base * 2f64.powi(exp));
+    let jitter = 0.75 + rand::thread_rng().gen::<f64>() * 0.5;
+    cap.min(raw * jitter) as i64
+}
+
+/// Appends `entry` to the stored history `errors` (a JSON array's text), keeping the first
+/// entry and the most recent ones.
+pub fn push_error(errors: &str, entry: serde_json::Value) -> String {
+    let mut v: Vec<serde_json::Value> = serde_json::from_str(errors).unwrap_or_default();
+    if v.len() >= HISTORY {
+        v.remove(1);
+    }
+    v.push(entry);
+    serde_json::Value::Array(v).to_string()
+}
+
+/// Entries in a stored history (0 when it does not parse).
+pub fn history_len(errors: &str) -> usize {
+    serde_json::from_str::<Vec<serde_json::Value>>(errors).map_or(0, |v| v.len())
+}
+
+/// One history entry (the shape `ErrorEntry` reads).
+pub fn entry(
+    attempt: i32,
+    now_ms: i64,
+    class: &str,
+    message: &str,
+    owner: Option<&str>,
+) -> serde_json::Value {
+    let at: DateTime<Utc> = DateTime::from_timestamp_millis(now_ms).unwrap_or_default();
+    let mut e = serde_json::json!({
+        "attempt": attempt, "at": at, "class": class, "message": message,
+    });
+    if let Some(o) = owner {
+        e["owner"] = o.into();
+    }
+    e
+}
+
+/// Why `lease` no longer holds, from the job's (state, attempt) now (`None`: no such job).
+pub fn lost(lease: Lease, now: Option<(JobState, i32)>) -> LeaseLost {
+    let reason = match now {
+        None => LostReason::Missing,
+        Some((_, a)) if a > lease.attempt => LostReason::Superseded(a),
+        Some((s, _)) if s != JobState::Running => LostReason::NotRunning(s),
+        Some(_) => LostReason::Expired,
+    };
+    LeaseLost { lease, reason }
+}
+
+/// A token bucket: `rate` per `period_ms`, bursts up to `rate`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    pub rate: i32,
+    pub period_ms: i64,
+    pub tokens: f64,
+    pub refilled_at: i64,
+}
+
+impl Bucket {
+    /// Tokens available at `now` (PostgreSQL's `bucket_tokens`).
+    pub fn tokens_at(&self, now: i64) -> f64 {
+        let elapsed = (now - self.refilled_at).max(0) as f64;
+        (self.rate as f64).min(self.tokens + elapsed * self.rate as f64 / self.period_ms as f64)
+    }
+}
+
+/// Hints kept for a slow receiver before it is told it missed some (then every fetcher
+/// claims once, as after a dropped connection).
+const CAPACITY: usize = 1024;
+
+/// The in-process wake-up channel of database `key` (a file's absolute path; host, port and
+/// database name): stores of one process on one database share it, whichever enqueued.
+pub fn channel(key: &str) -> broadcast::Sender<Wake> {
+    static R: OnceLock<Mutex<HashMap<String, broadcast::Sender<Wake>>>> = OnceLock::new();
+    let mut r = R
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    r.entry(key.to_string())
+        .or_insert_with(|| broadcast::channel(CAPACITY).0)
+        .clone()
+}
+
+/// The listener of an engine without LISTEN: the hints this process sent. Each is only a
+/// reason to look (a fetcher claims, a heartbeater beats), as every hint.
+#[derive(Debug)]
+pub struct LocalHints {
+    rx: broadcast::Receiver<Wake>,
+}
+
+impl LocalHints {
+    /// Listens on `tx`.
+    pub fn new(tx: &broadcast::Sender<Wake>) -> Self {
+        LocalHints { rx: tx.subscribe() }
+    }
+}
+
+impl Listener for LocalHints {
+    async fn recv(&mut self) -> crate::Result<Option<Wake>> {
+        match self.rx.recv().await {
+            Ok(w) => Ok(Some(w)),
+            // Missed hints: report a "reconnect", so every fetcher claims once.
+            Err(broadcast::error::RecvError::Lagged(_)) => Ok(None),
+            // Never: the registry keeps a sender per database for the process's life.
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
