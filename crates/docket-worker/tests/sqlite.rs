@@ -216,12 +216,15 @@ async fn an_enqueue_in_the_workers_process_wakes_it_before_any_poll() {
     cfg.poll_interval = Duration::from_secs(3600);
     cfg.maintenance = false;
     let w = start(s.clone(), r, cfg);
-    eventually(Duration::from_secs(10), "the listener is up", || async {
-        w.worker.metrics().snapshot().listen_connects > 0
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the listener is up and the startup claim came back empty",
+        || async {
+            let m = w.worker.metrics().snapshot();
+            m.listen_connects > 0 && m.claims > 0
+        },
+    )
     .await;
-    // Let the first (startup) claim come back empty.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     for _ in 0..5 {
         let t = Instant::now();
         s.enqueue(&NewJob::new("ping", "ping", json!({})))

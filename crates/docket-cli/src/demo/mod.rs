@@ -317,8 +317,20 @@ pub(crate) async fn in_process_latency<S: Store>(
     let shutdown = docket_worker::Shutdown::default();
     let (w2, s2) = (w.clone(), shutdown.clone());
     let task = tokio::spawn(async move { w2.run(s2).await });
-    // Let the worker start and go idle.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Start measuring once the worker listens and its first claim came back (idle).
+    let started = Instant::now();
+    loop {
+        let m = w.metrics().snapshot();
+        if m.listen_connects > 0 && m.claims > 0 {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(anyhow::anyhow!(
+                "the latency worker did not start within 30 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t = Instant::now();
@@ -330,6 +342,7 @@ pub(crate) async fn in_process_latency<S: Store>(
             .map_err(|_| anyhow::anyhow!("a latency job was not picked up within 10 s"))?
             .ok_or_else(|| anyhow::anyhow!("the latency worker stopped"))?;
         out.push(ran.duration_since(t).as_secs_f64() * 1000.0);
+        // Idle between jobs on purpose: each sample is a pickup by an idle worker.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     shutdown.graceful.cancel();
