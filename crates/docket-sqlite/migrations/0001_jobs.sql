@@ -23,8 +23,13 @@ CREATE TABLE jobs (
     queue               TEXT    NOT NULL CHECK (length(queue) BETWEEN 1 AND 64),
     kind                TEXT    NOT NULL CHECK (length(kind) BETWEEN 1 AND 128),
     args                TEXT    NOT NULL CHECK (json_valid(args) AND length(args) <= 262144),
+    -- No `IN` list of more than two constants in a CHECK or an index predicate on this
+    -- table: SQLite builds such a list as a temporary b-tree and clears and refills it for
+    -- every row written (measured with callgrind: two thirds of an INSERT's instructions,
+    -- and a third of a claim's UPDATE). Equalities and two-value lists compare in place.
     state               TEXT    NOT NULL DEFAULT 'pending'
-        CHECK (state IN ('pending', 'running', 'succeeded', 'dead', 'cancelled')),
+        CHECK (state = 'pending' OR state = 'running' OR state = 'succeeded' OR state = 'dead'
+               OR state = 'cancelled'),
     priority            INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN -100 AND 100),
     run_at              TIMEINT NOT NULL,
     attempt             INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
@@ -49,7 +54,7 @@ CREATE TABLE jobs (
     CHECK ((state = 'running') = (lease_owner IS NOT NULL)
            AND (state = 'running') = (lease_expires_at IS NOT NULL)),
     -- terminal <=> finished_at is set.
-    CHECK ((state IN ('succeeded', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
+    CHECK ((state NOT IN ('pending', 'running')) = (finished_at IS NOT NULL)),
     -- A pending job always has budget left.
     CHECK (state <> 'pending' OR attempt < max_attempts),
     CHECK (attempt <= max_attempts),
@@ -77,7 +82,7 @@ CREATE INDEX jobs_finished_idx ON jobs (state, finished_at, id) WHERE finished_a
 CREATE INDEX jobs_dead_idx ON jobs (queue, id) WHERE state = 'dead';
 -- The unfinished jobs of an ordering key in order: the head check.
 CREATE INDEX jobs_ordering_idx ON jobs (ordering_key, id)
-    WHERE ordering_key IS NOT NULL AND state IN ('pending', 'running', 'dead');
+    WHERE ordering_key IS NOT NULL AND state NOT IN ('succeeded', 'cancelled');
 -- Running jobs per concurrency key.
 CREATE INDEX jobs_concurrency_running_idx ON jobs (concurrency_key)
     WHERE state = 'running' AND concurrency_key IS NOT NULL;

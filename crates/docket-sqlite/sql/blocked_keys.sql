@@ -3,7 +3,7 @@
 -- Parameters: ?1 limit.
 WITH heads AS (
     SELECT ordering_key, min(id) AS id FROM jobs
-    WHERE ordering_key IS NOT NULL AND state IN ('pending', 'running', 'dead')
+    WHERE ordering_key IS NOT NULL AND state NOT IN ('succeeded', 'cancelled')
     GROUP BY ordering_key
 )
 SELECT h.ordering_key AS key, j.id AS head, j.queue, j.kind, j.finished_at AS dead_since,

@@ -2,6 +2,6 @@
 -- is unfinished or dead, or one that is running. Parameters: ?1 ordering_key, ?2 id.
 SELECT id, state FROM jobs
 WHERE ordering_key = ?1 AND id <> ?2
-  AND ((id < ?2 AND state IN ('pending', 'running', 'dead')) OR state = 'running')
+  AND ((id < ?2 AND state NOT IN ('succeeded', 'cancelled')) OR state = 'running')
 ORDER BY id
 LIMIT 1

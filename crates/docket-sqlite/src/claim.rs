@@ -140,15 +140,23 @@ async fn candidates(
         .map_err(|e| crate::errors::corrupt(format!("claim candidates: {e}")))
 }
 
+/// What a claim leased: claimed_rows.sql's one row, and the ids in the order they were
+/// chosen. Decoded after the write transaction has committed, so the single writer is not
+/// held while JSON is parsed.
+pub(crate) struct Leased {
+    text: String,
+    chosen: Vec<i64>,
+}
+
 /// Chooses and leases up to `req.limit` jobs at database time `now`.
 async fn claim_in(
     c: &mut SqliteConnection,
     now: i64,
     req: &ClaimRequest,
-) -> Result<Vec<serde_json::Value>> {
+) -> Result<Option<Leased>> {
     let q = queue_row(c, &req.queue).await?;
     if q.paused_at.is_some() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let mut budget = i64::from(req.limit);
     if let Some(max) = q.max_running {
@@ -159,7 +167,7 @@ async fn claim_in(
         budget = budget.min(t.floor() as i64);
     }
     if budget <= 0 {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let keyed: bool = sqlx::query_scalar(KEYED_READY)
         .bind(&req.queue)
@@ -222,34 +230,25 @@ async fn claim_in(
         }
     }
     if chosen.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let ids = serde_json::to_string(&chosen).map_err(|e| StoreError::Database(Box::new(e)))?;
-    sqlx::query(CLAIM_LEASE)
+    let leased = sqlx::query(CLAIM_LEASE)
         .bind(&ids)
         .bind(&req.owner)
         .bind(now)
         .bind(ms(req.lease))
         .execute(&mut *c)
         .await
-        .map_err(db_err)?;
+        .map_err(db_err)?
+        .rows_affected();
     let text: String = sqlx::query_scalar(CLAIMED_ROWS)
         .bind(&ids)
         .bind(&req.owner)
         .fetch_one(&mut *c)
         .await
         .map_err(db_err)?;
-    let mut leased: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .map_err(|e| crate::errors::corrupt(format!("claimed rows: {e}")))?;
-    // Hand the jobs out in the order they were chosen.
-    let pos: HashMap<i64, usize> = chosen.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    leased.sort_by_key(|v| {
-        v["id"]
-            .as_i64()
-            .and_then(|id| pos.get(&id).copied())
-            .unwrap_or(usize::MAX)
-    });
-    let n = leased.len() as f64;
+    let n = leased as f64;
     if let (Some(t), true) = (queue_tokens, n > 0.0) {
         sqlx::query(QUEUE_TOKENS_SPEND)
             .bind(&req.queue)
@@ -269,7 +268,7 @@ async fn claim_in(
             .await
             .map_err(db_err)?;
     }
-    Ok(leased)
+    Ok(Some(Leased { text, chosen }))
 }
 
 impl SqliteStore {
@@ -278,17 +277,28 @@ impl SqliteStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        let rows = self
+        let Some(leased) = self
             .write(async |c: &mut SqliteConnection, now| claim_in(c, now, req).await)
-            .await?;
-        let mut jobs = Vec::with_capacity(rows.len());
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut jobs = Vec::with_capacity(leased.chosen.len());
         let mut bad = Vec::new();
-        for r in &rows {
-            match crate::rows::claimed(r) {
+        for r in crate::rows::claimed_all(&leased.text)? {
+            match r {
                 Ok(j) => jobs.push(j),
                 Err(u) => bad.push(u),
             }
         }
+        // Hand the jobs out in the order they were chosen.
+        let pos: HashMap<i64, usize> = leased
+            .chosen
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
+        jobs.sort_by_key(|j| pos.get(&j.id.0).copied().unwrap_or(usize::MAX));
         if !bad.is_empty() {
             // A row written around validation (a time out of range, JSON that does not
             // parse) cannot run: it is failed at once, dead with the reason, so it can

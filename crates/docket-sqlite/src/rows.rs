@@ -41,37 +41,92 @@ pub(crate) struct Undecodable {
     pub reason: String,
 }
 
-/// A claimed job (an object of claimed_rows.sql), or why it cannot run.
-pub(crate) fn claimed(v: &serde_json::Value) -> Result<ClaimedJob, Undecodable> {
-    let id = JobId(v["id"].as_i64().unwrap_or_default());
-    let attempt = v["attempt"].as_i64().unwrap_or_default() as i32;
+/// One job of claimed_rows.sql, by position.
+#[derive(serde::Deserialize)]
+struct Wire(
+    i64,
+    i64,
+    i64,
+    String,
+    String,
+    serde_json::Value,
+    serde_json::Value,
+    i64,
+    i64,
+    i64,
+    i64,
+);
+
+/// The jobs of claimed_rows.sql's one row: each a job a handler can run, or why it cannot.
+/// Each element is decoded on its own (a bad one cannot hide the others), straight into
+/// typed fields; only an element that does not fit is read again as a plain JSON value to
+/// find its id and attempt (the lease to fail it with) and the reason.
+pub(crate) fn claimed_all(text: &str) -> Result<Vec<Result<ClaimedJob, Undecodable>>, StoreError> {
+    let raws: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(text).map_err(|e| corrupt(format!("claimed rows: {e}")))?;
+    Ok(raws.into_iter().map(|r| claimed(r.get())).collect())
+}
+
+fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
+    let typed = serde_json::from_str::<Wire>(text).map_err(|e| e.to_string());
+    let w = match typed {
+        Ok(w) => w,
+        Err(reason) => {
+            // By raw elements: a value too deep for a decoder is still skipped over.
+            let v: Vec<&serde_json::value::RawValue> =
+                serde_json::from_str(text).unwrap_or_default();
+            let int = |i: usize| {
+                v.get(i)
+                    .and_then(|r| r.get().parse::<i64>().ok())
+                    .unwrap_or_default()
+            };
+            return Err(Undecodable {
+                lease: Lease {
+                    id: JobId(int(0)),
+                    attempt: i32::try_from(int(1)).unwrap_or_default(),
+                },
+                reason,
+            });
+        }
+    };
+    let Wire(
+        id,
+        attempt,
+        max_attempts,
+        queue,
+        kind,
+        args,
+        metadata,
+        priority,
+        run_at,
+        created_at,
+        lease,
+    ) = w;
+    let id = JobId(id);
+    let lease_of = |attempt: i64| Lease {
+        id,
+        attempt: i32::try_from(attempt).unwrap_or_default(),
+    };
     let rest = || -> Result<ClaimedJob, String> {
-        let int = |c: &str| {
-            v[c].as_i64()
-                .ok_or_else(|| format!("{c} is not an integer"))
-        };
-        let text = |c: &str| {
-            v[c].as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("{c} is not text"))
-        };
-        let time = |c: &str| at(int(c)?, c);
+        let narrow =
+            |c: &str, v: i64| i32::try_from(v).map_err(|_| format!("{c} is out of range ({v})"));
         Ok(ClaimedJob {
             id,
-            attempt,
-            max_attempts: i32::try_from(int("max_attempts")?).map_err(|e| e.to_string())?,
-            queue: text("queue")?,
-            kind: text("kind")?,
-            args: v["args"].clone(),
-            metadata: v["metadata"].clone(),
-            priority: i16::try_from(int("priority")?).map_err(|e| e.to_string())?,
-            run_at: time("run_at")?,
-            created_at: time("created_at")?,
-            lease_expires_at: time("lease_expires_at")?,
+            attempt: narrow("attempt", attempt)?,
+            max_attempts: narrow("max_attempts", max_attempts)?,
+            queue,
+            kind,
+            args,
+            metadata,
+            priority: i16::try_from(priority)
+                .map_err(|_| format!("priority is out of range ({priority})"))?,
+            run_at: at(run_at, "run_at")?,
+            created_at: at(created_at, "created_at")?,
+            lease_expires_at: at(lease, "lease_expires_at")?,
         })
     };
     rest().map_err(|reason| Undecodable {
-        lease: Lease { id, attempt },
+        lease: lease_of(attempt),
         reason,
     })
 }
@@ -123,14 +178,23 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
             Vec::new()
         })
     };
+    let mut narrow = |c: &str| -> Result<i32, StoreError> {
+        let v: i64 = r.try_get(c).map_err(db_err)?;
+        Ok(i32::try_from(v).unwrap_or_else(|_| {
+            notes.push(format!("{c} is out of range ({v})"));
+            i32::MAX
+        }))
+    };
+    let attempt = narrow("attempt")?;
+    let max_attempts = narrow("max_attempts")?;
     let st: String = r.try_get("state").map_err(db_err)?;
     Ok(JobRecord {
         id: JobId(r.try_get("id").map_err(db_err)?),
         queue: r.try_get("queue").map_err(db_err)?,
         kind: r.try_get("kind").map_err(db_err)?,
         state: state(&st)?,
-        attempt: r.try_get("attempt").map_err(db_err)?,
-        max_attempts: r.try_get("max_attempts").map_err(db_err)?,
+        attempt,
+        max_attempts,
         priority: r.try_get("priority").map_err(db_err)?,
         run_at,
         created_at,

@@ -193,17 +193,18 @@ impl SqliteStore {
                         .map_err(db_err)?;
                     let Some(r) = row else { continue };
                     let attempt: i32 = r.try_get("attempt").map_err(db_err)?;
-                    let max_attempts: i32 = r.try_get("max_attempts").map_err(db_err)?;
+                    let max_attempts: i64 = r.try_get("max_attempts").map_err(db_err)?;
                     let cancel_req: Option<i64> =
                         r.try_get("cancel_requested_at").map_err(db_err)?;
                     let errors: String = r.try_get("errors").map_err(db_err)?;
                     let cancelled = f.class == FailureClass::Cancel || cancel_req.is_some();
                     let retry = f.class == FailureClass::Retry
-                        && attempt < max_attempts
+                        && i64::from(attempt) < max_attempts
                         && cancel_req.is_none();
                     let state = if cancelled {
                         JobState::Cancelled
-                    } else if f.class == FailureClass::Discard || attempt >= max_attempts {
+                    } else if f.class == FailureClass::Discard || i64::from(attempt) >= max_attempts
+                    {
                         JobState::Dead
                     } else {
                         JobState::Pending
@@ -358,15 +359,18 @@ impl SqliteStore {
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     let id: i64 = r.try_get("id").map_err(db_err)?;
-                    let attempt: i32 = r.try_get("attempt").map_err(db_err)?;
-                    let max_attempts: i32 = r.try_get("max_attempts").map_err(db_err)?;
+                    // Read wide: a row written by hand with a budget beyond 32 bits must
+                    // not stop the sweep of every other expired lease.
+                    let stored: i64 = r.try_get("attempt").map_err(db_err)?;
+                    let max_attempts: i64 = r.try_get("max_attempts").map_err(db_err)?;
+                    let attempt = i32::try_from(stored).unwrap_or(i32::MAX);
                     let cancel_req: Option<i64> =
                         r.try_get("cancel_requested_at").map_err(db_err)?;
                     let errors: String = r.try_get("errors").map_err(db_err)?;
                     let owner: String = r.try_get("lease_owner").map_err(db_err)?;
                     let state = if cancel_req.is_some() {
                         JobState::Cancelled
-                    } else if attempt >= max_attempts {
+                    } else if stored >= max_attempts {
                         JobState::Dead
                     } else {
                         JobState::Pending
@@ -394,7 +398,7 @@ impl SqliteStore {
                         .bind(run_at)
                         .bind((state != JobState::Pending).then_some(now))
                         .bind(errors)
-                        .bind(attempt)
+                        .bind(stored)
                         .execute(&mut *c)
                         .await
                         .map_err(db_err)?;
