@@ -21,8 +21,20 @@ SELECT n.queue,
           AND j.lease_expires_at < ?1 + 10000) AS near_expiry,
        (SELECT count(*) FROM workers w, json_each(w.queues) q
          WHERE w.expires_at > ?1 AND q.value = n.queue) AS workers,
-       (SELECT (?1 - min(j.run_at)) / 1000.0 FROM jobs j
-         WHERE j.queue = n.queue AND j.state = 'pending' AND j.run_at <= ?1) AS oldest_ready_age_s,
+       -- The oldest ready job: the oldest of each priority the queue has (one seek each in
+       -- jobs_claim_idx), not a scan of every pending job.
+       (SELECT (?1 - min(m)) / 1000.0 FROM (
+          WITH RECURSIVE pr(p) AS (
+              SELECT (SELECT min(priority) FROM jobs INDEXED BY jobs_claim_idx
+                      WHERE state = 'pending' AND queue = n.queue)
+              UNION ALL
+              SELECT (SELECT min(priority) FROM jobs INDEXED BY jobs_claim_idx
+                      WHERE state = 'pending' AND queue = n.queue AND priority > pr.p)
+              FROM pr WHERE pr.p IS NOT NULL)
+          SELECT (SELECT min(run_at) FROM jobs INDEXED BY jobs_claim_idx
+                  WHERE state = 'pending' AND queue = n.queue AND priority = pr.p) AS m
+          FROM pr WHERE pr.p IS NOT NULL)
+        WHERE m <= ?1) AS oldest_ready_age_s,
        q.name, q.paused_at, q.max_running, q.key_max_running, q.rate_limit, q.rate_period_ms,
        q.tokens, q.refilled_at
 FROM names n

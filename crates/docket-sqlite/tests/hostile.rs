@@ -8,6 +8,17 @@ use docket_core::{ClaimRequest, JobState, NewJob, Store};
 use docket_sqlite::SqliteStore;
 use serde_json::json;
 
+async fn claim(store: &SqliteStore) -> docket_core::Result<Vec<docket_core::ClaimedJob>> {
+    let req = ClaimRequest {
+        queue: "q".into(),
+        limit: 10,
+        owner: "w".into(),
+        lease: Duration::from_secs(30),
+        starvation: None,
+    };
+    store.claim(&req).await
+}
+
 #[tokio::test]
 async fn a_claim_fails_the_rows_it_cannot_decode_and_hands_out_the_rest() {
     let dir = tempfile::tempdir().unwrap();
@@ -42,14 +53,7 @@ async fn a_claim_fails_the_rows_it_cannot_decode_and_hands_out_the_rest() {
         .await
         .unwrap();
 
-    let claimed = store
-        .claim(&ClaimRequest {
-            queue: "q".into(),
-            limit: 10,
-            owner: "w".into(),
-            lease: Duration::from_secs(30),
-            starvation: None,
-        })
+    let claimed = claim(&store)
         .await
         .expect("the claim succeeds despite the bad rows");
     assert_eq!(claimed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![good]);
@@ -61,15 +65,6 @@ async fn a_claim_fails_the_rows_it_cannot_decode_and_hands_out_the_rest() {
         assert!(last.contains("cannot be decoded"), "{last}");
     }
     // Nothing of the bad rows comes back.
-    let again = store
-        .claim(&ClaimRequest {
-            queue: "q".into(),
-            limit: 10,
-            owner: "w".into(),
-            lease: Duration::from_secs(30),
-            starvation: None,
-        })
-        .await
-        .unwrap();
+    let again = claim(&store).await.unwrap();
     assert!(again.is_empty());
 }
