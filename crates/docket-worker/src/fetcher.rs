@@ -81,11 +81,12 @@ impl<S: Store> Fetcher<S> {
                 starvation: self.shared.config.starvation_bound,
             })
             .await?;
-        // Wakes only waiting maintenance services (no stored permit): one that is still
-        // pausing between its ticks must not run later, between two polls.
-        self.shared.claimed.notify_waiters();
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
         Metrics::add(&self.shared.metrics.claims, 1);
+        // Wakes only waiting maintenance services and `Worker::ready` (no stored permit): a
+        // service still pausing between its ticks must not run later, between two polls.
+        // After the counters, so a waiter woken here reads this claim in them.
+        self.shared.claimed.notify_waiters();
         ::metrics::histogram!("docket_claim_duration_seconds", "queue" => self.queue.clone())
             .record(sent_at.elapsed().as_secs_f64());
         let n = jobs.len();

@@ -173,6 +173,24 @@ impl<S: Store> Worker<S> {
         self.shared.metrics.clone()
     }
 
+    /// Completes once this worker is listening for wake-ups and a claim has come back since:
+    /// from then on a job enqueued is picked up by a wake-up, not by the next poll. Waits on
+    /// the claims' own signal (a worker that never connects its listener never completes
+    /// this: bound it with a time-out).
+    pub async fn ready(&self) {
+        loop {
+            let next_claim = self.shared.claimed.notified();
+            tokio::pin!(next_claim);
+            // Registered before the check, so a claim between the two is not missed.
+            next_claim.as_mut().enable();
+            let m = self.shared.metrics.snapshot();
+            if m.listen_connects > 0 && m.claims > 0 {
+                return;
+            }
+            next_claim.await;
+        }
+    }
+
     /// Jobs in flight right now.
     pub fn in_flight(&self) -> Vec<Lease> {
         self.shared.tracker.all().iter().map(|e| e.lease).collect()

@@ -216,15 +216,9 @@ async fn an_enqueue_in_the_workers_process_wakes_it_before_any_poll() {
     cfg.poll_interval = Duration::from_secs(3600);
     cfg.maintenance = false;
     let w = start(s.clone(), r, cfg);
-    eventually(
-        Duration::from_secs(10),
-        "the listener is up and the startup claim came back empty",
-        || async {
-            let m = w.worker.metrics().snapshot();
-            m.listen_connects > 0 && m.claims > 0
-        },
-    )
-    .await;
+    tokio::time::timeout(Duration::from_secs(10), w.worker.ready())
+        .await
+        .expect("the listener is up and a claim came back empty");
     for _ in 0..5 {
         let t = Instant::now();
         s.enqueue(&NewJob::new("ping", "ping", json!({})))

@@ -317,20 +317,10 @@ pub(crate) async fn in_process_latency<S: Store>(
     let shutdown = docket_worker::Shutdown::default();
     let (w2, s2) = (w.clone(), shutdown.clone());
     let task = tokio::spawn(async move { w2.run(s2).await });
-    // Start measuring once the worker listens and its first claim came back (idle).
-    let started = Instant::now();
-    loop {
-        let m = w.metrics().snapshot();
-        if m.listen_connects > 0 && m.claims > 0 {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err(anyhow::anyhow!(
-                "the latency worker did not start within 30 s"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // Start measuring once the worker listens and a claim came back (idle).
+    tokio::time::timeout(Duration::from_secs(30), w.ready())
+        .await
+        .map_err(|_| anyhow::anyhow!("the latency worker did not start within 30 s"))?;
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t = Instant::now();
