@@ -26,7 +26,7 @@ async fn enqueue_one(db: &TestDb, kind: &str) -> JobId {
 
 async fn wait_lease_expired(db: &TestDb) {
     eventually(Duration::from_secs(30), "lease expired by the database clock", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running' AND lease_expires_at > now()")
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running' AND lease_expires_at >= now()")
             .await
             == 0
     })

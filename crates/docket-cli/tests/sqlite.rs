@@ -301,7 +301,7 @@ async fn a_paused_worker_cannot_overwrite_its_successor_on_sqlite() {
     .await;
     signal(a.id(), "STOP");
     eventually(Duration::from_secs(30), "the lease expired", || async {
-        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at > CAST(unixepoch('subsec') * 1000 AS INTEGER)").await == 0
+        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)").await == 0
     })
     .await;
     assert_eq!(s.reap(10).await.unwrap().requeued(), 1);

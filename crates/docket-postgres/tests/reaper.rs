@@ -110,7 +110,7 @@ async fn reaper_never_overwrites_a_completion_in_flight() {
     assert_eq!(n, 1);
     // Wait for the database clock (not ours) to pass the lease.
     while db
-        .scalar("SELECT count(*) FROM {schema}.jobs WHERE lease_expires_at > clock_timestamp()")
+        .scalar("SELECT count(*) FROM {schema}.jobs WHERE lease_expires_at >= clock_timestamp()")
         .await
         > 0
     {
