@@ -25,6 +25,7 @@ const RUNNING_IN_QUEUE: &str = include_str!("../sql/running_in_queue.sql");
 const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const CANDIDATES_READY: &str = include_str!("../sql/candidates_ready.sql");
 const CANDIDATES_STARVING: &str = include_str!("../sql/candidates_starving.sql");
+const CANDIDATES_LOCK: &str = include_str!("../sql/candidates_lock.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
 const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
 const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
@@ -218,13 +219,55 @@ async fn candidates(
         .collect())
 }
 
+/// The starving candidates (ready since before `until`), oldest first, locked: read plainly,
+/// then locked by primary key (see candidates_starving.sql for why not in one statement).
+async fn starving_candidates(
+    c: &mut MySqlConnection,
+    queue: &str,
+    until: i64,
+    n: i64,
+) -> Result<Vec<Candidate>> {
+    let ids: Vec<i64> = sqlx::query_scalar(CANDIDATES_STARVING)
+        .bind(queue)
+        .bind(until)
+        .bind(n)
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = with_ids(CANDIDATES_LOCK, ids.len());
+    let mut q = sqlx::query_as::<_, RawCandidate>(&sql)
+        .bind(queue)
+        .bind(until);
+    for id in &ids {
+        q = q.bind(id);
+    }
+    let mut locked: HashMap<i64, (Option<String>, Option<String>)> = q
+        .fetch_all(&mut *c)
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .map(|(id, o, k)| (id, (o.map(|t| t.0), k.map(|t| t.0))))
+        .collect();
+    Ok(ids
+        .into_iter()
+        .filter_map(|id| locked.remove(&id).map(|(o, k)| (id, o, k)))
+        .collect())
+}
+
 /// Chooses and leases up to `req.limit` jobs at database time `now`.
 async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MySqlRow>> {
     // The queue's lock first (shared), then everything the claim decides from, read after
     // it in one statement; a limited queue's claims also serialise on its limit row.
     lock_queue(c, &req.queue, false).await?;
+    let bound = req.starvation.map(ms);
     let ctx = sqlx::query(CLAIM_CONTEXT)
         .bind(&req.queue)
+        .bind(bound)
+        .bind(&req.queue)
+        .bind(bound)
         .bind(&req.queue)
         .fetch_one(&mut *c)
         .await
@@ -245,6 +288,7 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
         },
     };
     let keyed: bool = ctx.try_get("keyed").map_err(db_err)?;
+    let starving: bool = ctx.try_get("starving").map_err(db_err)?;
     if q.paused_at.is_some() {
         return Ok(Vec::new());
     }
@@ -269,8 +313,8 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
     // holds back (the same depth as PostgreSQL's claim_controlled).
     let depth = if keyed { budget * 4 + 200 } else { budget };
     let mut rows = Vec::new();
-    if let Some(starve) = req.starvation {
-        rows = candidates(c, CANDIDATES_STARVING, &req.queue, now - ms(starve), depth).await?;
+    if let (Some(bound), true) = (bound, starving) {
+        rows = starving_candidates(c, &req.queue, now - bound, depth).await?;
     }
     rows.extend(candidates(c, CANDIDATES_READY, &req.queue, now, depth).await?);
 

@@ -235,3 +235,87 @@ pub async fn invalid_input_writes_nothing<H: Harness>(h: &H) {
     ));
     assert!(all(s).await.is_empty(), "nothing written");
 }
+
+/// Claims racing each other — four in flight on one store and four on a second one, in small
+/// batches so that they are many, the starvation bound on (its probe is part of every claim;
+/// in the last round every job is past it, so every claim takes the starving path too), three
+/// rounds — never fail and never hand a job out twice: every job is claimed exactly once
+/// and completed. On MariaDB the locking starvation probe made claims in flight deadlock
+/// (1213; this case caught it in about one run of three with one round).
+pub async fn racing_claims_never_fail_or_share_a_job<H: Harness>(h: &H) {
+    let s = h.store();
+    let second = h.second().await;
+    let (rounds, per_round) = (3, 300);
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..rounds {
+        let queue = format!("race-{round}");
+        let jobs: Vec<NewJob> = (0..per_round).map(|_| job(&queue)).collect();
+        s.enqueue_many(&jobs).await.expect("enqueue_many");
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let st = if i % 2 == 0 {
+                s.clone()
+            } else {
+                second.clone()
+            };
+            let queue = queue.clone();
+            // The last round: a bound of 1 ms, so every job has waited past it.
+            let bound = Duration::from_millis(if round == rounds - 1 { 1 } else { 60_000 });
+            tasks.push(tokio::spawn(race(st, queue, format!("racer-{i}"), bound)));
+        }
+        for t in tasks {
+            for id in t
+                .await
+                .expect("racer panicked")
+                .unwrap_or_else(|e| panic!("{e}"))
+            {
+                assert!(seen.insert(id), "job {id:?} was handed out twice");
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            per_round * (round + 1),
+            "every job claimed once"
+        );
+    }
+    let done = all(s).await;
+    assert_eq!(done.len(), rounds * per_round);
+    assert!(done
+        .iter()
+        .all(|r| r.state == JobState::Succeeded && r.attempt == 1));
+}
+
+/// One racer: claims 2 at a time and completes them until a claim comes back empty.
+async fn race<S: Store>(
+    st: S,
+    queue: String,
+    owner: String,
+    bound: Duration,
+) -> Result<Vec<JobId>, String> {
+    let mut ids = Vec::new();
+    loop {
+        let req = ClaimRequest {
+            queue: queue.clone(),
+            limit: 2,
+            owner: owner.clone(),
+            lease: LONG,
+            starvation: Some(bound),
+        };
+        let got = st
+            .claim(&req)
+            .await
+            .map_err(|e| format!("claim of {owner}: {e}"))?;
+        if got.is_empty() {
+            return Ok(ids);
+        }
+        let leases: Vec<Lease> = got.iter().map(lease).collect();
+        let out = st
+            .complete_many(&owner, &leases)
+            .await
+            .map_err(|e| format!("completion of {owner}: {e}"))?;
+        if out.applied.len() != leases.len() {
+            return Err(format!("{owner}: completions refused: {:?}", out.lost));
+        }
+        ids.extend(got.iter().map(|j| j.id));
+    }
+}

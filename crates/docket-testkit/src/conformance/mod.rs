@@ -83,6 +83,7 @@ macro_rules! conformance_suite {
             lifecycle::discard_cancel_snooze_and_release,
             lifecycle::cancel_pending_and_running_then_replay,
             lifecycle::invalid_input_writes_nothing,
+            lifecycle::racing_claims_never_fail_or_share_a_job,
             fencing::stale_writes_by_a_superseded_worker_are_refused,
             fencing::stale_writes_after_the_same_worker_reclaimed_are_refused,
             fencing::writes_past_the_lease_are_refused_before_any_reap,
