@@ -34,6 +34,12 @@ pub struct WorkerConfig {
     pub starvation_bound: Option<Duration>,
     /// Largest claim batch. Defaults to 100.
     pub claim_batch: usize,
+    /// Claims one queue may have in flight at once (that many fetchers share its claim
+    /// credits). One claim at a time leaves the database idle while the claim's round trips
+    /// and commit travel, and credits freed meanwhile wait for the next one; a second claim
+    /// in flight overlaps them. Every claim is a transaction of its own, so limits, key order
+    /// and the starvation bound hold as with one. 1..=16; defaults to 2.
+    pub claims_in_flight: usize,
     /// While there is a backlog (the last claim came back full), how long the fetcher waits
     /// for more free slots so one claim takes many jobs. Defaults to 2 ms.
     pub claim_coalesce: Duration,
@@ -42,9 +48,14 @@ pub struct WorkerConfig {
     /// `claim_batch` and starts them as slots free, instead of one round trip per 10 jobs. A
     /// buffered job is leased, fenced and heartbeated like a running one, counts as running
     /// for every limit (the database says `running`), and never starts once its lease is
-    /// lost or about to be. The depth halves whenever buffered jobs time out (long jobs need
-    /// no buffer) and grows back while claims come back full. 0 claims only for free slots.
-    /// Defaults to 100.
+    /// lost or about to be. The depth starts at `min(prefetch, claim_batch)`, halves whenever
+    /// buffered jobs time out (long jobs need no buffer) and grows by a claim's size while
+    /// claims come back full *and* slots sat idle meanwhile (the buffer ran dry), up to this
+    /// value. 0 claims only for free slots.
+    /// Defaults to 300: a queue drains at most (slots + depth) jobs per claim round trip, and
+    /// on an engine whose commit waits for a log flush (MariaDB's defaults: ~10 ms a claim
+    /// here) 110 credits capped a 10-slot worker near 10k jobs/s whatever the database
+    /// could do (docs/benchmarks.md, session 10).
     pub prefetch: usize,
     /// How long a buffered job may wait for a slot before it goes back to the queue (released:
     /// its attempt is not counted), so a busy worker does not hoard what an idle one could run.
@@ -116,8 +127,9 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(2),
             starvation_bound: Some(Duration::from_secs(60)),
             claim_batch: 100,
+            claims_in_flight: 2,
             claim_coalesce: Duration::from_millis(2),
-            prefetch: 100,
+            prefetch: 300,
             prefetch_timeout: Duration::from_secs(1),
             completion_batch: 500,
             completion_flush: Duration::from_millis(2),
@@ -176,7 +188,6 @@ impl WorkerConfig {
         }
     }
 
-    /// Serves `queue` with `concurrency` (in addition to queues added before; the same name
     /// Declares a periodic job (stored at start; see [`WorkerConfig::periodic`]).
     #[must_use = "a builder method returns the changed value"]
     pub fn periodic(mut self, p: Periodic) -> Self {
@@ -184,6 +195,7 @@ impl WorkerConfig {
         self
     }
 
+    /// Serves `queue` with `concurrency` (in addition to queues added before; the same name
     /// again replaces its concurrency).
     #[must_use = "a builder method returns the changed value"]
     pub fn queue(mut self, queue: &str, concurrency: usize) -> Self {
@@ -249,6 +261,10 @@ pub enum ConfigError {
         /// The owner as given.
         owner: String,
     },
+    /// `claims_in_flight` outside 1..=16 (0 would never claim; each one is a task and, while
+    /// its claim is out, a pooled connection).
+    #[error("claims_in_flight must be 1..=16 (got {0})")]
+    ClaimsInFlight(usize),
     /// [`crate::Worker::run`] or [`crate::Worker::drain`] was called a second time.
     #[error("a worker runs once")]
     AlreadyRan,
@@ -287,6 +303,9 @@ impl WorkerConfig {
                 reason: e.to_string(),
             })?;
         }
+        if !(1..=16).contains(&self.claims_in_flight) {
+            return Err(ConfigError::ClaimsInFlight(self.claims_in_flight));
+        }
         if self.heartbeat_interval >= self.lease {
             return Err(ConfigError::HeartbeatNotShorterThanLease {
                 heartbeat: self.heartbeat_interval,
@@ -321,5 +340,27 @@ mod tests {
             ..WorkerConfig::default()
         };
         assert_eq!(ok.validate(), Ok(()), "200 bytes of UTF-8 is fine");
+    }
+
+    #[test]
+    fn claims_in_flight_outside_one_to_sixteen_are_refused() {
+        for (n, ok) in [
+            (0, false),
+            (1, true),
+            (16, true),
+            (17, false),
+            (usize::MAX, false),
+        ] {
+            let c = WorkerConfig {
+                claims_in_flight: n,
+                ..WorkerConfig::default()
+            };
+            let want = if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::ClaimsInFlight(n))
+            };
+            assert_eq!(c.validate(), want, "{n}");
+        }
     }
 }

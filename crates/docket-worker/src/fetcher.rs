@@ -1,7 +1,9 @@
-//! The fetcher of one queue: claims as many jobs as it has free slots, in one statement,
-//! when woken (notification), when the last claim came back full (there is more), or on the
-//! jittered fallback poll.
+//! The fetcher of one queue: claims as many jobs as it has credits (free slots plus the
+//! prefetch depth), in one statement, when woken (notification), when the last claim came
+//! back full (there is more), or on the jittered fallback poll. `claims_in_flight` of them
+//! share one queue's credits.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,9 @@ pub(crate) struct Fetcher<S: Store> {
     pub concurrency: usize,
     /// The current prefetch depth (shared with the executor, which halves it on time-outs).
     pub depth: Arc<std::sync::atomic::AtomicUsize>,
+    /// Set by each claim: jobs ran when it was sent and slots were idle when it came back
+    /// (the buffer ran dry during its round trip).
+    pub starved: std::sync::atomic::AtomicBool,
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -37,7 +42,7 @@ impl<S: Store> Fetcher<S> {
     /// Jobs this queue may hold now (running plus buffered): its slots plus the current
     /// prefetch depth.
     fn allowance(&self) -> usize {
-        self.concurrency + self.depth.load(std::sync::atomic::Ordering::Relaxed)
+        self.concurrency + self.depth.load(Ordering::Relaxed)
     }
 
     /// Jobs held now (credits taken).
@@ -68,6 +73,10 @@ impl<S: Store> Fetcher<S> {
             return Ok((0, 0));
         }
         let lease = self.shared.config.lease;
+        let run_slots = self.shared.run_slots.get(&self.queue);
+        // Jobs were running as this claim left: an idle slot when it comes back means the
+        // work ran out while it was out (not merely that the worker has just started).
+        let busy = run_slots.is_some_and(|s| s.available_permits() < self.concurrency);
         // Measured before sending: the database's expiry is at least this late.
         let sent_at = Instant::now();
         let jobs = self
@@ -90,6 +99,9 @@ impl<S: Store> Fetcher<S> {
         ::metrics::histogram!("docket_claim_duration_seconds", "queue" => self.queue.clone())
             .record(sent_at.elapsed().as_secs_f64());
         let n = jobs.len();
+        // Read before this claim's jobs take any: were slots idle, waiting for it?
+        let idle = run_slots.is_some_and(|s| s.available_permits() > 0);
+        self.starved.store(busy && idle, Ordering::Relaxed);
         for job in jobs {
             let permit = permits.pop().expect("one permit per claimed job");
             tokio::spawn(execute(self.shared.clone(), job, permit, sent_at + lease));
@@ -162,15 +174,22 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                 Ok((n, offered)) => {
                     error_backoff = Duration::from_millis(100);
                     immediate = n == offered;
-                    if immediate {
-                        // A backlog: let the buffer deepen again (time-outs halve it).
+                    if immediate && self.shared.config.claims_in_flight > 1 {
+                        // A backlog: a sibling fetcher asleep until the next poll joins in.
+                        self.wake.notify_one();
+                    }
+                    if immediate && self.starved.swap(false, Ordering::Relaxed) {
+                        // A backlog, and slots sat idle while this claim was out: the buffer
+                        // is shallower than a claim round trip's worth of work. Deepen it by
+                        // this claim (time-outs halve it); a buffer the slots never drain
+                        // does not grow, so slow handlers are not handed jobs to time out.
                         let max = self.shared.config.prefetch;
-                        let grow = (self.concurrency / 2).max(1);
-                        let _ = self.depth.fetch_update(
-                            std::sync::atomic::Ordering::Relaxed,
-                            std::sync::atomic::Ordering::Relaxed,
-                            |d| Some((d + grow).min(max)),
-                        );
+                        let grow = n.max(1);
+                        let _ =
+                            self.depth
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                                    Some((d + grow).min(max))
+                                });
                     }
                     if n == 0 {
                         self.idle.notify_one();

@@ -123,7 +123,10 @@ impl<S: Store> Worker<S> {
             .queues
             .iter()
             .map(|q| {
-                let d = Arc::new(std::sync::atomic::AtomicUsize::new(config.prefetch));
+                // Starts at one claim's worth; grows only while the buffer runs dry (see
+                // the fetcher), so slow handlers never get a buffer they cannot run in time.
+                let start = config.prefetch.min(config.claim_batch);
+                let d = Arc::new(std::sync::atomic::AtomicUsize::new(start));
                 (q.name.clone(), d)
             })
             .collect();
@@ -240,6 +243,7 @@ impl<S: Store> Worker<S> {
                 .find(|q| q.name == queue)
                 .map_or(1, |q| q.concurrency),
             depth: self.shared.depth[queue].clone(),
+            starved: Default::default(),
         }
     }
 
@@ -373,7 +377,10 @@ impl<S: Store> Worker<S> {
             });
         }
         for q in &cfg.queues {
-            sup.start(self.fetcher(&q.name));
+            // They share the queue's credits and wake-up: see `claims_in_flight`.
+            for _ in 0..cfg.claims_in_flight {
+                sup.start(self.fetcher(&q.name));
+            }
         }
     }
 
