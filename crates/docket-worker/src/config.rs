@@ -50,8 +50,9 @@ pub struct WorkerConfig {
     /// for every limit (the database says `running`), and never starts once its lease is
     /// lost or about to be. The depth starts at `min(prefetch, claim_batch)`, halves whenever
     /// buffered jobs time out (long jobs need no buffer) and grows by a claim's size while
-    /// claims come back full *and* slots sat idle meanwhile (the buffer ran dry), up to this
-    /// value. 0 claims only for free slots.
+    /// claims come back full, up to this value and to what the queue started in the last
+    /// quarter of `prefetch_timeout` (so slow handlers are not buffered into time-outs). 0
+    /// claims only for free slots.
     /// Defaults to 300: a queue drains at most (slots + depth) jobs per claim round trip, and
     /// on an engine whose commit waits for a log flush (MariaDB's defaults: ~10 ms a claim
     /// here) 110 credits capped a 10-slot worker near 10k jobs/s whatever the database

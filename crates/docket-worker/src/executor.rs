@@ -59,6 +59,9 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     let Some(run_slot) = wait_for_slot(&shared, &entry, &job.queue).await else {
         return;
     };
+    if let Some(n) = shared.started.get(&job.queue) {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     let ctx = JobContext {
         id: job.id,
         attempt: job.attempt,

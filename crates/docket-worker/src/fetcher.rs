@@ -29,9 +29,30 @@ pub(crate) struct Fetcher<S: Store> {
     pub concurrency: usize,
     /// The current prefetch depth (shared with the executor, which halves it on time-outs).
     pub depth: Arc<std::sync::atomic::AtomicUsize>,
-    /// Set by each claim: jobs ran when it was sent and slots were idle when it came back
-    /// (the buffer ran dry during its round trip).
-    pub starved: std::sync::atomic::AtomicBool,
+    /// Jobs of this queue started so far (counted by the executor).
+    pub started: Arc<std::sync::atomic::AtomicU64>,
+    /// The pace of the last window (see [`Window`]).
+    pub window: std::sync::Mutex<Window>,
+}
+
+/// How many jobs a queue started in the last window of a quarter of `prefetch_timeout`: the
+/// deepest buffer that still starts well within the time-out. Full claims deepen the buffer
+/// up to this (and `prefetch`), so a queue of slow handlers is not handed jobs that would
+/// wait out their time-out and go back (each such release costs a claim and a write).
+pub(crate) struct Window {
+    since: Instant,
+    started_then: u64,
+    cap: usize,
+}
+
+impl Window {
+    pub(crate) fn new() -> Window {
+        Window {
+            since: Instant::now(),
+            started_then: 0,
+            cap: 0,
+        }
+    }
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -43,6 +64,20 @@ impl<S: Store> Fetcher<S> {
     /// prefetch depth.
     fn allowance(&self) -> usize {
         self.concurrency + self.depth.load(Ordering::Relaxed)
+    }
+
+    /// The deepest buffer the queue's recent pace allows (see [`Window`]); at least one
+    /// claim's worth, which the depth starts at.
+    fn pace(&self) -> usize {
+        let quarter = self.shared.config.prefetch_timeout / 4;
+        let started = self.started.load(Ordering::Relaxed);
+        let mut w = self.window.lock().expect("poisoned");
+        if w.since.elapsed() >= quarter {
+            w.cap = usize::try_from(started - w.started_then).unwrap_or(usize::MAX);
+            w.since = Instant::now();
+            w.started_then = started;
+        }
+        w.cap.max(self.shared.config.claim_batch)
     }
 
     /// Jobs held now (credits taken).
@@ -73,10 +108,6 @@ impl<S: Store> Fetcher<S> {
             return Ok((0, 0));
         }
         let lease = self.shared.config.lease;
-        let run_slots = self.shared.run_slots.get(&self.queue);
-        // Jobs were running as this claim left: an idle slot when it comes back means the
-        // work ran out while it was out (not merely that the worker has just started).
-        let busy = run_slots.is_some_and(|s| s.available_permits() < self.concurrency);
         // Measured before sending: the database's expiry is at least this late.
         let sent_at = Instant::now();
         let jobs = self
@@ -99,9 +130,6 @@ impl<S: Store> Fetcher<S> {
         ::metrics::histogram!("docket_claim_duration_seconds", "queue" => self.queue.clone())
             .record(sent_at.elapsed().as_secs_f64());
         let n = jobs.len();
-        // Read before this claim's jobs take any: were slots idle, waiting for it?
-        let idle = run_slots.is_some_and(|s| s.available_permits() > 0);
-        self.starved.store(busy && idle, Ordering::Relaxed);
         for job in jobs {
             let permit = permits.pop().expect("one permit per claimed job");
             tokio::spawn(execute(self.shared.clone(), job, permit, sent_at + lease));
@@ -178,12 +206,10 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                         // A backlog: a sibling fetcher asleep until the next poll joins in.
                         self.wake.notify_one();
                     }
-                    if immediate && self.starved.swap(false, Ordering::Relaxed) {
-                        // A backlog, and slots sat idle while this claim was out: the buffer
-                        // is shallower than a claim round trip's worth of work. Deepen it by
-                        // this claim (time-outs halve it); a buffer the slots never drain
-                        // does not grow, so slow handlers are not handed jobs to time out.
-                        let max = self.shared.config.prefetch;
+                    if immediate {
+                        // A backlog: deepen the buffer by this claim, up to what the queue
+                        // starts in a quarter of the time-out (time-outs halve it).
+                        let max = self.shared.config.prefetch.min(self.pace());
                         let grow = n.max(1);
                         let _ =
                             self.depth

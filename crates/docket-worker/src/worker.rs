@@ -130,6 +130,11 @@ impl<S: Store> Worker<S> {
                 (q.name.clone(), d)
             })
             .collect();
+        let started = config
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), Arc::default()))
+            .collect();
         let wakeups = config
             .queues
             .iter()
@@ -156,6 +161,7 @@ impl<S: Store> Worker<S> {
                 faults: Default::default(),
                 run_slots,
                 depth,
+                started,
                 buffer_release: CancellationToken::new(),
                 credit_returned: Notify::new(),
             }),
@@ -243,7 +249,8 @@ impl<S: Store> Worker<S> {
                 .find(|q| q.name == queue)
                 .map_or(1, |q| q.concurrency),
             depth: self.shared.depth[queue].clone(),
-            starved: Default::default(),
+            started: self.shared.started[queue].clone(),
+            window: std::sync::Mutex::new(crate::fetcher::Window::new()),
         }
     }
 
