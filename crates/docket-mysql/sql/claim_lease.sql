@@ -1,9 +1,11 @@
 -- claim_lease: leases the chosen (locked, pending) jobs and bumps their attempt.
 -- Parameters: owner, now (ms), now (ms), lease (ms), then the ids (the list /*ids*/ is
 -- expanded to one bound placeholder per id).
--- FORCE INDEX (PRIMARY): with stale statistics (a table loaded in one burst) the optimizer
--- reads this through jobs_lease's (state, ...) range instead, locking other claims' rows
--- on the way, and two concurrent claims or completions deadlocked (1213) on the bench.
+-- FORCE INDEX (PRIMARY): every by-id write of a claim, completion or heartbeat goes through
+-- the primary key only. On a freshly loaded table (stale statistics) EXPLAIN chose
+-- jobs_lease's (state, ...) range for this statement, which would lock rows of other claims
+-- on the way. (The 1213 deadlocks seen on the bench came from the starvation probe, not from
+-- this: see candidates_starving.sql.)
 UPDATE jobs FORCE INDEX (PRIMARY)
 SET state = 'running',
     attempt = attempt + 1,

@@ -3,9 +3,7 @@
 -- late (a slow process between the fenced read and this statement) is refused, never
 -- accepted after its lease.
 -- Parameters: now (ms), owner, then the ids (/*ids*/ expanded).
--- FORCE INDEX (PRIMARY): with stale statistics (a table loaded in one burst) the optimizer
--- reads this through jobs_lease's (state, ...) range instead, locking other claims' rows
--- on the way, and two concurrent claims or completions deadlocked (1213) on the bench.
+-- FORCE INDEX (PRIMARY): by id only, never a jobs_lease range (see claim_lease.sql).
 UPDATE jobs FORCE INDEX (PRIMARY)
 SET state = 'succeeded', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL
 WHERE lease_owner = ? AND state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)

@@ -3,9 +3,7 @@
 -- any lock wait: see fenced_select.sql). When fewer rows changed than leases were given, the
 -- caller reads which ones finished at this now (complete_check.sql).
 -- Parameters: now (ms, finished_at), owner, then (id, attempt) pairs (/*pairs*/ expanded).
--- FORCE INDEX (PRIMARY): with stale statistics (a table loaded in one burst) the optimizer
--- reads this through jobs_lease's (state, ...) range instead, locking other claims' rows
--- on the way, and two concurrent claims or completions deadlocked (1213) on the bench.
+-- FORCE INDEX (PRIMARY): by id only, never a jobs_lease range (see claim_lease.sql).
 UPDATE jobs FORCE INDEX (PRIMARY)
 SET state = 'succeeded', finished_at = ?, lease_owner = NULL, lease_expires_at = NULL
 WHERE lease_owner = ? AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED) AND state = 'running'

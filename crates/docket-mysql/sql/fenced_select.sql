@@ -5,9 +5,7 @@
 -- lock — not by a now read before the wait (a heartbeat that waited 150 ms for a row lock
 -- was accepted after its lease, found by the MariaDB audit checker).
 -- Parameters: the ids (/*ids*/ expanded), owner.
--- FORCE INDEX (PRIMARY): with stale statistics (a table loaded in one burst) the optimizer
--- reads this through jobs_lease's (state, ...) range instead, locking other claims' rows
--- on the way, and two concurrent claims or completions deadlocked (1213) on the bench.
+-- FORCE INDEX (PRIMARY): by id only, never a jobs_lease range (see claim_lease.sql).
 SELECT id, attempt, cancel_requested_at, queue
 FROM jobs FORCE INDEX (PRIMARY)
 WHERE id IN (/*ids*/) AND lease_owner = ? AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)

@@ -199,24 +199,25 @@ async fn try_key(c: &mut MySqlConnection, k: &str) -> Result<bool> {
 type Candidate = (i64, Option<String>, Option<String>);
 type RawCandidate = (i64, Option<crate::rows::Txt>, Option<crate::rows::Txt>);
 
-async fn candidates(
+fn candidate((id, o, k): RawCandidate) -> Candidate {
+    (id, o.map(|t| t.0), k.map(|t| t.0))
+}
+
+/// Ready candidates in claim order, locked (candidates_ready.sql).
+async fn ready_candidates(
     c: &mut MySqlConnection,
-    sql: &str,
     queue: &str,
     until: i64,
     n: i64,
 ) -> Result<Vec<Candidate>> {
-    let rows: Vec<RawCandidate> = sqlx::query_as(sql)
+    let rows: Vec<RawCandidate> = sqlx::query_as(CANDIDATES_READY)
         .bind(queue)
         .bind(until)
         .bind(n)
         .fetch_all(&mut *c)
         .await
         .map_err(db_err)?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, o, k)| (id, o.map(|t| t.0), k.map(|t| t.0)))
-        .collect())
+    Ok(rows.into_iter().map(candidate).collect())
 }
 
 /// The starving candidates (ready since before `until`), oldest first, locked: read plainly,
@@ -244,16 +245,17 @@ async fn starving_candidates(
     for id in &ids {
         q = q.bind(id);
     }
-    let mut locked: HashMap<i64, (Option<String>, Option<String>)> = q
+    let mut locked: HashMap<i64, Candidate> = q
         .fetch_all(&mut *c)
         .await
         .map_err(db_err)?
         .into_iter()
-        .map(|(id, o, k)| (id, (o.map(|t| t.0), k.map(|t| t.0))))
+        .map(|r| (r.0, candidate(r)))
         .collect();
+    // In the plain read's order (oldest first); a job skipped by the lock is left out.
     Ok(ids
         .into_iter()
-        .filter_map(|id| locked.remove(&id).map(|(o, k)| (id, o, k)))
+        .filter_map(|id| locked.remove(&id))
         .collect())
 }
 
@@ -316,7 +318,7 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
     if let (Some(bound), true) = (bound, starving) {
         rows = starving_candidates(c, &req.queue, now - bound, depth).await?;
     }
-    rows.extend(candidates(c, CANDIDATES_READY, &req.queue, now, depth).await?);
+    rows.extend(ready_candidates(c, &req.queue, now, depth).await?);
 
     let mut chosen: Vec<i64> = Vec::new();
     let mut okeys: Vec<String> = Vec::new();
