@@ -51,7 +51,8 @@ pub struct WorkerConfig {
     /// lost or about to be. The depth starts at `min(prefetch, claim_batch)`, halves whenever
     /// buffered jobs time out (long jobs need no buffer) and grows by a claim's size while
     /// claims come back full, up to this value and to what the queue started in the last
-    /// quarter of `prefetch_timeout` (so slow handlers are not buffered into time-outs). 0
+    /// quarter of `prefetch_timeout` or so far in the one under way, when more (so slow
+    /// handlers are not buffered into time-outs). 0
     /// claims only for free slots.
     /// Defaults to 300: a queue drains at most (slots + depth) jobs per claim round trip, and
     /// on an engine whose commit waits for a log flush (MariaDB's defaults: ~10 ms a claim
@@ -266,10 +267,30 @@ pub enum ConfigError {
     /// its claim is out, a pooled connection).
     #[error("claims_in_flight must be 1..=16 (got {0})")]
     ClaimsInFlight(usize),
+    /// A size outside what the worker can hold: every slot, buffered job and batch entry is
+    /// a semaphore permit or channel place, so a value near `usize::MAX` would overflow or
+    /// panic in tokio instead of failing here (and 0 slots, claim or completion batch would
+    /// never run anything).
+    #[error("{field} must be {min}..={max} (got {value})")]
+    OutOfRange {
+        /// The setting, as `WorkerConfig` names it (`queue "q" concurrency` for a queue).
+        field: String,
+        /// The value given.
+        value: usize,
+        /// Smallest allowed.
+        min: usize,
+        /// Largest allowed.
+        max: usize,
+    },
     /// [`crate::Worker::run`] or [`crate::Worker::drain`] was called a second time.
     #[error("a worker runs once")]
     AlreadyRan,
 }
+
+/// Largest queue concurrency, prefetch, claim batch or completion batch: far above what one
+/// process runs (a claim of 100,000 rows is already one very long transaction), far below
+/// where permits and channel sizes overflow.
+pub const MAX_SIZE: usize = 100_000;
 
 impl WorkerConfig {
     /// Checks that this configuration can run (what [`crate::Worker::new`] checks), with the
@@ -307,6 +328,25 @@ impl WorkerConfig {
         if !(1..=16).contains(&self.claims_in_flight) {
             return Err(ConfigError::ClaimsInFlight(self.claims_in_flight));
         }
+        let queues = self.effective_queues();
+        let sizes = queues
+            .iter()
+            .map(|q| (format!("queue {:?} concurrency", q.name), q.concurrency, 1))
+            .chain([
+                ("prefetch".to_string(), self.prefetch, 0),
+                ("claim_batch".to_string(), self.claim_batch, 1),
+                ("completion_batch".to_string(), self.completion_batch, 1),
+            ]);
+        for (field, value, min) in sizes {
+            if !(min..=MAX_SIZE).contains(&value) {
+                return Err(ConfigError::OutOfRange {
+                    field,
+                    value,
+                    min,
+                    max: MAX_SIZE,
+                });
+            }
+        }
         if self.heartbeat_interval >= self.lease {
             return Err(ConfigError::HeartbeatNotShorterThanLease {
                 heartbeat: self.heartbeat_interval,
@@ -341,6 +381,46 @@ mod tests {
             ..WorkerConfig::default()
         };
         assert_eq!(ok.validate(), Ok(()), "200 bytes of UTF-8 is fine");
+    }
+
+    #[test]
+    fn sizes_a_worker_cannot_hold_are_refused() {
+        let field = |c: WorkerConfig| match c.validate() {
+            Err(ConfigError::OutOfRange { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        for bad in [usize::MAX, MAX_SIZE + 1] {
+            let c = WorkerConfig {
+                prefetch: bad,
+                ..WorkerConfig::default()
+            };
+            assert_eq!(field(c), "prefetch");
+            let c = WorkerConfig::default().queue("q", bad);
+            assert_eq!(field(c), "queue \"q\" concurrency");
+        }
+        for f in ["claim_batch", "completion_batch"] {
+            let mut c = WorkerConfig::default();
+            *(if f == "claim_batch" {
+                &mut c.claim_batch
+            } else {
+                &mut c.completion_batch
+            }) = 0;
+            assert_eq!(field(c), f);
+        }
+        let zero = WorkerConfig {
+            queues: vec![QueueConfig {
+                name: "q".into(),
+                concurrency: 0,
+            }],
+            ..WorkerConfig::default()
+        };
+        assert_eq!(field(zero), "queue \"q\" concurrency");
+        let edge = WorkerConfig {
+            prefetch: 0,
+            claim_batch: MAX_SIZE,
+            ..WorkerConfig::default().queue("q", MAX_SIZE)
+        };
+        assert_eq!(edge.validate(), Ok(()), "the bounds themselves are allowed");
     }
 
     #[test]
