@@ -248,6 +248,15 @@ async fn run_plain<S: Store>(
     // Polled in place (no task per job): a panic is caught as a value, and a handler that
     // ignores its token is dropped after the grace period.
     let mut fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    // A handler that is done at its first poll needs no watchdog: arming one costs two
+    // timers (registered with the runtime's timer wheel and removed again) per job, and it
+    // could not have stopped that poll anyway.
+    if let std::task::Poll::Ready(r) = futures::poll!(&mut fut) {
+        return match r {
+            Ok(r) => Ended::Returned(r),
+            Err(p) => Ended::Panicked(panic_message(&*p)),
+        };
+    }
     let done = tokio::select! {
         r = &mut fut => Some(r),
         _ = must_stop(shared.clone(), entry.clone(), max_runtime) => None,
