@@ -143,7 +143,7 @@ pub async fn charts(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<()> {
         &a.floor_script,
         &ctx.url,
         &a.synchronous_commit,
-        a.jobs.max(10_000),
+        a.jobs().max(10_000),
         4,
         100,
     )
@@ -152,7 +152,7 @@ pub async fn charts(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<()> {
     let mut points = Vec::new();
     let mut results = Vec::new();
     for c in [10usize, 25, 50, 100, 200] {
-        let mut r = drain(ctx, a.jobs, a.workers, c, a.batch.min(c.max(10))).await?;
+        let mut r = drain(ctx, a.jobs(), a.workers, c, a.batch.min(c.max(10))).await?;
         r.floor_jobs_per_s = Some(floor);
         r.floor_batch = Some(100);
         r.ratio = r.jobs_per_s.map(|j| j / floor);

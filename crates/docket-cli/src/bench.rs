@@ -504,12 +504,12 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         return print(&[r], a.json);
     }
     if want("drain") {
-        let mut r = drain(&ctx, a.jobs, a.workers, a.concurrency, a.batch).await?;
+        let mut r = drain(&ctx, a.jobs(), a.workers, a.concurrency, a.batch).await?;
         if let Some((floor, _)) = run_floor(
             &a.floor_script,
             &ctx.url,
             &a.synchronous_commit,
-            a.jobs.max(10_000),
+            a.jobs().max(10_000),
             4,
             100,
         ) {
@@ -523,7 +523,7 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
                 &a.floor_script,
                 &ctx.url,
                 &a.synchronous_commit,
-                a.jobs.max(10_000),
+                a.jobs().max(10_000),
                 4,
                 a.batch,
             ) {
@@ -537,7 +537,7 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         }
     }
     if want("enqueue") {
-        let results_enq = enqueue(&ctx, a.jobs, a.producers).await?;
+        let results_enq = enqueue(&ctx, a.jobs(), a.producers).await?;
         let floor = run_floor(
             &a.floor_script,
             &ctx.url,

@@ -102,7 +102,7 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
 /// 20,000 jobs whose handlers sleep 5 ms, one default process with 50 slots: the time
 /// against the ideal (N × 5 ms / 50).
 pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
-    let (n, w, sleep_ms) = (a.jobs.min(1_000_000), 50usize, 5u64);
+    let (n, w, sleep_ms) = (a.jobs.unwrap_or(20_000).min(1_000_000), 50usize, 5u64);
     let rate = one_drain(ctx, n, w, sleep_ms).await?;
     let secs = n as f64 / rate;
     let ideal = n as f64 * sleep_ms as f64 / 1000.0 / w as f64;

@@ -468,9 +468,10 @@ pub struct BenchArgs {
     /// `docket-bench`'s).
     #[arg(long, default_value = "drain")]
     pub scenario: String,
-    /// Jobs for drain and bulk enqueue.
-    #[arg(long, default_value_t = 100_000)]
-    pub jobs: u64,
+    /// Jobs for drain and bulk enqueue (default 100,000) and for mixed work (default 20,000,
+    /// the size its target is stated for).
+    #[arg(long)]
+    pub jobs: Option<u64>,
     /// Worker processes for drain.
     #[arg(long, default_value_t = 2)]
     pub workers: u32,
@@ -523,6 +524,13 @@ pub struct BenchArgs {
     pub floor_script: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchArgs {
+    /// `--jobs`, or the drain and enqueue scenarios' default.
+    pub fn jobs(&self) -> u64 {
+        self.jobs.unwrap_or(100_000)
+    }
 }
 
 #[derive(Debug, Args)]

@@ -400,3 +400,51 @@ async fn the_dashboard_serves_this_engine() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("docket_queue_jobs"), "{body}");
 }
+
+#[tokio::test]
+async fn the_engine_bench_runs_every_size_asked_for_against_its_own_floor() {
+    let f = File::new();
+    let o = f.run(&[
+        "bench",
+        "--scenario",
+        "engine",
+        "--levels",
+        "2,5",
+        "--counts",
+        "200,300",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let rows: Vec<serde_json::Value> = out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    let got: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["jobs"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(200, 2), (200, 5), (300, 2), (300, 5)], "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["engine"], "SQLite", "{r}");
+        let (rate, floor) = (
+            r["jobs_per_s"].as_f64().unwrap(),
+            r["floor_jobs_per_s"].as_f64().unwrap(),
+        );
+        assert!(rate > 0.0 && floor > 0.0, "{r}");
+        assert!(
+            (r["ratio"].as_f64().unwrap() - rate / floor).abs() < 0.006,
+            "{r}"
+        );
+    }
+    // A size out of range is refused before anything runs.
+    let o = f.run(&["bench", "--scenario", "engine", "--counts", "200,5"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("--counts must be"), "{}", err(&o));
+}

@@ -49,8 +49,8 @@ pub(crate) async fn run<D: BenchDb>(db: &D, a: &BenchArgs) -> anyhow::Result<()>
         ))
         .into());
     }
-    let n = *a.counts.first().unwrap_or(&20_000);
-    if !(100..=2_000_000).contains(&n)
+    if a.counts.is_empty()
+        || a.counts.iter().any(|n| !(100..=2_000_000).contains(n))
         || a.levels.is_empty()
         || a.levels.iter().any(|w| !(1..=1000).contains(w))
     {
@@ -60,38 +60,37 @@ pub(crate) async fn run<D: BenchDb>(db: &D, a: &BenchArgs) -> anyhow::Result<()>
     }
     let runs = a.runs.clamp(1, 9);
     let batch = a.batch.clamp(1, 1000);
-    let floor_before = db.floor(n, batch, D::FLOOR_CLIENTS).await?;
-    let mut results = Vec::new();
-    for &w in &a.levels {
-        let mut rates = Vec::new();
-        for r in 0..runs {
-            rates.push(drain(db, n, w, r).await?);
+    // Every N asked for is run (with its own floor, before and after): a size left out
+    // silently would report a number for a drain nobody measured.
+    for &n in &a.counts {
+        let floor_before = db.floor(n, batch, D::FLOOR_CLIENTS).await?;
+        let mut results = Vec::new();
+        for &w in &a.levels {
+            let mut rates = Vec::new();
+            for r in 0..runs {
+                rates.push(drain(db, n, w, r).await?);
+            }
+            results.push((w, median(rates.clone()), rates));
         }
-        results.push((w, median(rates.clone()), rates));
-    }
-    let floor_after = db.floor(n, batch, D::FLOOR_CLIENTS).await?;
-    let floor = (floor_before + floor_after) / 2.0;
-    let rows: Vec<serde_json::Value> = results
-        .iter()
-        .map(|(w, med, all)| {
-            json!({"engine": D::NAME, "scenario": "engine", "jobs": n, "concurrency": w,
+        let floor_after = db.floor(n, batch, D::FLOOR_CLIENTS).await?;
+        let floor = (floor_before + floor_after) / 2.0;
+        if a.json {
+            for (w, med, all) in &results {
+                let row = json!({"engine": D::NAME, "scenario": "engine", "jobs": n, "concurrency": w,
                    "jobs_per_s": med.round(), "runs": all.iter().map(|r| r.round()).collect::<Vec<_>>(),
-                   "floor_jobs_per_s": floor.round(), "ratio": (med / floor * 100.0).round() / 100.0})
-        })
-        .collect();
-    if a.json {
-        for r in &rows {
-            println!("{r}");
+                   "floor_jobs_per_s": floor.round(), "ratio": (med / floor * 100.0).round() / 100.0});
+                println!("{row}");
+            }
+            continue;
         }
-    } else {
         println!(
-            "{} floor ({} client(s), batch {batch}): {floor_before:.0} before, {floor_after:.0} after",
+            "{} floor, N = {n} ({} client(s), batch {batch}): {floor_before:.0} before, {floor_after:.0} after",
             D::NAME,
             D::FLOOR_CLIENTS
         );
         for (w, med, all) in &results {
             println!(
-                "one process, defaults, W = {w:>3}: {med:>7.0} jobs/s  ×{:.2} of the floor  (runs {:?})",
+                "one process, defaults, N = {n}, W = {w:>3}: {med:>7.0} jobs/s  ×{:.2} of the floor  (runs {:?})",
                 med / floor,
                 all.iter().map(|r| r.round() as i64).collect::<Vec<_>>()
             );
