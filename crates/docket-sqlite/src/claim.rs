@@ -20,9 +20,7 @@ use crate::store::{ms, SqliteStore};
 
 const QUEUE_CONTROL: &str = include_str!("../sql/queue_control.sql");
 const RUNNING_IN_QUEUE: &str = include_str!("../sql/running_in_queue.sql");
-const KEYED_READY: &str = include_str!("../sql/keyed_ready.sql");
-const CANDIDATES_READY: &str = include_str!("../sql/candidates_ready.sql");
-const CANDIDATES_STARVING: &str = include_str!("../sql/candidates_starving.sql");
+const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
 const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
 const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
@@ -122,22 +120,41 @@ pub(crate) async fn ordering_behind(c: &mut SqliteConnection, key: &str, id: i64
 
 type Candidate = (i64, Option<String>, Option<String>);
 
-async fn candidates(
-    c: &mut SqliteConnection,
-    sql: &str,
-    queue: &str,
-    until: i64,
-    n: i64,
-) -> Result<Vec<Candidate>> {
-    let text: String = sqlx::query_scalar(sql)
-        .bind(queue)
-        .bind(until)
-        .bind(n)
+fn candidates(r: &SqliteRow, column: &str) -> Result<Vec<Candidate>> {
+    let text: String = r.try_get(column).map_err(db_err)?;
+    serde_json::from_str(&text)
+        .map_err(|e| crate::errors::corrupt(format!("claim candidates: {e}")))
+}
+
+/// What claim_context.sql read: the claim's instant, the queue's controls and the
+/// candidates (starving first, then ready).
+struct Context {
+    now: i64,
+    queue: QueueRow,
+    rows: Vec<Candidate>,
+}
+
+async fn context(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Context> {
+    let r = sqlx::query(CLAIM_CONTEXT)
+        .bind(&req.queue)
+        .bind(i64::from(req.limit))
+        .bind(req.starvation.map(ms))
         .fetch_one(&mut *c)
         .await
         .map_err(db_err)?;
-    serde_json::from_str(&text)
-        .map_err(|e| crate::errors::corrupt(format!("claim candidates: {e}")))
+    let queue = QueueRow {
+        paused_at: r.try_get("paused_at").map_err(db_err)?,
+        max_running: r.try_get("max_running").map_err(db_err)?,
+        key_max_running: r.try_get("key_max_running").map_err(db_err)?,
+        bucket: bucket_of(&r)?,
+    };
+    let mut rows = candidates(&r, "starving")?;
+    rows.extend(candidates(&r, "ready")?);
+    Ok(Context {
+        now: r.try_get("now").map_err(db_err)?,
+        queue,
+        rows,
+    })
 }
 
 /// What a claim leased: claimed_rows.sql's one row, and the ids in the order they were
@@ -148,13 +165,14 @@ pub(crate) struct Leased {
     chosen: Vec<i64>,
 }
 
-/// Chooses and leases up to `req.limit` jobs at database time `now`.
-async fn claim_in(
-    c: &mut SqliteConnection,
-    now: i64,
-    req: &ClaimRequest,
-) -> Result<Option<Leased>> {
-    let q = queue_row(c, &req.queue).await?;
+/// Chooses and leases up to `req.limit` jobs at the database's now (read by
+/// claim_context.sql, the transaction's first statement).
+async fn claim_in(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Option<Leased>> {
+    let Context {
+        now,
+        queue: q,
+        rows,
+    } = context(c, req).await?;
     if q.paused_at.is_some() {
         return Ok(None);
     }
@@ -169,20 +187,6 @@ async fn claim_in(
     if budget <= 0 {
         return Ok(None);
     }
-    let keyed: bool = sqlx::query_scalar(KEYED_READY)
-        .bind(&req.queue)
-        .bind(now)
-        .fetch_one(&mut *c)
-        .await
-        .map_err(db_err)?;
-    // Unkeyed work is taken in order; keyed work is looked at further ahead, past jobs a key
-    // holds back (the same depth as PostgreSQL's claim_controlled).
-    let depth = if keyed { budget * 4 + 200 } else { budget };
-    let mut rows = Vec::new();
-    if let Some(starve) = req.starvation {
-        rows = candidates(c, CANDIDATES_STARVING, &req.queue, now - ms(starve), depth).await?;
-    }
-    rows.extend(candidates(c, CANDIDATES_READY, &req.queue, now, depth).await?);
 
     let mut chosen: Vec<i64> = Vec::new();
     let mut okeys: Vec<String> = Vec::new();
@@ -277,13 +281,15 @@ impl SqliteStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        let Some(leased) = self
-            .write(async |c: &mut SqliteConnection, now| claim_in(c, now, req).await)
-            .await?
-        else {
+        // Not `write`: claim_context.sql reads the transaction's now itself (one statement
+        // fewer while the writer is held).
+        let mut tx = self.begin_write().await?;
+        let leased = claim_in(tx.conn(), req).await?;
+        tx.commit().await?;
+        let Some(leased) = leased else {
             return Ok(Vec::new());
         };
-        let mut jobs = Vec::with_capacity(leased.chosen.len());
+        let mut jobs = Vec::new();
         let mut bad = Vec::new();
         for r in crate::rows::claimed_all(&leased.text)? {
             match r {
