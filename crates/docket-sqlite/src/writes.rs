@@ -19,6 +19,7 @@ use crate::rows;
 use crate::store::{ms, SqliteStore};
 
 const COMPLETE_MANY: &str = include_str!("../sql/complete_many.sql");
+const COMPLETE_ALL: &str = include_str!("../sql/complete_all.sql");
 const HEARTBEAT: &str = include_str!("../sql/heartbeat.sql");
 const SNOOZE_MANY: &str = include_str!("../sql/snooze_many.sql");
 const FENCED_ROW: &str = include_str!("../sql/fenced_row.sql");
@@ -133,6 +134,24 @@ impl SqliteStore {
             return Ok(BatchOutcome::default());
         }
         let sorted = sorted_leases(leases);
+        // The common case first: every lease still holds, and one autocommit statement
+        // completes them all. It writes all or nothing, so when any lease was lost the
+        // transaction below sorts the batch out from the same rows.
+        let json = pairs(&sorted);
+        let n = self
+            .write_alone(|| {
+                sqlx::query(COMPLETE_ALL)
+                    .bind(json.as_str())
+                    .bind(owner)
+                    .bind(sorted.len() as i64)
+            })
+            .await?;
+        if n as usize == sorted.len() {
+            return Ok(BatchOutcome {
+                applied: sorted,
+                lost: Vec::new(),
+            });
+        }
         let done = self
             .write(async |c: &mut SqliteConnection, now| {
                 let n = sqlx::query(COMPLETE_MANY)
