@@ -64,11 +64,17 @@ pub(crate) async fn queue_row(c: &mut SqliteConnection, queue: &str) -> Result<Q
     let Some(r) = row else {
         return Ok(QueueRow::default());
     };
+    queue_row_of(&r)
+}
+
+/// A queue's controls from a row with queue_control.sql's columns (claim_context.sql has
+/// them too; all NULL without a `queues` row).
+fn queue_row_of(r: &SqliteRow) -> Result<QueueRow> {
     Ok(QueueRow {
         paused_at: r.try_get("paused_at").map_err(db_err)?,
         max_running: r.try_get("max_running").map_err(db_err)?,
         key_max_running: r.try_get("key_max_running").map_err(db_err)?,
-        bucket: bucket_of(&r)?,
+        bucket: bucket_of(r)?,
     })
 }
 
@@ -142,12 +148,7 @@ async fn context(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Context
         .fetch_one(&mut *c)
         .await
         .map_err(db_err)?;
-    let queue = QueueRow {
-        paused_at: r.try_get("paused_at").map_err(db_err)?,
-        max_running: r.try_get("max_running").map_err(db_err)?,
-        key_max_running: r.try_get("key_max_running").map_err(db_err)?,
-        bucket: bucket_of(&r)?,
-    };
+    let queue = queue_row_of(&r)?;
     let mut rows = candidates(&r, "starving")?;
     rows.extend(candidates(&r, "ready")?);
     Ok(Context {
@@ -289,7 +290,7 @@ impl SqliteStore {
         let Some(leased) = leased else {
             return Ok(Vec::new());
         };
-        let mut jobs = Vec::new();
+        let mut jobs = Vec::with_capacity(leased.chosen.len());
         let mut bad = Vec::new();
         for r in crate::rows::claimed_all(&leased.text)? {
             match r {

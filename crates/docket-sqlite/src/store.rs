@@ -64,11 +64,25 @@ pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The pause before retrying a write another process holds the file's lock against: short
-/// and jittered, so this process's writer gets in soon after the other commits.
-pub(crate) async fn busy_pause() {
-    let us = rand::thread_rng().gen_range(200..2_000);
-    tokio::time::sleep(Duration::from_micros(us)).await;
+/// Runs `attempt` until it is not refused for a file another process holds locked, up to
+/// [`BUSY_TIMEOUT`]. The writer connection has no busy handler (SQLite's sleeps in growing
+/// steps up to 100 ms); this retries every 0.2–2 ms, jittered, so the writer gets in soon
+/// after the other process commits — another process's commit sends no signal to wait on.
+/// Only for attempts refused before they wrote anything (a BEGIN, a single statement).
+async fn busy_retry<T, F: std::future::Future<Output = std::result::Result<T, sqlx::Error>>>(
+    mut attempt: impl FnMut() -> F,
+) -> Result<T> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if crate::errors::is_busy(&e) && Instant::now() < deadline => {
+                let us = rand::thread_rng().gen_range(200..2_000);
+                tokio::time::sleep(Duration::from_micros(us)).await;
+            }
+            Err(e) => return Err(db_err(e)),
+        }
+    }
 }
 
 /// The database clock, in ms since the epoch.
@@ -187,16 +201,8 @@ impl SqliteStore {
     /// sleeping in SQLite's busy handler.
     pub async fn begin_write(&self) -> Result<WriteTx> {
         let turn = self.inner.gate.clone().lock_owned().await;
-        let deadline = Instant::now() + BUSY_TIMEOUT;
-        loop {
-            match self.inner.writer.begin_with("BEGIN IMMEDIATE").await {
-                Ok(tx) => return Ok(WriteTx { tx, _turn: turn }),
-                Err(e) if crate::errors::is_busy(&e) && Instant::now() < deadline => {
-                    busy_pause().await
-                }
-                Err(e) => return Err(db_err(e)),
-            }
-        }
+        let tx = busy_retry(|| self.inner.writer.begin_with("BEGIN IMMEDIATE")).await?;
+        Ok(WriteTx { tx, _turn: turn })
     }
 
     /// Runs `f` in one write transaction ([`SqliteStore::begin_write`]) with the database's
@@ -229,16 +235,8 @@ impl SqliteStore {
         query: impl Fn() -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
     ) -> Result<u64> {
         let _turn = self.inner.gate.clone().lock_owned().await;
-        let deadline = Instant::now() + BUSY_TIMEOUT;
-        loop {
-            match query().execute(&self.inner.writer).await {
-                Ok(r) => return Ok(r.rows_affected()),
-                Err(e) if crate::errors::is_busy(&e) && Instant::now() < deadline => {
-                    busy_pause().await
-                }
-                Err(e) => return Err(db_err(e)),
-            }
-        }
+        let r = busy_retry(|| query().execute(&self.inner.writer)).await?;
+        Ok(r.rows_affected())
     }
 
     /// The database's now (ms) for a read.
