@@ -84,3 +84,38 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
         .await;
     assert_eq!(left, 0, "bench worker sessions left behind");
 }
+
+/// `--scenario mixed` reports the nominal ratio (the target's) and, beside it, the ideal of
+/// the handlers as they measured their own sleeps — never shorter than the nominal one (a
+/// timer sleep ends at or after its deadline), and the drain never beats it.
+#[tokio::test]
+async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal_one() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&["bench", "--scenario", "mixed", "--jobs", "1000", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).lines().last().unwrap()).unwrap();
+    assert_eq!(v["scenario"], "mixed", "{v}");
+    let nominal = v["ratio"].as_f64().unwrap();
+    let note = v["note"].as_str().unwrap();
+    let measured: f64 = note
+        .rsplit("= ")
+        .next()
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no measured ratio in {note:?}"));
+    let each_ms: f64 = note
+        .split("measured ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no handler time in {note:?}"));
+    assert!(each_ms >= 5.0, "a 5 ms sleep measured {each_ms} ms: {note}");
+    assert!(
+        measured >= 1.0 && measured <= nominal,
+        "measured ratio {measured}, nominal {nominal}: {note}"
+    );
+    let done = db
+        .scalar("SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded'")
+        .await;
+    assert_eq!(done, 1000);
+}
