@@ -8,12 +8,11 @@
 # mutant at run time), and prints a table. A mutant that no test catches is a proof that
 # cannot fail: the script then exits 1.
 #
-# First the same tests run without a mutant and must pass, or "caught" would mean nothing
-# (--no-baseline skips this when the caller has just run them: .ci/run runs the whole suite,
-# with the same binaries and no mutant set, right before). A mutant is caught at its first
-# failing spec, so each list below starts with its cheapest catching test.
+# First the same tests run without a mutant and must pass, or "caught" would mean nothing.
+# A mutant is caught at its first failing spec, so each list below starts with its cheapest
+# catching test.
 #
-# Usage: scripts/mutants.sh [--no-baseline] [MUTANT ...]    (default: every mutant)
+# Usage: scripts/mutants.sh [MUTANT ...]    (default: every mutant)
 # Env:   DATABASE_URL as for the test suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +33,6 @@ buffered_starts_after_lost|docket-worker:prefetch:a_buffered_job_never_starts_on
 EOF
 )
 
-baseline=1
-if [ "${1:-}" = "--no-baseline" ]; then baseline=0; shift; fi
 want=("$@")
 selected() { [ ${#want[@]} -eq 0 ] && return 0; local m; for m in "${want[@]}"; do [ "$m" = "$1" ] && return 0; done; return 1; }
 
@@ -76,8 +73,8 @@ for spec in $specs; do
     || { echo "mutants.sh: no test binary for $spec" >&2; exit 2; }
 done
 
-[ $baseline = 1 ] && echo "baseline: the catching tests pass without a mutant" >&2
-[ $baseline = 1 ] && for spec in $specs; do
+echo "baseline: the catching tests pass without a mutant" >&2
+for spec in $specs; do
   if ! DOCKET_MUTANT= run "$spec" "$out/baseline.log" >/dev/null; then
     echo "mutants.sh: $spec fails without a mutant:" >&2; tail -30 "$out/baseline.log" >&2; exit 2
   fi

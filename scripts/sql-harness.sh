@@ -15,6 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000} VARIANT=${2:-} RUNS=${3:-3} C=4 B=100
+# N goes into the loading statement and RUNS into a loop: whole numbers in range, or nothing runs.
+[[ $N =~ ^[1-9][0-9]{0,7}$ ]] || { echo "sql-harness.sh: N must be 1..99999999, not '$N'" >&2; exit 2; }
+[[ $RUNS =~ ^[1-9][0-9]?$ ]] || { echo "sql-harness.sh: RUNS must be 1..99, not '$RUNS'" >&2; exit 2; }
+[ -z "$VARIANT" ] || [ -f "$VARIANT" ] || { echo "sql-harness.sh: no variant file '$VARIANT'" >&2; exit 2; }
 URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 DOCKET=${DOCKET:-target/release/docket}
 export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"

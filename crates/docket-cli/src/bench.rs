@@ -153,6 +153,7 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
         let total = total.clone();
         async move {
             if !sleep.is_zero() {
+                // The job's work itself (mixed scenario), not a wait for anything.
                 let t = std::time::Instant::now();
                 tokio::time::sleep(sleep).await;
                 let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -166,9 +167,8 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
         let w = Worker::new(store, reg, cfg)?;
         let r = w.drain(crate::shutdown_with_parent()).await?;
         eprintln!("bench worker: {}", serde_json::to_string(&r.metrics)?);
-        if let Some(f) = &a.handler_time_file {
-            let ns = handler_ns.load(std::sync::atomic::Ordering::Relaxed);
-            std::fs::write(f, ns.to_string())?;
+        if a.print_handler_time {
+            println!("{}", handler_ns.load(std::sync::atomic::Ordering::Relaxed));
         }
         return Ok(());
     }

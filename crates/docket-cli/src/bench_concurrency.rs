@@ -19,14 +19,11 @@ use crate::Ctx;
 /// and the handlers' summed run time in seconds as they measured it.
 async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<(f64, f64)> {
     let store = load_drain(ctx, n).await?;
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-    let handler_file = std::env::temp_dir().join(format!(
-        "docket-bench-{}-{}.ns",
-        std::process::id(),
-        stamp.as_nanos()
-    ));
     let mut c = ctx.child("__bench-worker")?;
-    c.arg("--handler-time-file").arg(&handler_file);
+    // The worker prints its handlers' summed time on stdout at the end (one short line, well
+    // inside a pipe's buffer, so it is read after the exit).
+    c.arg("--print-handler-time")
+        .stdout(std::process::Stdio::piped());
     c.args([
         "--concurrency",
         &slots.to_string(),
@@ -41,9 +38,16 @@ async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Re
     crate::stop_children(&mut children);
     waited?;
     let secs = verify_drained(ctx, &store, n).await?;
-    let read = std::fs::read_to_string(&handler_file);
-    let _ = std::fs::remove_file(&handler_file);
-    let handler_ns: f64 = read?.trim().parse()?;
+    let mut printed = String::new();
+    if let Some(mut out) = children[0].stdout.take() {
+        std::io::Read::read_to_string(&mut out, &mut printed)?;
+    }
+    let handler_ns: f64 = printed.trim().parse().map_err(|_| {
+        CliError::new(
+            1,
+            format!("the bench worker printed {printed:?}, not its handler time"),
+        )
+    })?;
     Ok((
         n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6),
         handler_ns / 1e9,

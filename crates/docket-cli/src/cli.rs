@@ -554,8 +554,8 @@ pub struct BenchWorkerArgs {
     /// Each job's handler sleeps this long (mixed work).
     #[arg(long, default_value_t = 0)]
     pub sleep_ms: u64,
-    /// Write the handlers' summed run time (ns, as each measured its own sleep) here at the
-    /// end: the mixed scenario's second ideal.
+    /// Print the handlers' summed run time (ns, as each measured its own sleep) on stdout at
+    /// the end: the mixed scenario's second ideal.
     #[arg(long)]
-    pub handler_time_file: Option<std::path::PathBuf>,
+    pub print_handler_time: bool,
 }
