@@ -15,9 +15,18 @@ use crate::cli::BenchArgs;
 use crate::fail::CliError;
 use crate::Ctx;
 
-/// One drain by one default worker process: jobs/s between first claim and last completion,
-/// and the handlers' summed run time in seconds as they measured it.
-async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<(f64, f64)> {
+/// What one drain measured.
+struct Drain {
+    /// Jobs/s between first claim and last completion.
+    rate: f64,
+    /// The handlers' summed run time in seconds, as they measured it.
+    handler_secs: f64,
+    /// The worker process's peak resident set, MiB.
+    peak_rss_mib: f64,
+}
+
+/// One drain by one default worker process.
+async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<Drain> {
     let store = load_drain(ctx, n).await?;
     let mut c = ctx.child("__bench-worker")?;
     // The worker prints its handlers' summed time on stdout at the end (one short line, well
@@ -42,16 +51,23 @@ async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Re
     if let Some(mut out) = children[0].stdout.take() {
         std::io::Read::read_to_string(&mut out, &mut printed)?;
     }
-    let handler_ns: f64 = printed.trim().parse().map_err(|_| {
+    let bad = || {
         CliError::new(
             1,
-            format!("the bench worker printed {printed:?}, not its handler time"),
+            format!("the bench worker printed {printed:?}, not its handler time and peak RSS"),
         )
-    })?;
-    Ok((
-        n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6),
-        handler_ns / 1e9,
-    ))
+    };
+    let mut fields = printed.split_whitespace().map(str::parse::<f64>);
+    let (Some(Ok(handler_ns)), Some(Ok(rss_kib)), None) =
+        (fields.next(), fields.next(), fields.next())
+    else {
+        return Err(bad().into());
+    };
+    Ok(Drain {
+        rate: n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6),
+        handler_secs: handler_ns / 1e9,
+        peak_rss_mib: rss_kib / 1024.0,
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -79,11 +95,13 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
     let mut measured = Vec::new();
     for &n in &a.counts {
         for &w in &a.levels {
-            let mut rates = Vec::new();
+            let (mut rates, mut rss) = (Vec::new(), 0f64);
             for _ in 0..a.runs {
-                rates.push(one_drain(ctx, n, w, 0).await?.0);
+                let d = one_drain(ctx, n, w, 0).await?;
+                rates.push(d.rate);
+                rss = rss.max(d.peak_rss_mib);
             }
-            measured.push((n, w, rates));
+            measured.push((n, w, rates, rss));
         }
     }
     let after = floor().map(|f| f.0);
@@ -93,7 +111,7 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
     };
     Ok(measured
         .into_iter()
-        .map(|(n, w, rates)| {
+        .map(|(n, w, rates, rss)| {
             let m = median(rates.clone());
             BenchResult {
                 scenario: "concurrency".into(),
@@ -105,12 +123,13 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
                 floor_jobs_per_s: floor,
                 ratio: floor.map(|f| m / f),
                 note: Some(format!(
-                    "one process, library defaults; median of {} runs; floor before {} / after {}",
+                    "one process, library defaults; median of {} runs; floor before {} / after {}; \
+                     worker peak RSS {rss:.1} MiB",
                     rates.len(),
                     before.map_or("-".into(), |f| format!("{f:.0}")),
                     after.map_or("-".into(), |f| format!("{f:.0}"))
                 )),
-                extra: Some(json!({ "runs_jobs_per_s": rates })),
+                extra: Some(json!({ "runs_jobs_per_s": rates, "peak_rss_mib": rss })),
                 ..Default::default()
             }
         })
@@ -121,7 +140,11 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
 /// against the ideal (N × 5 ms / 50).
 pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
     let (n, w, sleep_ms) = (a.jobs.unwrap_or(20_000).min(1_000_000), 50usize, 5u64);
-    let (rate, handler_secs) = one_drain(ctx, n, w, sleep_ms).await?;
+    let Drain {
+        rate,
+        handler_secs,
+        peak_rss_mib,
+    } = one_drain(ctx, n, w, sleep_ms).await?;
     let secs = n as f64 / rate;
     let ideal = n as f64 * sleep_ms as f64 / 1000.0 / w as f64;
     // The ideal of the handlers as they ran: their measured time spread over the slots. The
@@ -139,9 +162,15 @@ pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
         ratio: Some(secs / ideal),
         note: Some(format!(
             "handlers sleep {sleep_ms} ms; ratio = time / ideal ({ideal:.2} s), target <= 1.15; \
-             the handlers measured {mean_ms:.2} ms each: time / their ideal ({measured_ideal:.2} s) = {:.2}",
+             the handlers measured {mean_ms:.2} ms each: time / their ideal ({measured_ideal:.2} s) = {:.2}; \
+             worker peak RSS {peak_rss_mib:.1} MiB",
             secs / measured_ideal.max(1e-9)
         )),
+        extra: Some(json!({
+            "peak_rss_mib": peak_rss_mib,
+            "handler_ms": mean_ms,
+            "ratio_to_handlers_ideal": secs / measured_ideal.max(1e-9),
+        })),
         ..Default::default()
     })
 }

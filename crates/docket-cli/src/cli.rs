@@ -554,8 +554,9 @@ pub struct BenchWorkerArgs {
     /// Each job's handler sleeps this long (mixed work).
     #[arg(long, default_value_t = 0)]
     pub sleep_ms: u64,
-    /// Print the handlers' summed run time (ns, as each measured its own sleep) on stdout at
-    /// the end: the mixed scenario's second ideal.
+    /// Print the handlers' summed run time (ns, as each measured its own sleep) and the
+    /// process's peak RSS (KiB) on stdout at the end: the mixed scenario's second ideal and
+    /// the memory target at W = 200.
     #[arg(long)]
     pub print_handler_time: bool,
 }

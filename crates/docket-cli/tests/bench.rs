@@ -87,7 +87,8 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
 
 /// `--scenario mixed` reports the nominal ratio (the target's) and, beside it, the ideal of
 /// the handlers as they measured their own sleeps — never shorter than the nominal one (a
-/// timer sleep ends at or after its deadline), and the drain never beats it.
+/// sleep ends at or after its deadline), and the drain never beats it — and the worker's
+/// peak RSS.
 #[tokio::test]
 async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal_one() {
     let db = TestDb::new().await;
@@ -98,17 +99,11 @@ async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal
     assert_eq!(v["scenario"], "mixed", "{v}");
     let nominal = v["ratio"].as_f64().unwrap();
     let note = v["note"].as_str().unwrap();
-    let measured: f64 = note
-        .rsplit("= ")
-        .next()
-        .and_then(|r| r.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no measured ratio in {note:?}"));
-    let each_ms: f64 = note
-        .split("measured ")
-        .nth(1)
-        .and_then(|r| r.split(" ms").next())
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("no handler time in {note:?}"));
+    let measured = v["extra"]["ratio_to_handlers_ideal"].as_f64().unwrap();
+    let each_ms = v["extra"]["handler_ms"].as_f64().unwrap();
+    // The worker reports its peak resident set; a no-op worker with 50 slots is tens of MiB.
+    let rss = v["extra"]["peak_rss_mib"].as_f64().unwrap();
+    assert!(rss > 1.0 && rss < 1024.0, "peak RSS {rss} MiB: {note}");
     assert!(each_ms >= 5.0, "a 5 ms sleep measured {each_ms} ms: {note}");
     assert!(
         measured >= 1.0 && measured <= nominal,
@@ -118,4 +113,60 @@ async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal
         .scalar("SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded'")
         .await;
     assert_eq!(done, 1000);
+}
+
+/// `--scenario concurrency` runs one default worker process per (N, W) asked for, in that
+/// order, verifies every drain, and reports each median with the worker's peak RSS (the
+/// memory target is stated at W = 200) and, when the floor script is present, the ratio.
+#[tokio::test]
+async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&[
+        "bench",
+        "--scenario",
+        "concurrency",
+        "--levels",
+        "2,20",
+        "--counts",
+        "400",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let rows: Vec<serde_json::Value> = out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    let got: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["jobs"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(400, 2), (400, 20)], "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["scenario"], "concurrency", "{r}");
+        assert!(r["jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        let rss = r["extra"]["peak_rss_mib"].as_f64().unwrap();
+        assert!(rss > 1.0 && rss < 1024.0, "peak RSS {rss} MiB: {r}");
+        if floor_script_present() {
+            let (rate, floor) = (
+                r["jobs_per_s"].as_f64().unwrap(),
+                r["floor_jobs_per_s"].as_f64().unwrap(),
+            );
+            assert!((r["ratio"].as_f64().unwrap() - rate / floor).abs() < 1e-6, "{r}");
+        }
+    }
+    // The last drain's jobs: every one succeeded on its first claim.
+    let done = db
+        .scalar(
+            "SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded' AND attempt = 1",
+        )
+        .await;
+    assert_eq!(done, 400);
 }
