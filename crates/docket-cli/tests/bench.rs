@@ -159,7 +159,10 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
                 r["jobs_per_s"].as_f64().unwrap(),
                 r["floor_jobs_per_s"].as_f64().unwrap(),
             );
-            assert!((r["ratio"].as_f64().unwrap() - rate / floor).abs() < 1e-6, "{r}");
+            assert!(
+                (r["ratio"].as_f64().unwrap() - rate / floor).abs() < 1e-6,
+                "{r}"
+            );
         }
     }
     // The last drain's jobs: every one succeeded on its first claim.

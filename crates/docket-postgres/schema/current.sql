@@ -219,7 +219,7 @@ AS $function$
                  * p_rate / p_period_ms)
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint)
+CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
  SET search_path TO '{{schema}}'
@@ -229,6 +229,12 @@ DECLARE
     q queues%ROWTYPE;
 BEGIN
     IF p_limit <= 0 THEN RETURN; END IF;
+    -- The worker's claim (p_async, sql/claim.sql) is its own transaction and commits without
+    -- waiting for the WAL flush (see the header). Off by default: a caller's transaction
+    -- that claims keeps its durability.
+    IF p_async AND coalesce(current_setting('docket.durable_claims', true), '') NOT IN ('on', 'true') THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
     PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND q.paused_at IS NOT NULL THEN RETURN; END IF;

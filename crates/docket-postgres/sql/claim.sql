@@ -1,6 +1,9 @@
 -- claim: hand up to $2 ready jobs of queue $1 to owner $3 with a lease of $4 ms.
 -- Parameters: $1 text queue, $2 int limit, $3 text owner, $4 bigint lease_ms,
---   $5 bigint starvation bound in ms (NULL: strict priority order).
+--   $5 bigint starvation bound in ms (NULL: strict priority order). The sixth argument,
+--   true, lets this claim (always a transaction of its own) commit without waiting for its
+--   WAL flush: a claim lost in a server crash leaves the job pending with the attempt it had
+--   (migration 0011; docs/guarantees.md). `docket.durable_claims = on` turns it off.
 -- The claim() function (migration 0005) takes a shared lock on the queue (so pause and limit
 -- changes wait for claims in flight and bind every later one), returns nothing for a paused
 -- queue, runs the single-statement fast path when the queue has no limits
@@ -12,4 +15,4 @@
 -- measured as CPU saved on both sides of the connection.
 SELECT id, attempt, max_attempts, queue, kind, args, metadata, priority, run_at, created_at,
        lease_expires_at
-FROM {{schema}}.claim($1, $2, $3, $4, $5)
+FROM {{schema}}.claim($1, $2, $3, $4, $5, true)

@@ -452,3 +452,51 @@ async fn schema_checks_reject_impossible_shapes() {
         assert!(err.to_string().contains(constraint), "{bad}: {err}");
     }
 }
+
+/// The worker's claim (claim() with p_async, as sql/claim.sql calls it) commits without
+/// waiting for its WAL flush; claim() with its five arguments — a caller's own transaction —
+/// and any claim under `docket.durable_claims = on` keep the session's durability. Read
+/// inside one transaction each, where `SHOW` sees what the commit will use.
+#[tokio::test]
+async fn only_the_workers_own_claim_commits_without_waiting_for_its_flush() {
+    let db = TestDb::new().await;
+    one(&db, NewJob::new("q", "k", json!(1))).await;
+    let mode = |call: &'static str, durable: bool| {
+        let db = &db;
+        async move {
+            let mut tx = db.pool.begin().await.unwrap();
+            sqlx::query("SET LOCAL synchronous_commit = on")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            if durable {
+                sqlx::query("SET LOCAL docket.durable_claims = on")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+            }
+            sqlx::query(&format!("SELECT count(*) FROM {}.{call}", db.schema))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let m: String = sqlx::query_scalar("SHOW synchronous_commit")
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            m
+        }
+    };
+    let worker = "claim('q', 1, 'w', 60000, NULL, true)";
+    let caller = "claim('q', 1, 'w', 60000, NULL)";
+    assert_eq!(mode(worker, false).await, "off");
+    assert_eq!(mode(caller, false).await, "on");
+    assert_eq!(mode(worker, true).await, "on");
+    // The store's claim is the worker's call, and it leases the job as always.
+    assert!(
+        include_str!("../sql/claim.sql").contains(".claim($1, $2, $3, $4, $5, true)"),
+        "sql/claim.sql no longer opts in"
+    );
+    let j = claim1(&db, "w").await;
+    assert_eq!(j.attempt, 1);
+}

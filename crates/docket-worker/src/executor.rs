@@ -48,7 +48,12 @@ pub(crate) async fn execute<S: Store>(
     let lease = job.lease();
     let labels = shared.telemetry.claimed(&job, shared.config.lease);
     let span = crate::telemetry::job_span(&job);
-    let entry = shared.tracker.insert(lease, Some(permit), deadline, labels);
+    let Some(entry) = shared.tracker.insert(lease, Some(permit), deadline, labels) else {
+        // Dropping the permit frees the credit; the running execution owns the job.
+        warn!(job = %lease.id, attempt = lease.attempt,
+              "claimed a job again that is still running here (an earlier claim was lost, as in a server crash); the running execution keeps it");
+        return;
+    };
     run(shared, job, entry).instrument(span).await
 }
 

@@ -114,14 +114,24 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Registers a claimed job.
+    /// Registers a claimed job; `None` when this very lease (job and attempt) is already
+    /// running here. That happens only after a claim was lost in a server crash (claims
+    /// commit without waiting for their WAL flush, migration 0011): the job came back
+    /// pending with the attempt it had, and this worker claimed it again under the same
+    /// owner and token while its first execution still ran. The running execution keeps the
+    /// job — its heartbeats cover the new claim and its outcome is written against it — so
+    /// one token never has two executions.
     pub fn insert(
         &self,
         lease: Lease,
         permit: Option<OwnedSemaphorePermit>,
         deadline: Instant,
         labels: crate::telemetry::Labels,
-    ) -> Arc<InFlight> {
+    ) -> Option<Arc<InFlight>> {
+        let mut jobs = self.jobs.lock().expect("poisoned");
+        if jobs.get(&lease.id).is_some_and(|e| e.lease == lease) {
+            return None;
+        }
         let entry = Arc::new(InFlight {
             lease,
             labels,
@@ -131,11 +141,8 @@ impl Tracker {
             permit: Mutex::new(permit),
             finished: Default::default(),
         });
-        self.jobs
-            .lock()
-            .expect("poisoned")
-            .insert(lease.id, entry.clone());
-        entry
+        jobs.insert(lease.id, entry.clone());
+        Some(entry)
     }
 
     /// Forgets a job (its outcome is written, or it no longer belongs to this worker). Only

@@ -487,3 +487,79 @@ async fn the_leader_prunes_by_itself_in_bounded_batches() {
     w.shutdown.immediate.cancel();
     let _ = w.stop().await;
 }
+
+/// A claim lost in a server crash (claims commit without waiting for their WAL flush) leaves
+/// the row as it was before the claim — pending, the attempt it had, no lease — while the
+/// worker still runs the job. The worker then claims it again under the same owner and
+/// token; it must not start a second execution of that token: the running one keeps the job
+/// and its outcome is written against the new claim. The crash's effect on the row is
+/// written directly here (what recovery leaves), so the test needs no crash to be exact.
+#[tokio::test]
+async fn a_job_reclaimed_after_a_lost_claim_runs_once_per_token() {
+    let db = TestDb::new().await;
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut reg = Registry::default();
+    let (r2, rel) = (runs.clone(), release.clone());
+    reg.register_fn("held", move |_a, _ctx: JobContext| {
+        let (r2, rel) = (r2.clone(), rel.clone());
+        async move {
+            r2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            rel.notified().await;
+            Ok(())
+        }
+    });
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "held", json!(0)))
+        .await
+        .unwrap()
+        .id;
+    // No heartbeat between the "recovery" and the second claim: a heartbeat that found the
+    // row unleased would end the execution as lease-lost, which is right but not this case.
+    let mut c = config("q", 2).lease(Duration::from_secs(600));
+    c.heartbeat_interval = Duration::from_secs(500);
+    c.maintenance = false;
+    let w = start(&db, reg, c).await;
+    eventually(Duration::from_secs(10), "the job runs", || async {
+        runs.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    let owner: String = sqlx::query_scalar(&format!(
+        "SELECT lease_owner FROM {}.jobs WHERE id = $1",
+        db.schema
+    ))
+    .bind(id.0)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    // What a crash that lost the claim leaves behind.
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET state = 'pending', attempt = attempt - 1, lease_owner = NULL,
+         lease_expires_at = NULL, attempted_at = NULL WHERE id = {}",
+        id.0
+    ))
+    .await;
+    eventually(Duration::from_secs(10), "claimed again by the same worker", || async {
+        db.scalar(&format!(
+            "SELECT count(*) FROM {{schema}}.jobs WHERE id = {} AND state = 'running' AND attempt = 1 AND lease_owner = '{owner}'",
+            id.0
+        ))
+        .await
+            == 1
+    })
+    .await;
+    release.notify_waiters();
+    eventually(Duration::from_secs(10), "the job succeeded", || async {
+        db.store.get(id).await.unwrap().state == JobState::Succeeded
+    })
+    .await;
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one token, one execution"
+    );
+    assert_eq!(db.store.get(id).await.unwrap().attempt, 1);
+    w.shutdown.immediate.cancel();
+    let _ = w.stop().await;
+}
