@@ -95,6 +95,11 @@ pub fn run_floor(
     batch: usize,
 ) -> Option<(f64, serde_json::Value)> {
     let script = floor_script(script)?;
+    // The script drops and re-creates one scratch database (docket_sql_floor) on the server:
+    // two floors at once on one server (two benches, or two tests) destroy each other's run.
+    // They take turns through a lock file named after the server, held for the run (the
+    // floor's pgbench runs on this machine, so this machine's lock is the one that matters).
+    let _turn = floor_turn(url);
     // The script hands its URL to psql and pgbench on their command lines, where `ps` shows
     // it to every user: give it the URL without the password, and the password through
     // libpq's PGPASSWORD instead.
@@ -120,6 +125,26 @@ pub fn run_floor(
     let line = String::from_utf8_lossy(&out.stdout);
     let v: serde_json::Value = serde_json::from_str(line.lines().last()?).ok()?;
     Some((v["jobs_per_s"].as_f64()?, v))
+}
+
+/// An exclusive lock on `<temp>/docket-sql-floor-<server>.lock`, waited for; `None` when the
+/// file cannot be opened (the floor then runs unguarded, as before).
+fn floor_turn(url: &str) -> Option<std::fs::File> {
+    use std::hash::{Hash, Hasher};
+    let server = docket_postgres::connect::parse(url.split('?').next().unwrap_or(url))
+        .map(|t| format!("{}:{}", t.options.get_host(), t.options.get_port()))
+        .unwrap_or_else(|_| url.to_string());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    server.hash(&mut h);
+    let path = std::env::temp_dir().join(format!("docket-sql-floor-{:016x}.lock", h.finish()));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .ok()?;
+    f.lock().ok()?;
+    Some(f)
 }
 
 /// `scheme://user:password@host/db` → `scheme://user@host/db`.
