@@ -39,6 +39,12 @@ WHERE j.id = f.id
   -- spelled this way so the planner probes the primary key instead of scanning the
   -- partial jobs_lease_idx (predicate state = 'running') with all its dead entries.
   AND j.attempt = f.attempt
+  -- Inside coalesce( …, false) (the same truth in a WHERE) so the planner does not
+  -- estimate it from the column statistics: analysed while nothing ran, they say no row
+  -- has an owner, and a custom plan then scanned the whole table once per id (a nested
+  -- loop over a sequential scan: 237 ms for 500 ids at 20,000 rows, 3.5 ms probing the
+  -- key). With the default estimate a small table is hashed once, a large one probed.
+  AND coalesce(TRUE
   AND j.lease_owner = $6
-  AND j.lease_expires_at > statement_timestamp()
+  AND j.lease_expires_at > statement_timestamp(), false)
 RETURNING j.id, j.attempt
