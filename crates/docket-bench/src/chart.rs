@@ -83,6 +83,8 @@ pub fn throughput_titled(
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
         chart
             .configure_series_labels()
+            // Below the lines: the curves sit in the upper half of the plot.
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()?;
