@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{code, err, out, Cli};
+use common::{bench_sizes, code, err, json_lines, out, Cli};
 use docket_testkit::TestDb;
 
 fn floor_script_present() -> bool {
@@ -34,10 +34,7 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
         "--json",
     ]);
     assert_eq!(code(&o), 0, "{}", err(&o));
-    let objects: Vec<serde_json::Value> = out(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
-        .collect();
+    let objects = json_lines(&o);
     let drain = objects
         .iter()
         .find(|v| v["scenario"] == "drain")
@@ -135,19 +132,8 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
         "--json",
     ]);
     assert_eq!(code(&o), 0, "{}", err(&o));
-    let rows: Vec<serde_json::Value> = out(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
-        .collect();
-    let got: Vec<(u64, u64)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["jobs"].as_u64().unwrap(),
-                r["concurrency"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let rows = json_lines(&o);
+    let got = bench_sizes(&rows);
     assert_eq!(got, [(400, 2), (400, 20)], "{rows:?}");
     for r in &rows {
         assert_eq!(r["scenario"], "concurrency", "{r}");

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use common::{
+    bench_sizes, code, err, eventually, json_lines, logged, ndjson, out, owner_of, signal, Proc,
+};
 use docket_core::{JobState, Store};
 use docket_sqlite::SqliteStore;
 use docket_testkit::{checker, checker_sqlite};
@@ -422,19 +424,8 @@ async fn the_engine_bench_runs_every_size_asked_for_against_its_own_floor() {
         "--json",
     ]);
     assert_eq!(code(&o), 0, "{}", err(&o));
-    let rows: Vec<serde_json::Value> = out(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
-        .collect();
-    let got: Vec<(u64, u64)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["jobs"].as_u64().unwrap(),
-                r["concurrency"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let rows = json_lines(&o);
+    let got = bench_sizes(&rows);
     assert_eq!(got, [(200, 2), (200, 5), (300, 2), (300, 5)], "{rows:?}");
     for r in &rows {
         assert_eq!(r["engine"], "SQLite", "{r}");

@@ -226,6 +226,27 @@ pub fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
 
+/// stdout as one JSON value per line (`--json` output), panicking on a line that is not.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    out(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+/// The (jobs, concurrency) of each bench row, in order.
+#[allow(dead_code)] // not every test binary runs a bench
+pub fn bench_sizes(rows: &[serde_json::Value]) -> Vec<(u64, u64)> {
+    rows.iter()
+        .map(|r| {
+            (
+                r["jobs"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// Runs `args` and checks the exit code and that stderr is one `error: ` line naming `what`.
 pub fn assert_fails(cli: &Cli, args: &[&str], want: i32, what: &str) {
     let o = cli.run(args);
