@@ -19,6 +19,10 @@
 -- Measured (docs/benchmarks.md, session 13): one default process, N = 200,000, alternating
 -- runs: 0.41-0.51 of the SQL floor with durable claims, 0.51-0.62 without.
 -- The body is claim() of migration 0005 (with 0006's plan_cache_mode) plus the prologue.
+-- The five-argument function is dropped, not overloaded (one definition to read); the new
+-- one starts with PostgreSQL's default EXECUTE for PUBLIC. claim() is SECURITY INVOKER, so
+-- that grants nothing a role lacks: claiming needs UPDATE on jobs. A schema on which
+-- `docket grant` ran before should have it run again to revoke that default as before.
 DROP FUNCTION claim(text, integer, text, bigint, bigint);
 CREATE FUNCTION claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint,
                       p_async boolean DEFAULT false)
