@@ -127,8 +127,13 @@ pub fn run_floor(
     Some((v["jobs_per_s"].as_f64()?, v))
 }
 
-/// An exclusive lock on `<temp>/docket-sql-floor-<server>.lock`, waited for; `None` when the
-/// file cannot be opened (the floor then runs unguarded, as before).
+/// The longest wait for another floor's turn: a floor run takes seconds to a few minutes, so
+/// a lock held longer is a stuck run or another user's file, and the floor goes ahead.
+const FLOOR_TURN_WAIT: Duration = Duration::from_secs(600);
+
+/// An exclusive lock on `<temp>/docket-sql-floor-<server>.lock`, waited for up to
+/// [`FLOOR_TURN_WAIT`] with a message; `None` when the file cannot be opened or the wait
+/// ran out (the floor then runs unguarded, as before, and says so).
 fn floor_turn(url: &str) -> Option<std::fs::File> {
     use std::hash::{Hash, Hasher};
     let server = docket_postgres::connect::parse(url.split('?').next().unwrap_or(url))
@@ -141,10 +146,34 @@ fn floor_turn(url: &str) -> Option<std::fs::File> {
         .create(true)
         .truncate(false)
         .write(true)
-        .open(path)
+        .open(&path)
         .ok()?;
-    f.lock().ok()?;
-    Some(f)
+    let deadline = std::time::Instant::now() + FLOOR_TURN_WAIT;
+    let mut told = false;
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Some(f),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                if !told {
+                    eprintln!(
+                        "bench: another SQL floor is running on this server; waiting for its turn ({})",
+                        path.display()
+                    );
+                    told = true;
+                }
+                // Polled: flock has no wait with a time-out, and a blocked lock() could not
+                // be abandoned.
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(_) => {
+                eprintln!(
+                    "bench: no turn for the SQL floor ({}); running it unguarded",
+                    path.display()
+                );
+                return None;
+            }
+        }
+    }
 }
 
 /// `scheme://user:password@host/db` → `scheme://user@host/db`.
