@@ -157,6 +157,25 @@ impl MySqlStore {
         Ok(out)
     }
 
+    /// Runs `op` on this store in a task of its own and waits for it. Every [`Store`]
+    /// call goes through here because sqlx's MySQL connection is not safe to drop mid-query:
+    /// a call cut short (a heartbeat under its timeout, a claim raced against shutdown)
+    /// left its connection expecting a reply the server never sends, and the pool's check
+    /// of it on return waited for ever — one connection lost per cut until the pool had
+    /// none ("pool timed out"). In its own task the statement always finishes and the
+    /// connection comes back clean; a caller that stopped waiting just never sees the
+    /// result (every write is fenced, so one that lands after its caller gave up is as safe
+    /// as a retry).
+    pub(crate) async fn detached<T, F>(&self, op: impl FnOnce(MySqlStore) -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        tokio::spawn(op(self.clone()))
+            .await
+            .map_err(|e| StoreError::Database(Box::new(e)))?
+    }
+
     /// The server's now (ms) for a read.
     pub(crate) async fn now_ms(&self) -> Result<i64> {
         sqlx::query_scalar(NOW)
@@ -170,15 +189,20 @@ impl Store for MySqlStore {
     type Listener = LocalHints;
 
     async fn migrate(&self) -> Result<()> {
-        crate::migrate::run(&self.inner.pool).await
+        self.detached(move |s| async move { crate::migrate::run(&s.inner.pool).await })
+            .await
     }
 
     async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        self.leader_try_impl(owner, ttl).await
+        let owner = owner.to_owned();
+        self.detached(move |s| async move { s.leader_try_impl(&owner, ttl).await })
+            .await
     }
 
     async fn leader_resign(&self, owner: &str) -> Result<()> {
-        self.leader_resign_impl(owner).await
+        let owner = owner.to_owned();
+        self.detached(move |s| async move { s.leader_resign_impl(&owner).await })
+            .await
     }
 
     fn listen_support(&self, _direct_url: Option<&str>) -> ListenSupport {
@@ -196,23 +220,36 @@ impl Store for MySqlStore {
     }
 
     async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        self.enqueue_many_impl(jobs).await
+        let jobs = jobs.to_owned();
+        self.detached(move |s| async move { s.enqueue_many_impl(&jobs).await })
+            .await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
-        self.claim_impl(req).await
+        let req = req.to_owned();
+        self.detached(move |s| async move { s.claim_impl(&req).await })
+            .await
     }
 
     async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        self.complete_many_impl(owner, leases).await
+        let owner = owner.to_owned();
+        let leases = leases.to_owned();
+        self.detached(move |s| async move { s.complete_many_impl(&owner, &leases).await })
+            .await
     }
 
     async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
-        self.fail_many_impl(owner, failures).await
+        let owner = owner.to_owned();
+        let failures = failures.to_owned();
+        self.detached(move |s| async move { s.fail_many_impl(&owner, &failures).await })
+            .await
     }
 
     async fn snooze_many(&self, owner: &str, snoozes: &[Snooze]) -> Result<BatchOutcome> {
-        self.snooze_many_impl(owner, snoozes).await
+        let owner = owner.to_owned();
+        let snoozes = snoozes.to_owned();
+        self.detached(move |s| async move { s.snooze_many_impl(&owner, &snoozes).await })
+            .await
     }
 
     async fn heartbeat(
@@ -221,7 +258,10 @@ impl Store for MySqlStore {
         leases: &[Lease],
         lease: Duration,
     ) -> Result<HeartbeatOutcome> {
-        self.heartbeat_impl(owner, leases, lease).await
+        let owner = owner.to_owned();
+        let leases = leases.to_owned();
+        self.detached(move |s| async move { s.heartbeat_impl(&owner, &leases, lease).await })
+            .await
     }
 
     async fn release_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
@@ -232,127 +272,173 @@ impl Store for MySqlStore {
                 delay: Duration::ZERO,
             })
             .collect();
-        self.snooze_many_impl(owner, &snoozes).await
+        let owner = owner.to_owned();
+        self.detached(move |s| async move { s.snooze_many_impl(&owner, &snoozes).await })
+            .await
     }
 
     async fn reap(&self, batch: i64) -> Result<ReapReport> {
-        self.reap_impl(batch).await
+        self.detached(move |s| async move { s.reap_impl(batch).await })
+            .await
     }
 
     async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
-        self.prune_impl(retention).await
+        let retention = retention.to_owned();
+        self.detached(move |s| async move { s.prune_impl(&retention).await })
+            .await
     }
 
     async fn retry(&self, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
-        self.retry_impl(id, extra_attempts).await
+        self.detached(move |s| async move { s.retry_impl(id, extra_attempts).await })
+            .await
     }
 
     async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
-        self.cancel_impl(id).await
+        self.detached(move |s| async move { s.cancel_impl(id).await })
+            .await
     }
 
     async fn get(&self, id: JobId) -> Result<JobRecord> {
-        self.get_impl(id).await
+        self.detached(move |s| async move { s.get_impl(id).await })
+            .await
     }
 
     async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
-        self.worker_beat_impl(beat, ttl).await
+        let beat = beat.to_owned();
+        self.detached(move |s| async move { s.worker_beat_impl(&beat, ttl).await })
+            .await
     }
 
     async fn worker_gone(&self, owner: &str) -> Result<()> {
-        self.worker_gone_impl(owner).await
+        let owner = owner.to_owned();
+        self.detached(move |s| async move { s.worker_gone_impl(&owner).await })
+            .await
     }
 
     async fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        self.workers_impl().await
+        self.detached(move |s| async move { s.workers_impl().await })
+            .await
     }
 
     async fn why(&self, id: JobId) -> Result<WhyReport> {
-        self.why_impl(id).await
+        self.detached(move |s| async move { s.why_impl(id).await })
+            .await
     }
 
     async fn search(&self, query: &JobQuery) -> Result<JobPage> {
-        self.search_impl(query).await
+        let query = query.to_owned();
+        self.detached(move |s| async move { s.search_impl(&query).await })
+            .await
     }
 
     async fn overview(&self, cap: i64) -> Result<Overview> {
-        self.overview_impl(cap).await
+        self.detached(move |s| async move { s.overview_impl(cap).await })
+            .await
     }
 
     async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
-        self.dead_groups_impl(limit).await
+        self.detached(move |s| async move { s.dead_groups_impl(limit).await })
+            .await
     }
 
     async fn run_now(&self, id: JobId) -> Result<JobRecord> {
-        self.run_now_impl(id).await
+        self.detached(move |s| async move { s.run_now_impl(id).await })
+            .await
     }
 
     async fn record_samples(&self, samples: &[Sample]) -> Result<()> {
-        self.record_samples_impl(samples).await
+        let samples = samples.to_owned();
+        self.detached(move |s| async move { s.record_samples_impl(&samples).await })
+            .await
     }
 
     async fn samples(&self, window: Duration) -> Result<Vec<Sample>> {
-        self.samples_impl(window).await
+        self.detached(move |s| async move { s.samples_impl(window).await })
+            .await
     }
 
     async fn audit(&self, entry: &AuditEntry) -> Result<()> {
-        self.audit_impl(entry).await
+        let entry = entry.to_owned();
+        self.detached(move |s| async move { s.audit_impl(&entry).await })
+            .await
     }
 
     async fn audit_log(&self, limit: i64) -> Result<Vec<AuditEntry>> {
-        self.audit_log_impl(limit).await
+        self.detached(move |s| async move { s.audit_log_impl(limit).await })
+            .await
     }
 
     async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.list_impl(filter).await
+        let filter = filter.to_owned();
+        self.detached(move |s| async move { s.list_impl(&filter).await })
+            .await
     }
 
     async fn active_count(&self, queues: &[String]) -> Result<i64> {
-        self.active_count_impl(queues).await
+        let queues = queues.to_owned();
+        self.detached(move |s| async move { s.active_count_impl(&queues).await })
+            .await
     }
 
     async fn any_active(&self, queues: &[String]) -> Result<bool> {
-        self.any_active_impl(queues).await
+        let queues = queues.to_owned();
+        self.detached(move |s| async move { s.any_active_impl(&queues).await })
+            .await
     }
 
     async fn table_health(&self) -> Result<Option<TableStats>> {
-        self.table_health_impl().await
+        self.detached(move |s| async move { s.table_health_impl().await })
+            .await
     }
 
     async fn stats(&self) -> Result<Stats> {
-        self.stats_impl().await
+        self.detached(move |s| async move { s.stats_impl().await })
+            .await
     }
 
     async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {
-        self.pause_queue_impl(queue).await
+        let queue = queue.to_owned();
+        self.detached(move |s| async move { s.pause_queue_impl(&queue).await })
+            .await
     }
 
     async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
-        self.resume_queue_impl(queue).await
+        let queue = queue.to_owned();
+        self.detached(move |s| async move { s.resume_queue_impl(&queue).await })
+            .await
     }
 
     async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
-        self.set_queue_limits_impl(queue, limits).await
+        let queue = queue.to_owned();
+        let limits = limits.to_owned();
+        self.detached(move |s| async move { s.set_queue_limits_impl(&queue, &limits).await })
+            .await
     }
 
     async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
-        self.queue_controls_impl().await
+        self.detached(move |s| async move { s.queue_controls_impl().await })
+            .await
     }
 
     async fn set_key_limit(&self, limit: &KeyLimit) -> Result<()> {
-        self.set_key_limit_impl(limit).await
+        let limit = limit.to_owned();
+        self.detached(move |s| async move { s.set_key_limit_impl(&limit).await })
+            .await
     }
 
     async fn key_limits(&self) -> Result<Vec<KeyLimit>> {
-        self.key_limits_impl().await
+        self.detached(move |s| async move { s.key_limits_impl().await })
+            .await
     }
 
     async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
-        self.blocked_keys_impl(limit).await
+        self.detached(move |s| async move { s.blocked_keys_impl(limit).await })
+            .await
     }
 
     async fn skip(&self, id: JobId) -> Result<JobRecord> {
-        self.skip_impl(id).await
+        self.detached(move |s| async move { s.skip_impl(id).await })
+            .await
     }
 
     async fn unblock_keys(&self, _batch: i32) -> Result<u64> {
@@ -362,18 +448,24 @@ impl Store for MySqlStore {
     }
 
     async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
-        self.upsert_periodic_impl(def).await
+        let def = def.to_owned();
+        self.detached(move |s| async move { s.upsert_periodic_impl(&def).await })
+            .await
     }
 
     async fn remove_periodic(&self, name: &str) -> Result<bool> {
-        self.remove_periodic_impl(name).await
+        let name = name.to_owned();
+        self.detached(move |s| async move { s.remove_periodic_impl(&name).await })
+            .await
     }
 
     async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
-        self.list_periodic_impl().await
+        self.detached(move |s| async move { s.list_periodic_impl().await })
+            .await
     }
 
     async fn enqueue_due_periodic(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
-        self.enqueue_due_periodic_impl(limit).await
+        self.detached(move |s| async move { s.enqueue_due_periodic_impl(limit).await })
+            .await
     }
 }

@@ -43,7 +43,13 @@ impl MySqlTx {
 
     /// Commits, then wakes this process's workers for the queues it enqueued to.
     pub async fn commit(self) -> Result<()> {
-        self.tx.commit().await.map_err(db_err)?;
+        // In a task of its own (see `MySqlStore::detached`): a caller dropped mid-COMMIT
+        // must not strand the connection.
+        let tx = self.tx;
+        tokio::spawn(async move { tx.commit().await })
+            .await
+            .map_err(|e| StoreError::Database(Box::new(e)))?
+            .map_err(db_err)?;
         let mut queues: Vec<&String> = self.enqueued.iter().map(|(_, q)| q).collect();
         queues.sort();
         queues.dedup();
@@ -55,7 +61,11 @@ impl MySqlTx {
 
     /// Rolls back (nothing it enqueued exists, nobody is woken).
     pub async fn rollback(self) -> Result<()> {
-        self.tx.rollback().await.map_err(db_err)
+        let tx = self.tx;
+        tokio::spawn(async move { tx.rollback().await })
+            .await
+            .map_err(|e| StoreError::Database(Box::new(e)))?
+            .map_err(db_err)
     }
 }
 
@@ -64,8 +74,14 @@ impl InTransaction for MySqlStore {
     type Conn = MySqlTx;
 
     async fn begin(&self) -> Result<MySqlTx> {
+        // In a task of its own, like every store call (see `MySqlStore::detached`): a
+        // caller dropped mid-BEGIN must not strand the connection.
+        let pool = self.inner.pool.clone();
+        let tx = tokio::spawn(async move { pool.begin().await })
+            .await
+            .map_err(|e| StoreError::Database(Box::new(e)))?;
         Ok(MySqlTx {
-            tx: self.inner.pool.begin().await.map_err(db_err)?,
+            tx: tx.map_err(db_err)?,
             store: self.clone(),
             enqueued: Vec::new(),
         })

@@ -85,6 +85,23 @@ async fn busy_retry<T, F: std::future::Future<Output = std::result::Result<T, sq
     }
 }
 
+/// The pools' last guard against a transaction nobody can end (see
+/// [`SqliteStore::begin_write`]): a connection that comes back to the pool still inside one
+/// (a dropped transaction's rollback is sent before the connection is released, so by now
+/// it has run) is closed instead of handed out — closing rolls the transaction back and
+/// frees the file's write lock — and the pool opens a fresh one.
+fn not_mid_transaction(
+    conn: &mut SqliteConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> futures::future::BoxFuture<'_, std::result::Result<bool, sqlx::Error>> {
+    use sqlx::Connection;
+    let stuck = conn.is_in_transaction();
+    if stuck {
+        tracing::warn!("closing a SQLite connection left inside a transaction");
+    }
+    Box::pin(async move { Ok(!stuck) })
+}
+
 /// The database clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
@@ -126,6 +143,7 @@ impl SqliteStore {
         };
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections.max(1))
+            .before_acquire(not_mid_transaction)
             .min_connections(if in_memory { 1 } else { 0 })
             // An in-memory database lives as long as one connection to it.
             .idle_timeout((!in_memory).then_some(Duration::from_secs(600)))
@@ -136,6 +154,7 @@ impl SqliteStore {
         // One connection: the in-process gate lets one write transaction at a time anyway.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .before_acquire(not_mid_transaction)
             .idle_timeout(None)
             .max_lifetime(None)
             .connect_with(writer_opts)
@@ -199,10 +218,29 @@ impl SqliteStore {
     /// another writer got in first (a deferred one would, with SQLITE_BUSY_SNAPSHOT). Use it
     /// for the application's own writes too: they then queue with Docket's instead of
     /// sleeping in SQLite's busy handler.
+    ///
+    /// Safe to drop at any await. sqlx's SQLite `begin_with` awaits once more after SQLite
+    /// has acknowledged the BEGIN and before the `Transaction` that would roll it back
+    /// exists (it checks the handle's autocommit flag); a caller dropped there — a
+    /// heartbeat under its timeout, a claim raced against shutdown — left the transaction
+    /// open on a pooled connection with nobody to end it: the file's write lock held for
+    /// ever, other processes' writes "database is locked", this process's next BEGIN
+    /// refused at "non-zero transaction depth". So the BEGIN runs in a task of its own,
+    /// which always reaches the end: when the caller is gone, the task drops the
+    /// `Transaction` it got, and that rolls back. The turn travels with it, so this
+    /// process's next writer still waits until that has happened.
     pub async fn begin_write(&self) -> Result<WriteTx> {
         let turn = self.inner.gate.clone().lock_owned().await;
-        let tx = busy_retry(|| self.inner.writer.begin_with("BEGIN IMMEDIATE")).await?;
-        Ok(WriteTx { tx, _turn: turn })
+        let writer = self.inner.writer.clone();
+        let begun = tokio::spawn(async move {
+            let tx = busy_retry(|| writer.begin_with("BEGIN IMMEDIATE")).await;
+            (tx, turn)
+        });
+        let (tx, turn) = begun.await.map_err(|e| StoreError::Database(Box::new(e)))?;
+        Ok(WriteTx {
+            tx: tx?,
+            _turn: turn,
+        })
     }
 
     /// Runs `f` in one write transaction ([`SqliteStore::begin_write`]) with the database's

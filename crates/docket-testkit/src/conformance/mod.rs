@@ -14,13 +14,15 @@
 //! fenced writes). Cases: [`lifecycle`] (enqueue, claim, complete, retry, dead, snooze,
 //! release, cancel, replay, unique keys), [`fencing`] (every fenced write by a stale holder,
 //! superseded by another worker or by its own reclaim, or past its lease), [`maintenance`]
-//! (reaper, prune, leader election, periodic ticks) and [`controls`] (pause, queue and key
+//! (reaper, prune, leader election, periodic ticks), [`cancel`] (calls dropped part way
+//! leave no transaction behind), [`controls`] (pause, queue and key
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
 //! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
 //! samples, audit), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
+pub mod cancel;
 pub mod controls;
 pub mod fencing;
 pub mod inspect;
@@ -84,6 +86,7 @@ macro_rules! conformance_suite {
             lifecycle::cancel_pending_and_running_then_replay,
             lifecycle::invalid_input_writes_nothing,
             lifecycle::racing_claims_never_fail_or_share_a_job,
+            cancel::a_call_dropped_at_any_await_leaves_no_transaction_open,
             fencing::stale_writes_by_a_superseded_worker_are_refused,
             fencing::stale_writes_after_the_same_worker_reclaimed_are_refused,
             fencing::writes_past_the_lease_are_refused_before_any_reap,
