@@ -13,7 +13,7 @@ use rand::Rng;
 
 use super::*;
 
-/// Thousands of heartbeats and enqueues cut short at random points between "not started"
+/// Thousands of heartbeats, enqueues and claims cut short at random points between "not started"
 /// and "done"; after each tenth the same store writes at once, and at the end a second
 /// store with connections of its own writes the same rows within seconds.
 pub async fn a_call_dropped_at_any_await_leaves_no_transaction_open<H: Harness>(h: &H) {
@@ -27,12 +27,27 @@ pub async fn a_call_dropped_at_any_await_leaves_no_transaction_open<H: Harness>(
         .collect();
     assert_eq!(leases.len(), 20);
     let mut rng = rand::thread_rng();
-    for i in 0..2_000 {
+    for i in 0..4_000 {
         let cut = Duration::from_micros(rng.gen_range(0..600));
-        if i % 2 == 0 {
-            let _ = tokio::time::timeout(cut, s.heartbeat("w", &leases, LONG)).await;
-        } else {
-            let _ = tokio::time::timeout(cut, s.enqueue(&job("other"))).await;
+        match i % 4 {
+            0 | 1 => {
+                let _ = tokio::time::timeout(cut, s.heartbeat("w", &leases, LONG)).await;
+            }
+            2 => {
+                let _ = tokio::time::timeout(cut, s.enqueue(&job("other"))).await;
+            }
+            _ => {
+                // Claims of the jobs the enqueues made (what a cut claim leased just runs
+                // out: nobody was told of it).
+                let req = ClaimRequest {
+                    queue: "other".into(),
+                    limit: 5,
+                    owner: "v".into(),
+                    lease: LONG,
+                    starvation: None,
+                };
+                let _ = tokio::time::timeout(cut, s.claim(&req)).await;
+            }
         }
         if i % 10 == 0 {
             let beat =
