@@ -24,6 +24,7 @@ const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
 const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
 const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
+const CLAIM_FAST: &str = include_str!("../sql/claim_fast.sql");
 const CLAIM_LEASE: &str = include_str!("../sql/claim_lease.sql");
 const CLAIMED_ROWS: &str = include_str!("../sql/claimed_rows.sql");
 const QUEUE_TOKENS_SPEND: &str = include_str!("../sql/queue_tokens_spend.sql");
@@ -282,30 +283,10 @@ impl SqliteStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        // Not `write`: claim_context.sql reads the transaction's now itself (one statement
-        // fewer while the writer is held).
-        let mut tx = self.begin_write().await?;
-        let leased = claim_in(tx.conn(), req).await?;
-        tx.commit().await?;
-        let Some(leased) = leased else {
-            return Ok(Vec::new());
+        let (jobs, bad) = match self.claim_fast(req).await? {
+            Some(decoded) => decoded,
+            None => self.claim_full(req).await?,
         };
-        let mut jobs = Vec::with_capacity(leased.chosen.len());
-        let mut bad = Vec::new();
-        for r in crate::rows::claimed_all(&leased.text)? {
-            match r {
-                Ok(j) => jobs.push(j),
-                Err(u) => bad.push(u),
-            }
-        }
-        // Hand the jobs out in the order they were chosen.
-        let pos: HashMap<i64, usize> = leased
-            .chosen
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (*id, i))
-            .collect();
-        jobs.sort_by_key(|j| pos.get(&j.id.0).copied().unwrap_or(usize::MAX));
         if !bad.is_empty() {
             // A row written around validation (a time out of range, JSON that does not
             // parse) cannot run: it is failed at once, dead with the reason, so it can
@@ -326,4 +307,68 @@ impl SqliteStore {
         }
         Ok(jobs)
     }
+
+    /// claim_fast.sql: one autocommit statement for a queue with nothing to decide. `None`
+    /// when it leased nothing — an empty queue, or one whose controls or keyed jobs need
+    /// the full claim (it wrote nothing then).
+    async fn claim_fast(&self, req: &ClaimRequest) -> Result<Option<Decoded>> {
+        let texts = self
+            .write_alone_rows(|| {
+                sqlx::query_scalar(CLAIM_FAST)
+                    .bind(&req.queue)
+                    .bind(i64::from(req.limit))
+                    .bind(&req.owner)
+                    .bind(ms(req.lease))
+                    .bind(req.starvation.map(ms))
+            })
+            .await?;
+        if texts.is_empty() {
+            return Ok(None);
+        }
+        let (mut jobs, bad) = split(texts.iter().map(|t| crate::rows::claimed(t)));
+        // RETURNING gives the rows in the order they were written: hand them out in the
+        // claim's order.
+        jobs.sort_by_key(|j| (j.priority, j.run_at, j.id.0));
+        Ok(Some((jobs, bad)))
+    }
+
+    /// The claim that reads the queue's controls and decides key by key, in one `BEGIN
+    /// IMMEDIATE` transaction.
+    async fn claim_full(&self, req: &ClaimRequest) -> Result<Decoded> {
+        // Not `write`: claim_context.sql reads the transaction's now itself (one statement
+        // fewer while the writer is held).
+        let mut tx = self.begin_write().await?;
+        let leased = claim_in(tx.conn(), req).await?;
+        tx.commit().await?;
+        let Some(leased) = leased else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let (mut jobs, bad) = split(crate::rows::claimed_all(&leased.text)?);
+        // Hand the jobs out in the order they were chosen.
+        let pos: HashMap<i64, usize> = leased
+            .chosen
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
+        jobs.sort_by_key(|j| pos.get(&j.id.0).copied().unwrap_or(usize::MAX));
+        Ok((jobs, bad))
+    }
+}
+
+/// Claimed jobs a handler can run, and those whose rows cannot be decoded.
+type Decoded = (Vec<ClaimedJob>, Vec<crate::rows::Undecodable>);
+
+fn split(
+    rows: impl IntoIterator<Item = std::result::Result<ClaimedJob, crate::rows::Undecodable>>,
+) -> Decoded {
+    let mut jobs = Vec::new();
+    let mut bad = Vec::new();
+    for r in rows {
+        match r {
+            Ok(j) => jobs.push(j),
+            Err(u) => bad.push(u),
+        }
+    }
+    (jobs, bad)
 }

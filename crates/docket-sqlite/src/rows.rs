@@ -67,7 +67,9 @@ pub(crate) fn claimed_all(text: &str) -> Result<Vec<Result<ClaimedJob, Undecodab
     Ok(raws.into_iter().map(|r| claimed(r.get())).collect())
 }
 
-fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
+/// One claimed job, a JSON array by position (claimed_rows.sql's element, claim_fast.sql's
+/// row): a job a handler can run, or why it cannot.
+pub(crate) fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
     let typed = serde_json::from_str::<Wire>(text).map_err(|e| e.to_string());
     let w = match typed {
         Ok(w) => w,

@@ -131,7 +131,13 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        let writer_opts = opts.clone().busy_timeout(Duration::ZERO);
+        // The writer's rows come through a channel of this many: a claim's RETURNING rows
+        // (claim_fast.sql, up to a batch) are then sent without the connection's thread
+        // waiting for the async side to take each one while the file's write lock is held.
+        let writer_opts = opts
+            .clone()
+            .busy_timeout(Duration::ZERO)
+            .row_buffer_size(1024);
         let key = if in_memory {
             format!("memory:{}", opts.get_filename().display())
         } else {
@@ -275,6 +281,22 @@ impl SqliteStore {
         let _turn = self.inner.gate.clone().lock_owned().await;
         let r = busy_retry(|| query().execute(&self.inner.writer)).await?;
         Ok(r.rows_affected())
+    }
+
+    /// [`SqliteStore::write_alone`] for a statement that returns one text column per row
+    /// (an `UPDATE … RETURNING`): the rows it returns. A statement refused at its start
+    /// returns no rows and has written nothing, so it is retried like write_alone's.
+    pub(crate) async fn write_alone_rows<'q>(
+        &self,
+        query: impl Fn() -> sqlx::query::QueryScalar<
+            'q,
+            sqlx::Sqlite,
+            String,
+            sqlx::sqlite::SqliteArguments<'q>,
+        >,
+    ) -> Result<Vec<String>> {
+        let _turn = self.inner.gate.clone().lock_owned().await;
+        busy_retry(|| query().fetch_all(&self.inner.writer)).await
     }
 
     /// The database's now (ms) for a read.
