@@ -59,13 +59,7 @@ async fn finish(db: &TestDb, workers: &mut [Proc], log: &std::path::Path) -> che
             "a surviving worker exited {status} after SIGTERM"
         );
     }
-    for entry in std::fs::read_dir(log.parent().unwrap()).unwrap() {
-        let p = entry.unwrap().path();
-        if p.extension().is_some_and(|e| e == "err") {
-            let text = std::fs::read_to_string(&p).unwrap();
-            assert!(!text.contains("panicked"), "{}: {text}", p.display());
-        }
-    }
+    assert_no_worker_panicked(log.parent().unwrap());
     assert_eq!(count(db, "running").await, 0, "nothing left running");
     let runs = checker::parse_log(&std::fs::read_to_string(log).unwrap_or_default());
     assert!(!runs.is_empty(), "the execution log is missing");

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use common::{
+    assert_no_worker_panicked, code, err, eventually, logged, ndjson, out, owner_of, signal, Proc,
+};
 use docket_core::{JobState, Store};
 use docket_mysql::MySqlStore;
 use docket_testkit::{checker, checker_mysql, mariadb};
@@ -304,13 +306,7 @@ async fn kill_minus_nine_workers_repeatedly_on_mysql() {
             "a survivor exited badly after SIGTERM"
         );
     }
-    for entry in std::fs::read_dir(&f.dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.extension().is_some_and(|e| e == "err") {
-            let text = std::fs::read_to_string(&p).unwrap();
-            assert!(!text.contains("panicked"), "{}: {text}", p.display());
-        }
-    }
+    assert_no_worker_panicked(&f.dir);
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
     let report = end_state(&s, &runs, 4_000).await;
     let audit = checker_mysql::check(s.pool(), &runs, &["succeeded"]).await;

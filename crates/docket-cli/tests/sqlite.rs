@@ -9,7 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    bench_sizes, code, err, eventually, json_lines, logged, ndjson, out, owner_of, signal, Proc,
+    assert_no_worker_panicked, bench_sizes, code, err, eventually, eventually_explained,
+    json_lines, logged, ndjson, out, owner_of, signal, worker_log_tails, Proc,
 };
 use docket_core::{JobState, Store};
 use docket_sqlite::SqliteStore;
@@ -229,17 +230,13 @@ async fn kill_minus_nine_workers_repeatedly_on_one_file() {
         kills += 1;
     }
     // A stall says why: the workers' own logs (a write refused, a lock never freed).
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while left().await != 0 {
-        if Instant::now() > deadline {
-            panic!(
-                "{} jobs not succeeded 600 s after the kills; workers' stderr:\n{}",
-                left().await,
-                err_tails(&f.dir)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_explained(
+        Duration::from_secs(600),
+        "every job succeeded after the kills",
+        || async { left().await == 0 },
+        || format!("workers' stderr:\n{}", worker_log_tails(&f.dir)),
+    )
+    .await;
     for w in workers.iter() {
         signal(w.id(), "TERM");
     }
@@ -249,13 +246,7 @@ async fn kill_minus_nine_workers_repeatedly_on_one_file() {
             "a survivor exited badly after SIGTERM"
         );
     }
-    for entry in std::fs::read_dir(&f.dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.extension().is_some_and(|e| e == "err") {
-            let text = std::fs::read_to_string(&p).unwrap();
-            assert!(!text.contains("panicked"), "{}: {text}", p.display());
-        }
-    }
+    assert_no_worker_panicked(&f.dir);
     let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
     let report = checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
     assert_eq!(report.jobs, 4_000);
@@ -277,21 +268,6 @@ async fn kill_minus_nine_workers_repeatedly_on_one_file() {
         report.rerun_jobs,
         started.elapsed()
     );
-}
-
-/// The last lines of every worker's stderr in `dir`, for a failure message.
-fn err_tails(dir: &Path) -> String {
-    let mut out = String::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.extension().is_some_and(|e| e == "err") {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(8)..].join("\n");
-            out.push_str(&format!("--- {}\n{tail}\n", p.display()));
-        }
-    }
-    out
 }
 
 /// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A

@@ -30,6 +30,16 @@ pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Runs `fut` to its end in a task of its own, whether or not the caller keeps waiting (see
+/// [`MySqlStore::detached`]); a panic in it comes back as an error.
+pub(crate) async fn in_own_task<T: Send + 'static>(
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(fut)
+        .await
+        .map_err(|e| StoreError::Database(Box::new(e)))
+}
+
 /// The server clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
@@ -171,9 +181,7 @@ impl MySqlStore {
         F: std::future::Future<Output = Result<T>> + Send + 'static,
         T: Send + 'static,
     {
-        tokio::spawn(op(self.clone()))
-            .await
-            .map_err(|e| StoreError::Database(Box::new(e)))?
+        in_own_task(op(self.clone())).await?
     }
 
     /// The server's now (ms) for a read.

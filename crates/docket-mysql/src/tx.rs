@@ -10,7 +10,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::MySql;
 
 use crate::errors::db_err;
-use crate::store::MySqlStore;
+use crate::store::{in_own_task, MySqlStore};
 use crate::writes::fenced;
 
 const COMPLETE_APPLY: &str = include_str!("../sql/complete_apply.sql");
@@ -46,10 +46,7 @@ impl MySqlTx {
         // In a task of its own (see `MySqlStore::detached`): a caller dropped mid-COMMIT
         // must not strand the connection.
         let tx = self.tx;
-        tokio::spawn(async move { tx.commit().await })
-            .await
-            .map_err(|e| StoreError::Database(Box::new(e)))?
-            .map_err(db_err)?;
+        in_own_task(tx.commit()).await?.map_err(db_err)?;
         let mut queues: Vec<&String> = self.enqueued.iter().map(|(_, q)| q).collect();
         queues.sort();
         queues.dedup();
@@ -62,10 +59,7 @@ impl MySqlTx {
     /// Rolls back (nothing it enqueued exists, nobody is woken).
     pub async fn rollback(self) -> Result<()> {
         let tx = self.tx;
-        tokio::spawn(async move { tx.rollback().await })
-            .await
-            .map_err(|e| StoreError::Database(Box::new(e)))?
-            .map_err(db_err)
+        in_own_task(tx.rollback()).await?.map_err(db_err)
     }
 }
 
@@ -77,9 +71,7 @@ impl InTransaction for MySqlStore {
         // In a task of its own, like every store call (see `MySqlStore::detached`): a
         // caller dropped mid-BEGIN must not strand the connection.
         let pool = self.inner.pool.clone();
-        let tx = tokio::spawn(async move { pool.begin().await })
-            .await
-            .map_err(|e| StoreError::Database(Box::new(e)))?;
+        let tx = in_own_task(async move { pool.begin().await }).await?;
         Ok(MySqlTx {
             tx: tx.map_err(db_err)?,
             store: self.clone(),

@@ -208,14 +208,30 @@ impl TestDb {
 
 /// Polls `cond` every 20 ms until it holds; panics after `within` naming `what`. Tests wait
 /// on conditions this way instead of sleeping for a guessed time.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F)
+pub async fn eventually<F, Fut>(within: Duration, what: &str, cond: F)
 where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually_explained(within, what, cond, String::new).await
+}
+
+/// [`eventually`], and on timeout the panic carries `explain()` too (say, the tails of the
+/// workers' logs), so a stall in CI says why.
+pub async fn eventually_explained<F, Fut>(
+    within: Duration,
+    what: &str,
+    mut cond: F,
+    explain: impl FnOnce() -> String,
+) where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = Instant::now() + within;
     while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        if Instant::now() >= deadline {
+            panic!("timed out waiting for: {what}\n{}", explain());
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

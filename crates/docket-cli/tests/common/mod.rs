@@ -147,7 +147,7 @@ pub fn signal(pid: u32, sig: &str) {
 }
 
 #[allow(unused_imports)]
-pub use docket_testkit::eventually;
+pub use docket_testkit::{eventually, eventually_explained};
 
 /// A scratch directory for logs and effect files, readable by any user.
 pub fn scratch() -> (tempfile::TempDir, PathBuf) {
@@ -253,4 +253,35 @@ pub fn assert_fails(cli: &Cli, args: &[&str], want: i32, what: &str) {
     assert_eq!(code(&o), want, "{args:?}: {}", err(&o));
     assert!(err(&o).contains(what), "{args:?}: {}", err(&o));
     assert!(err(&o).starts_with("error: "), "{args:?}: {}", err(&o));
+}
+
+/// Every worker stderr file (`*.err`) in `dir`, with its text.
+pub fn worker_logs(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut logs = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "err") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            logs.push((p, text));
+        }
+    }
+    logs
+}
+
+/// Panics if any worker's stderr in `dir` reports a panic.
+pub fn assert_no_worker_panicked(dir: &Path) {
+    for (p, text) in worker_logs(dir) {
+        assert!(!text.contains("panicked"), "{}: {text}", p.display());
+    }
+}
+
+/// The last lines of every worker's stderr in `dir`, for a failure message.
+pub fn worker_log_tails(dir: &Path) -> String {
+    let mut out = String::new();
+    for (p, text) in worker_logs(dir) {
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(8)..].join("\n");
+        out.push_str(&format!("--- {}\n{tail}\n", p.display()));
+    }
+    out
 }
