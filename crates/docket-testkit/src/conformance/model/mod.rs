@@ -262,20 +262,38 @@ pub fn run<H: Harness>() {
     });
     let coverage = Coverage::default();
     let started = Instant::now();
-    let result = runner.run(&ops(), |ops| rt.block_on(run_case(&h, &ops, &coverage)));
-    eprintln!("model test: {} cases in {:.1?}", cases(), started.elapsed());
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+    // The sequences are random, so a rare outcome (a starving job overtaking higher
+    // priorities) can be missed by one round of cases; up to two more rounds of fresh
+    // cases run then, before a miss counts — a run proves what it claims without the
+    // coverage check failing by chance.
+    let mut rounds = 0;
+    let missed = loop {
+        rounds += 1;
+        let result = runner.run(&ops(), |ops| rt.block_on(run_case(&h, &ops, &coverage)));
+        if let Err(e) = result {
+            panic!("{e}");
+        }
+        let seen = coverage.lock().expect("coverage");
+        let missed: Vec<&str> = MUST_COVER
+            .iter()
+            .copied()
+            .filter(|k| seen.get(*k).copied().unwrap_or(0) == 0)
+            .collect();
+        if missed.is_empty() || rounds == 3 {
+            break missed;
+        }
+    };
+    eprintln!(
+        "model test: {} rounds of {} cases in {:.1?}",
+        rounds,
+        cases(),
+        started.elapsed()
+    );
     let coverage = coverage.into_inner().expect("coverage");
     eprintln!("coverage: {coverage:#?}");
-    let missed: Vec<&&str> = MUST_COVER
-        .iter()
-        .filter(|k| coverage.get(**k).copied().unwrap_or(0) == 0)
-        .collect();
     assert!(
         missed.is_empty() || cases() < 48,
-        "the model test never exercised {missed:?} in {} cases",
+        "the model test never exercised {missed:?} in {rounds} rounds of {} cases",
         cases()
     );
 }
