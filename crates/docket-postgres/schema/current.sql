@@ -38,29 +38,16 @@ CREATE TABLE {{schema}}.jobs (
     concurrency_key text,
     blocked boolean NOT NULL DEFAULT false
 );
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_args_size CHECK ((octet_length((args)::text) <= 262144)) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_backoff_range CHECK ((COALESCE(((backoff_base_ms >= 1) AND (backoff_base_ms <= 604800000)), true) AND COALESCE(((backoff_cap_ms >= COALESCE(backoff_base_ms, (1)::bigint)) AND (backoff_cap_ms <= '2592000000'::bigint)), true))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_blocked_is_pending_keyed CHECK (((NOT blocked) OR ((state = 'pending'::text) AND ((ordering_key IS NOT NULL) OR (concurrency_key IS NOT NULL)))));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_concurrency_key_length CHECK (((octet_length(concurrency_key) >= 1) AND (octet_length(concurrency_key) <= 512)));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_errors_array CHECK ((jsonb_typeof(errors) = 'array'::text));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_errors_size CHECK ((octet_length((errors)::text) <= 262144)) NOT VALID;
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_kind_length CHECK (((octet_length(kind) >= 1) AND (octet_length(kind) <= 128)));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_max_attempts_positive CHECK ((max_attempts > 0));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_metadata_size CHECK ((octet_length((metadata)::text) <= 16384)) NOT VALID;
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_ordering_key_length CHECK (((octet_length(ordering_key) >= 1) AND (octet_length(ordering_key) <= 512)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pending_has_budget CHECK (((state <> 'pending'::text) OR (attempt < max_attempts)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_priority_range CHECK (((priority >= '-100'::integer) AND (priority <= 100))) NOT VALID;
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_queue_length CHECK (((octet_length(queue) >= 1) AND (octet_length(queue) <= 64)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_running_has_lease CHECK ((((state = 'running'::text) = (lease_owner IS NOT NULL)) AND ((state = 'running'::text) = (lease_expires_at IS NOT NULL))));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_state_valid CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'cancelled'::text])));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_terminal_has_finished CHECK (((state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) = (finished_at IS NOT NULL)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_times_finite CHECK ((isfinite(run_at) AND isfinite(created_at) AND COALESCE(isfinite(attempted_at), true) AND COALESCE(isfinite(finished_at), true) AND COALESCE(isfinite(lease_expires_at), true) AND COALESCE(isfinite(cancel_requested_at), true))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_times_in_range CHECK (((run_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (run_at < '10000-01-01 00:00:00+00'::timestamp with time zone) AND (created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone))) NOT VALID;
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_unique_key_length CHECK (((octet_length(unique_key) >= 1) AND (octet_length(unique_key) <= 512))) NOT VALID;
 CREATE INDEX jobs_age_idx ON {{schema}}.jobs USING btree (queue, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked));
 CREATE INDEX jobs_blocked_idx ON {{schema}}.jobs USING btree (queue) WHERE ((state = 'pending'::text) AND blocked);
 CREATE INDEX jobs_claim_idx ON {{schema}}.jobs USING btree (queue, priority, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked));
@@ -72,6 +59,7 @@ CREATE INDEX jobs_keyed_ready_idx ON {{schema}}.jobs USING btree (queue, run_at)
 CREATE INDEX jobs_lease_idx ON {{schema}}.jobs USING btree (lease_expires_at) WHERE (state = 'running'::text);
 CREATE INDEX jobs_ordering_idx ON {{schema}}.jobs USING btree (ordering_key, id) WHERE ((ordering_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text, 'dead'::text])));
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {{schema}}.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text])));
+CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, metadata, errors, priority, max_attempts, backoff_base_ms, backoff_cap_ms, ordering_key, concurrency_key, unique_key ON {{schema}}.jobs FOR EACH ROW WHEN (((((octet_length(new.queue) >= 1) AND (octet_length(new.queue) <= 64)) IS FALSE) OR (((octet_length(new.kind) >= 1) AND (octet_length(new.kind) <= 128)) IS FALSE) OR ((new.max_attempts > 0) IS FALSE) OR (((new.priority >= '-100'::integer) AND (new.priority <= 100)) IS FALSE) OR ((octet_length((new.args)::text) <= 262144) IS FALSE) OR ((jsonb_typeof(new.metadata) = 'object'::text) IS FALSE) OR ((octet_length((new.metadata)::text) <= 16384) IS FALSE) OR ((jsonb_typeof(new.errors) = 'array'::text) IS FALSE) OR ((octet_length((new.errors)::text) <= 262144) IS FALSE) OR (((octet_length(new.unique_key) >= 1) AND (octet_length(new.unique_key) <= 512)) IS FALSE) OR (((octet_length(new.ordering_key) >= 1) AND (octet_length(new.ordering_key) <= 512)) IS FALSE) OR (((octet_length(new.concurrency_key) >= 1) AND (octet_length(new.concurrency_key) <= 512)) IS FALSE) OR ((COALESCE(((new.backoff_base_ms >= 1) AND (new.backoff_base_ms <= 604800000)), true) AND COALESCE(((new.backoff_cap_ms >= COALESCE(new.backoff_base_ms, (1)::bigint)) AND (new.backoff_cap_ms <= '2592000000'::bigint)), true)) IS FALSE))) EXECUTE FUNCTION {{schema}}.jobs_input_rejected();
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 
 CREATE TABLE {{schema}}.key_limits (
@@ -623,6 +611,36 @@ BEGIN
           WHERE NOT t.dup AND coalesce(t.ra <= now(), coalesce(t.dl, 0) = 0)) w;
 
     RETURN QUERY SELECT g, ids[g], dups[g] FROM generate_series(1, n) AS g;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_input_rejected()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog'
+AS $function$
+DECLARE
+    rule text;
+BEGIN
+    rule := CASE
+        WHEN (octet_length(NEW.queue) BETWEEN 1 AND 64) IS FALSE THEN 'jobs_queue_length'
+        WHEN (octet_length(NEW.kind) BETWEEN 1 AND 128) IS FALSE THEN 'jobs_kind_length'
+        WHEN (NEW.max_attempts > 0) IS FALSE THEN 'jobs_max_attempts_positive'
+        WHEN (NEW.priority BETWEEN -100 AND 100) IS FALSE THEN 'jobs_priority_range'
+        WHEN (octet_length(NEW.args::text) <= 262144) IS FALSE THEN 'jobs_args_size'
+        WHEN (jsonb_typeof(NEW.metadata) = 'object') IS FALSE THEN 'jobs_metadata_object'
+        WHEN (octet_length(NEW.metadata::text) <= 16384) IS FALSE THEN 'jobs_metadata_size'
+        WHEN (jsonb_typeof(NEW.errors) = 'array') IS FALSE THEN 'jobs_errors_array'
+        WHEN (octet_length(NEW.errors::text) <= 262144) IS FALSE THEN 'jobs_errors_size'
+        WHEN (octet_length(NEW.unique_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_unique_key_length'
+        WHEN (octet_length(NEW.ordering_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_ordering_key_length'
+        WHEN (octet_length(NEW.concurrency_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_concurrency_key_length'
+        ELSE 'jobs_backoff_range'
+    END;
+    -- No DETAIL with the row: the client's message must never carry job data.
+    RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', TG_TABLE_NAME, rule
+        USING ERRCODE = 'check_violation', CONSTRAINT = rule, TABLE = TG_TABLE_NAME,
+              SCHEMA = TG_TABLE_SCHEMA;
 END
 $function$;
 

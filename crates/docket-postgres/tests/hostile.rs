@@ -330,3 +330,143 @@ mod generated {
             .unwrap();
     }
 }
+
+/// Migration 0012 moved the input rules from CHECKs into a trigger that fires on INSERT and
+/// on an UPDATE naming an input column. Each rule must still refuse a direct write of any
+/// role — an INSERT, and an UPDATE of an existing job — with SQLSTATE 23514 and the rule's
+/// name (errors.rs maps names to messages), and a row that keeps every rule must pass.
+#[tokio::test]
+async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
+    let db = TestDb::new().await;
+    let s = &db.schema;
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap()
+        .id;
+    let big = |n: usize| format!("jsonb_build_object('x', repeat('x', {n}))");
+    for (rule, column, value) in [
+        ("jobs_queue_length", "queue", "''".to_string()),
+        ("jobs_queue_length", "queue", format!("'{}'", "q".repeat(65))),
+        ("jobs_kind_length", "kind", format!("'{}'", "k".repeat(129))),
+        ("jobs_max_attempts_positive", "max_attempts", "0".into()),
+        ("jobs_priority_range", "priority", "101".into()),
+        ("jobs_priority_range", "priority", "-101".into()),
+        ("jobs_args_size", "args", big(262_144)),
+        ("jobs_metadata_object", "metadata", "'[]'".into()),
+        ("jobs_metadata_size", "metadata", big(16_384)),
+        ("jobs_errors_array", "errors", "'{}'".into()),
+        ("jobs_errors_size", "errors", format!("jsonb_build_array({})", big(262_144))),
+        ("jobs_unique_key_length", "unique_key", "''".into()),
+        ("jobs_ordering_key_length", "ordering_key", format!("'{}'", "o".repeat(513))),
+        ("jobs_concurrency_key_length", "concurrency_key", "''".into()),
+        ("jobs_backoff_range", "backoff_base_ms", "0".into()),
+        ("jobs_backoff_range", "backoff_cap_ms", "2592000001".into()),
+    ] {
+        // The three required columns, with the one under test in its place.
+        let cols = ["queue", "kind", "args"];
+        let mut values = ["'q'".to_string(), "'k'".to_string(), "'{}'".to_string()];
+        let insert = match cols.iter().position(|c| *c == column) {
+            Some(i) => {
+                values[i] = value.clone();
+                format!("INSERT INTO {s}.jobs (queue, kind, args) VALUES ({})", values.join(", "))
+            }
+            None => format!(
+                "INSERT INTO {s}.jobs (queue, kind, args, {column}) VALUES ({}, {value})",
+                values.join(", ")
+            ),
+        };
+        let update = format!("UPDATE {s}.jobs SET {column} = {value} WHERE id = {id}");
+        for sql in [insert, update] {
+            let e = sqlx::query(&sql).execute(&db.pool).await.expect_err(&sql);
+            let d = e.as_database_error().expect("a database error");
+            assert_eq!(d.code().as_deref(), Some("23514"), "{rule}: {e}");
+            // max_attempts 0 on a pending job breaks jobs_pending_has_budget (a CHECK,
+            // judged before any trigger) as well; either name refuses it.
+            let also = (rule == "jobs_max_attempts_positive").then_some("jobs_pending_has_budget");
+            assert!(
+                d.constraint() == Some(rule) || d.constraint().is_some() && d.constraint() == also,
+                "{rule}: {e}"
+            );
+            assert!(!e.to_string().contains("xxxxxxxx"), "no job data: {e}");
+        }
+    }
+    // The one rule a pending job cannot break alone (the budget CHECKs come first): a
+    // finished job's max_attempts.
+    let e = sqlx::query(&format!(
+        "INSERT INTO {s}.jobs (queue, kind, args, state, finished_at, max_attempts) VALUES ('q', 'k', '{{}}', 'dead', now(), 0)"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e.as_database_error().and_then(|d| d.constraint()),
+        Some("jobs_max_attempts_positive"),
+        "{e}"
+    );
+    // The job itself is untouched, and values at the limits pass.
+    assert_eq!(
+        db.scalar(&format!("SELECT count(*) FROM {s}.jobs WHERE id = {id} AND queue = 'q' AND max_attempts = 25 AND errors = '[]'"))
+            .await,
+        1
+    );
+    db.exec(&format!(
+        "UPDATE {s}.jobs SET queue = '{}', priority = -100, backoff_base_ms = 1, backoff_cap_ms = 2592000000,
+                unique_key = 'u', metadata = {} - 'x' || jsonb_build_object('y', 1) WHERE id = {id}",
+        "q".repeat(64),
+        big(1)
+    ))
+    .await;
+}
+
+/// A claim and a completion name no input column, so a job whose input broke a rule before
+/// the rule existed (migration 0008's NOT VALID checks judged old rows on every later UPDATE,
+/// so such a row failed every claim batch it was picked into) runs and finishes like any
+/// other.
+#[tokio::test]
+async fn a_job_with_input_from_before_the_rules_is_claimed_and_completed() {
+    let db = TestDb::new().await;
+    let s = &db.schema;
+    // As if written before the rules existed.
+    db.exec("ALTER TABLE {schema}.jobs DISABLE TRIGGER jobs_input_rules")
+        .await;
+    db.exec("INSERT INTO {schema}.jobs (queue, kind, args, metadata) VALUES ('old', 'k', '{}', jsonb_build_object('m', repeat('x', 20000)))")
+        .await;
+    db.exec("ALTER TABLE {schema}.jobs ENABLE TRIGGER jobs_input_rules")
+        .await;
+    let got = db
+        .store
+        .claim(&ClaimRequest {
+            queue: "old".into(),
+            limit: 10,
+            owner: "w".into(),
+            lease: std::time::Duration::from_secs(60),
+            starvation: None,
+        })
+        .await
+        .expect("the claim is not judged by input rules");
+    assert_eq!(got.len(), 1);
+    let out = db
+        .store
+        .complete_many("w", &[got[0].lease()])
+        .await
+        .unwrap();
+    assert_eq!(out.applied.len(), 1);
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) FROM {s}.jobs WHERE state = 'succeeded'"
+        ))
+        .await,
+        1
+    );
+    // Writing its input again is judged: the old metadata cannot be written back.
+    let e = sqlx::query(&format!("UPDATE {s}.jobs SET metadata = metadata"))
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.as_database_error().and_then(|d| d.constraint()),
+        Some("jobs_metadata_size")
+    );
+}
