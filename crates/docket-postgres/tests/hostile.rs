@@ -348,7 +348,11 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
     let big = |n: usize| format!("jsonb_build_object('x', repeat('x', {n}))");
     for (rule, column, value) in [
         ("jobs_queue_length", "queue", "''".to_string()),
-        ("jobs_queue_length", "queue", format!("'{}'", "q".repeat(65))),
+        (
+            "jobs_queue_length",
+            "queue",
+            format!("'{}'", "q".repeat(65)),
+        ),
         ("jobs_kind_length", "kind", format!("'{}'", "k".repeat(129))),
         ("jobs_max_attempts_positive", "max_attempts", "0".into()),
         ("jobs_priority_range", "priority", "101".into()),
@@ -357,10 +361,22 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
         ("jobs_metadata_object", "metadata", "'[]'".into()),
         ("jobs_metadata_size", "metadata", big(16_384)),
         ("jobs_errors_array", "errors", "'{}'".into()),
-        ("jobs_errors_size", "errors", format!("jsonb_build_array({})", big(262_144))),
+        (
+            "jobs_errors_size",
+            "errors",
+            format!("jsonb_build_array({})", big(262_144)),
+        ),
         ("jobs_unique_key_length", "unique_key", "''".into()),
-        ("jobs_ordering_key_length", "ordering_key", format!("'{}'", "o".repeat(513))),
-        ("jobs_concurrency_key_length", "concurrency_key", "''".into()),
+        (
+            "jobs_ordering_key_length",
+            "ordering_key",
+            format!("'{}'", "o".repeat(513)),
+        ),
+        (
+            "jobs_concurrency_key_length",
+            "concurrency_key",
+            "''".into(),
+        ),
         ("jobs_backoff_range", "backoff_base_ms", "0".into()),
         ("jobs_backoff_range", "backoff_cap_ms", "2592000001".into()),
     ] {
@@ -370,7 +386,10 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
         let insert = match cols.iter().position(|c| *c == column) {
             Some(i) => {
                 values[i] = value.clone();
-                format!("INSERT INTO {s}.jobs (queue, kind, args) VALUES ({})", values.join(", "))
+                format!(
+                    "INSERT INTO {s}.jobs (queue, kind, args) VALUES ({})",
+                    values.join(", ")
+                )
             }
             None => format!(
                 "INSERT INTO {s}.jobs (queue, kind, args, {column}) VALUES ({}, {value})",
