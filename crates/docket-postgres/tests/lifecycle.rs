@@ -437,7 +437,10 @@ async fn schema_checks_reject_impossible_shapes() {
         ("state = 'succeeded'", "jobs_terminal_has_finished"),
         ("finished_at = now()", "jobs_terminal_has_finished"),
         ("attempt = -1", "jobs_attempt_nonnegative"),
-        ("max_attempts = 0", "jobs_max_attempts_positive"),
+        // A pending row with no budget breaks jobs_pending_has_budget, a CHECK, before the
+        // input-rules trigger (migration 0012) reports jobs_max_attempts_positive; on a row
+        // that is not pending, the trigger's rule alone applies (hostile.rs covers that).
+        ("max_attempts = 0", "jobs_pending_has_budget"),
         ("state = 'lost'", "jobs_state_valid"),
         ("lease_owner = 'w'", "jobs_running_has_lease"),
     ] {
