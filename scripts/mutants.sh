@@ -76,7 +76,10 @@ done
 echo "baseline: the catching tests pass without a mutant" >&2
 for spec in $specs; do
   if ! DOCKET_MUTANT= run "$spec" "$out/baseline.log" >/dev/null; then
-    echo "mutants.sh: $spec fails without a mutant:" >&2; tail -30 "$out/baseline.log" >&2; exit 2
+    # The assertion first (a backtrace's tail alone does not say what failed), then the tail.
+    echo "mutants.sh: $spec fails without a mutant:" >&2
+    grep -E -A3 "panicked at" "$out/baseline.log" | head -40 >&2
+    tail -30 "$out/baseline.log" >&2; exit 2
   fi
 done
 
