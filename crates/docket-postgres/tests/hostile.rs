@@ -405,7 +405,7 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
             // judged before any trigger) as well; either name refuses it.
             let also = (rule == "jobs_max_attempts_positive").then_some("jobs_pending_has_budget");
             assert!(
-                d.constraint() == Some(rule) || d.constraint().is_some() && d.constraint() == also,
+                d.constraint().is_some_and(|c| c == rule || Some(c) == also),
                 "{rule}: {e}"
             );
             assert!(!e.to_string().contains("xxxxxxxx"), "no job data: {e}");
