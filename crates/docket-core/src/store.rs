@@ -77,6 +77,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         leases: &[Lease],
     ) -> impl Future<Output = Result<BatchOutcome>> + Send;
 
+    /// Completes claimed jobs by deleting them (fenced exactly as [`Store::complete_many`]):
+    /// the success is the row's disappearance, with nothing kept for history. A deleted row
+    /// writes no new row version and no index entry, which is why a worker that does not keep
+    /// succeeded jobs (`WorkerConfig::keep_succeeded`, off by default) drains faster. A keyed
+    /// job releases its ordering and concurrency keys as a succeeded one does.
+    fn complete_delete_many(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
     /// Records failures (fenced): retry with backoff, dead, or cancelled by class.
     fn fail_many(
         &self,

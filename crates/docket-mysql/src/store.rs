@@ -246,6 +246,13 @@ impl Store for MySqlStore {
             .await
     }
 
+    async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        let owner = owner.to_owned();
+        let leases = leases.to_owned();
+        self.detached(move |s| async move { s.complete_delete_many_impl(&owner, &leases).await })
+            .await
+    }
+
     async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
         let owner = owner.to_owned();
         let failures = failures.to_owned();

@@ -22,6 +22,7 @@ use crate::store::{ms, MySqlStore};
 const FENCED_SELECT: &str = include_str!("../sql/fenced_select.sql");
 const COMPLETE_FAST: &str = include_str!("../sql/complete_fast.sql");
 const COMPLETE_CHECK: &str = include_str!("../sql/complete_check.sql");
+const COMPLETE_DELETE_APPLY: &str = include_str!("../sql/complete_delete_apply.sql");
 const HEARTBEAT_APPLY: &str = include_str!("../sql/heartbeat_apply.sql");
 const SNOOZE_APPLY: &str = include_str!("../sql/snooze_apply.sql");
 const FENCED_ROW: &str = include_str!("../sql/fenced_row.sql");
@@ -176,6 +177,53 @@ impl MySqlStore {
                 .copied()
                 .collect()
         };
+        self.outcome(&sorted, done).await
+    }
+
+    /// Completes by deleting (see `Store::complete_delete_many`), in one transaction: lock the
+    /// rows whose leases hold (fenced_select.sql), delete them, and when a lease ran out
+    /// between the two, read which rows are left. Exact, unlike an autocommit DELETE, which
+    /// could not tell afterwards whose rows it removed.
+    pub(crate) async fn complete_delete_many_impl(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+    ) -> Result<BatchOutcome> {
+        if leases.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let sorted = sorted_leases(leases);
+        let done = self
+            .write(async |c: &mut MySqlConnection, _now| {
+                let held: Vec<Lease> = fenced(c, &sorted, owner)
+                    .await?
+                    .into_iter()
+                    .map(|(l, _, _)| l)
+                    .collect();
+                if held.is_empty() {
+                    return Ok(held);
+                }
+                let sql = with_ids(COMPLETE_DELETE_APPLY, held.len());
+                let mut q = sqlx::query(&sql).bind(owner);
+                for l in &held {
+                    q = q.bind(l.id.0);
+                }
+                let n = q.execute(&mut *c).await.map_err(db_err)?.rows_affected();
+                if n as usize == held.len() {
+                    return Ok(held);
+                }
+                let sql = with_ids(LEASE_STATUS, held.len());
+                let mut q = sqlx::query_scalar::<_, i64>(&sql);
+                for l in &held {
+                    q = q.bind(l.id.0);
+                }
+                let left = q.fetch_all(&mut *c).await.map_err(db_err)?;
+                Ok(held
+                    .into_iter()
+                    .filter(|l| !left.contains(&l.id.0))
+                    .collect())
+            })
+            .await?;
         self.outcome(&sorted, done).await
     }
 

@@ -61,6 +61,7 @@ CREATE INDEX jobs_ordering_idx ON {{schema}}.jobs USING btree (ordering_key, id)
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {{schema}}.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text])));
 CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, metadata, errors, priority, max_attempts, backoff_base_ms, backoff_cap_ms, ordering_key, concurrency_key, unique_key ON {{schema}}.jobs FOR EACH ROW WHEN (((((octet_length(new.queue) >= 1) AND (octet_length(new.queue) <= 64)) IS FALSE) OR (((octet_length(new.kind) >= 1) AND (octet_length(new.kind) <= 128)) IS FALSE) OR ((new.max_attempts > 0) IS FALSE) OR (((new.priority >= '-100'::integer) AND (new.priority <= 100)) IS FALSE) OR ((octet_length((new.args)::text) <= 262144) IS FALSE) OR ((jsonb_typeof(new.metadata) = 'object'::text) IS FALSE) OR ((octet_length((new.metadata)::text) <= 16384) IS FALSE) OR ((jsonb_typeof(new.errors) = 'array'::text) IS FALSE) OR ((octet_length((new.errors)::text) <= 262144) IS FALSE) OR (((octet_length(new.unique_key) >= 1) AND (octet_length(new.unique_key) <= 512)) IS FALSE) OR (((octet_length(new.ordering_key) >= 1) AND (octet_length(new.ordering_key) <= 512)) IS FALSE) OR (((octet_length(new.concurrency_key) >= 1) AND (octet_length(new.concurrency_key) <= 512)) IS FALSE) OR ((COALESCE(((new.backoff_base_ms >= 1) AND (new.backoff_base_ms <= 604800000)), true) AND COALESCE(((new.backoff_cap_ms >= COALESCE(new.backoff_base_ms, (1)::bigint)) AND (new.backoff_cap_ms <= '2592000000'::bigint)), true)) IS FALSE))) EXECUTE FUNCTION {{schema}}.jobs_input_rejected();
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
+CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.state = 'running'::text) AND ((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 
 CREATE TABLE {{schema}}.key_limits (
     key text NOT NULL,
@@ -649,8 +650,14 @@ CREATE OR REPLACE FUNCTION {{schema}}.jobs_release_keys()
  LANGUAGE plpgsql
  SET search_path TO '{{schema}}'
 AS $function$
+DECLARE
+    -- A deleted running row ended as a success would have: there is no NEW row to read.
+    v_state text := CASE WHEN TG_OP = 'DELETE' THEN 'succeeded' END;
 BEGIN
-    IF OLD.ordering_key IS NOT NULL AND NEW.state IN ('succeeded', 'cancelled') THEN
+    IF TG_OP <> 'DELETE' THEN
+        v_state := NEW.state;
+    END IF;
+    IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
         PERFORM pg_advisory_xact_lock_shared(lock_space('key'), hashtext('o:' || OLD.ordering_key));
         UPDATE jobs SET blocked = false
         WHERE id = (SELECT id FROM jobs

@@ -47,6 +47,7 @@ macro_rules! queries {
 queries!(
     claim,
     complete_many,
+    complete_delete_many,
     fail_many,
     snooze_many,
     heartbeat,

@@ -47,6 +47,28 @@ pub(crate) fn ms(d: Duration) -> i64 {
 }
 
 impl PgStore {
+
+    /// A fenced completion (`complete_many.sql` or `complete_delete_many.sql`: both take ids,
+    /// attempts and owner, and return the rows they finished).
+    async fn complete_with(&self, sql: &str, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        if leases.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let (sorted, ids, attempts) = lease_arrays(leases);
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(sql)
+                    .bind(ids)
+                    .bind(attempts)
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        self.fenced(&sorted, rows).await
+    }
+
     /// A store on `pool` using the default schema (`docket`).
     pub fn new(pool: PgPool) -> Self {
         Self::with_schema(pool, crate::DEFAULT_SCHEMA).expect("default schema is valid")
@@ -461,22 +483,13 @@ impl Store for PgStore {
     }
 
     async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        if leases.is_empty() {
-            return Ok(BatchOutcome::default());
-        }
-        let (sorted, ids, attempts) = lease_arrays(leases);
-        let rows = self
-            .run(async |c: &mut PgConnection| {
-                self.query(&self.inner.q.complete_many)
-                    .bind(ids)
-                    .bind(attempts)
-                    .bind(owner)
-                    .fetch_all(&mut *c)
-                    .await
-                    .map_err(db_err)
-            })
-            .await?;
-        self.fenced(&sorted, rows).await
+        self.complete_with(&self.inner.q.complete_many, owner, leases)
+            .await
+    }
+
+    async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        self.complete_with(&self.inner.q.complete_delete_many, owner, leases)
+            .await
     }
 
     async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {

@@ -374,6 +374,10 @@ impl Store for SqliteStore {
         self.complete_many_impl(owner, leases).await
     }
 
+    async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+        self.complete_delete_many_impl(owner, leases).await
+    }
+
     async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
         self.fail_many_impl(owner, failures).await
     }

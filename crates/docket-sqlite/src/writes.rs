@@ -20,6 +20,8 @@ use crate::store::{ms, SqliteStore};
 
 const COMPLETE_MANY: &str = include_str!("../sql/complete_many.sql");
 const COMPLETE_ALL: &str = include_str!("../sql/complete_all.sql");
+const COMPLETE_DELETE_ALL: &str = include_str!("../sql/complete_delete_all.sql");
+const COMPLETE_DELETE_MANY: &str = include_str!("../sql/complete_delete_many.sql");
 const HEARTBEAT: &str = include_str!("../sql/heartbeat.sql");
 const SNOOZE_MANY: &str = include_str!("../sql/snooze_many.sql");
 const FENCED_ROW: &str = include_str!("../sql/fenced_row.sql");
@@ -180,6 +182,71 @@ impl SqliteStore {
                     })
                     .copied()
                     .collect())
+            })
+            .await?;
+        self.outcome(&sorted, done).await
+    }
+
+    /// Completes by deleting (see `Store::complete_delete_many`): one all-or-nothing
+    /// autocommit statement when every lease holds, else a write transaction that reads
+    /// which leases hold and deletes exactly those.
+    pub(crate) async fn complete_delete_many_impl(
+        &self,
+        owner: &str,
+        leases: &[Lease],
+    ) -> Result<BatchOutcome> {
+        if leases.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let sorted = sorted_leases(leases);
+        let json = pairs(&sorted);
+        let n = self
+            .write_alone(|| {
+                sqlx::query(COMPLETE_DELETE_ALL)
+                    .bind(json.as_str())
+                    .bind(owner)
+                    .bind(sorted.len() as i64)
+            })
+            .await?;
+        if n as usize == sorted.len() {
+            return Ok(BatchOutcome {
+                applied: sorted,
+                lost: Vec::new(),
+            });
+        }
+        let done = self
+            .write(async |c: &mut SqliteConnection, now| {
+                // Read before the delete: a deleted row cannot say whose it was.
+                let state = fenced_state(c, &sorted).await?;
+                let held: Vec<Lease> = sorted
+                    .iter()
+                    .filter(|l| {
+                        state.iter().any(|(id, att, st, own, exp, _, _)| {
+                            *id == l.id.0
+                                && *att == l.attempt
+                                && st == "running"
+                                && own.as_deref() == Some(owner)
+                                && exp.is_some_and(|e| e > now)
+                        })
+                    })
+                    .copied()
+                    .collect();
+                let n = sqlx::query(COMPLETE_DELETE_MANY)
+                    .bind(pairs(&held))
+                    .bind(owner)
+                    .bind(now)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(db_err)?
+                    .rows_affected();
+                if n as usize != held.len() {
+                    // Nobody else writes inside this transaction; a mismatch is a bug.
+                    return Err(corrupt(format!(
+                        "deleted {n} of {} jobs whose leases held",
+                        held.len()
+                    )));
+                }
+                Ok(held)
             })
             .await?;
         self.outcome(&sorted, done).await

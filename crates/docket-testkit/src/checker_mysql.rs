@@ -27,6 +27,7 @@ pub async fn install_audit(pool: &MySqlPool) {
 }
 
 const WRITER: &str = "CASE
+    WHEN op = 'D' AND old_state = 'running' THEN 'complete_delete'
     WHEN op = 'D' THEN 'delete'
     WHEN old_state = 'pending' AND new_state = 'running' THEN 'claim'
     WHEN old_state = 'running' AND new_state = 'running' AND new_errors = old_errors THEN 'heartbeat'
@@ -46,7 +47,8 @@ fn rules() -> Vec<(&'static str, String)> {
             "lease: a worker write was accepted after the lease expired",
             format!(
                 "SELECT CAST(CONCAT('job ', job_id, ': ', writer, ' at ', at, ', lease expired at ', old_lease) AS CHAR)
-                 FROM {w} WHERE writer IN {WORKER} AND at > old_lease + {LATE_MS}"
+                 FROM {w} WHERE (writer IN {WORKER} OR writer = 'complete_delete')
+                   AND at > old_lease + {LATE_MS}"
             ),
         ),
         (
@@ -59,7 +61,8 @@ fn rules() -> Vec<(&'static str, String)> {
         (
             "terminal: more than one accepted success for a job",
             "SELECT CAST(CONCAT('job ', job_id, ': ', COUNT(*), ' successes') AS CHAR) FROM audit
-             WHERE op = 'U' AND old_state = 'running' AND new_state = 'succeeded'
+             WHERE (op = 'U' AND old_state = 'running' AND new_state = 'succeeded')
+                OR (op = 'D' AND old_state = 'running')
              GROUP BY job_id HAVING COUNT(*) > 1"
                 .into(),
         ),
@@ -73,7 +76,7 @@ fn rules() -> Vec<(&'static str, String)> {
         (
             "deletes: an unfinished job was deleted",
             "SELECT CAST(CONCAT('job ', job_id, ' deleted while ', old_state) AS CHAR) FROM audit
-             WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled')"
+             WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled', 'running')"
                 .into(),
         ),
         (
@@ -113,9 +116,22 @@ pub async fn check(pool: &MySqlPool, executions: &[Execution], terminal: &[&str]
             ));
         }
     }
+    // Jobs completed by deleting their rows (the workers' default) succeeded.
+    let deleted: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM audit WHERE op = 'D' AND old_state = 'running'")
+            .fetch_one(pool)
+            .await
+            .expect("deleted");
+    if deleted > 0 && !terminal.contains(&"succeeded") {
+        violations.push(format!(
+            "completeness: {deleted} job(s) succeeded (deleted), expected only {terminal:?}"
+        ));
+    }
+    report.jobs += deleted;
     let accepted: Vec<(i64, i32)> = sqlx::query_as(
         "SELECT job_id, old_attempt FROM audit
-         WHERE op = 'U' AND old_state = 'running' AND new_state = 'succeeded'",
+         WHERE (op = 'U' AND old_state = 'running' AND new_state = 'succeeded')
+                OR (op = 'D' AND old_state = 'running')",
     )
     .fetch_all(pool)
     .await

@@ -33,6 +33,7 @@ pub async fn install_audit(pool: &SqlitePool) {
 }
 
 const WRITER: &str = "CASE
+    WHEN op = 'D' AND old_state = 'running' THEN 'complete_delete'
     WHEN op = 'D' THEN 'delete'
     WHEN old_state = 'pending' AND new_state = 'running' THEN 'claim'
     WHEN old_state = 'running' AND new_state = 'running' AND new_errors = old_errors THEN 'heartbeat'
@@ -62,7 +63,8 @@ fn rules() -> Vec<(&'static str, String)> {
             "lease: a worker write was accepted after the lease expired",
             format!(
                 "SELECT printf('job %d: %s at %d, lease expired at %d', job_id, writer, at, old_lease)
-                 FROM {w} WHERE writer IN {WORKER} AND at > old_lease + {LATE_MS}"
+                 FROM {w} WHERE (writer IN {WORKER} OR writer = 'complete_delete')
+                   AND at > old_lease + {LATE_MS}"
             ),
         ),
         (
@@ -75,7 +77,8 @@ fn rules() -> Vec<(&'static str, String)> {
         (
             "terminal: more than one accepted success for a job",
             "SELECT printf('job %d: %d successes', job_id, count(*)) FROM audit
-             WHERE op = 'U' AND old_state = 'running' AND new_state = 'succeeded'
+             WHERE (op = 'U' AND old_state = 'running' AND new_state = 'succeeded')
+                OR (op = 'D' AND old_state = 'running')
              GROUP BY job_id HAVING count(*) > 1"
                 .into(),
         ),
@@ -89,7 +92,7 @@ fn rules() -> Vec<(&'static str, String)> {
         (
             "deletes: an unfinished job was deleted",
             "SELECT printf('job %d deleted while %s', job_id, old_state) FROM audit
-             WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled')"
+             WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled', 'running')"
                 .into(),
         ),
         (
@@ -130,9 +133,22 @@ pub async fn check(pool: &SqlitePool, executions: &[Execution], terminal: &[&str
             ));
         }
     }
+    // Jobs completed by deleting their rows (the workers' default) succeeded.
+    let deleted: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM audit WHERE op = 'D' AND old_state = 'running'")
+            .fetch_one(pool)
+            .await
+            .expect("deleted");
+    if deleted > 0 && !terminal.contains(&"succeeded") {
+        violations.push(format!(
+            "completeness: {deleted} job(s) succeeded (deleted), expected only {terminal:?}"
+        ));
+    }
+    report.jobs += deleted;
     let accepted: Vec<(i64, i32)> = sqlx::query_as(
         "SELECT job_id, old_attempt FROM audit
-         WHERE op = 'U' AND old_state = 'running' AND new_state = 'succeeded'",
+         WHERE (op = 'U' AND old_state = 'running' AND new_state = 'succeeded')
+                OR (op = 'D' AND old_state = 'running')",
     )
     .fetch_all(pool)
     .await

@@ -1,5 +1,5 @@
-//! The fencing matrix: every write that follows a claim (complete, fail, snooze, release,
-//! heartbeat) made by a holder that no longer holds — superseded by another worker after a
+//! The fencing matrix: every write that follows a claim (complete, complete by delete, fail,
+//! snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
 //! reap, superseded by its *own* reclaim (so the attempt alone must fence), past its lease
 //! before any reap, or under another owner's name — is refused, reported lost with its
 //! reason, and leaves the current holder's job exactly as it was.
@@ -10,12 +10,15 @@ use docket_core::*;
 
 use super::*;
 
-/// The five fenced writes, by `owner` with `stale`; returns what each reported lost.
+/// The six fenced writes, by `owner` with `stale`; returns what each reported lost.
 async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'static str, usize)> {
     let mut lost = Vec::new();
     let out = s.complete_many(owner, &[stale]).await.unwrap();
     assert!(out.applied.is_empty(), "complete applied: {out:?}");
     lost.push(("complete", out.lost.len()));
+    let out = s.complete_delete_many(owner, &[stale]).await.unwrap();
+    assert!(out.applied.is_empty(), "complete by delete applied: {out:?}");
+    lost.push(("complete by delete", out.lost.len()));
     let out = s
         .fail_many(
             owner,
@@ -153,4 +156,68 @@ pub async fn a_wrong_owner_cannot_write<H: Harness>(h: &H) {
     assert_eq!(out.lost.len(), 1);
     assert_eq!(out.lost[0].lease, wrong);
     assert_eq!(get(s, other).await.state, JobState::Running);
+}
+
+/// Completing by delete removes exactly the rows whose leases hold: in a batch mixing a live
+/// lease, a stale attempt and a lease under another owner's name, only the live one's row goes
+/// (read back as not found), the others are reported lost and left running; a batch where
+/// every lease holds goes whole. Keyed jobs release their keys as a success does: the next job
+/// of an ordering key, and the next of a concurrency key at its limit, become claimable.
+pub async fn completing_by_delete_removes_only_held_rows<H: Harness>(h: &H) {
+    let s = h.store();
+    let ids = [put(s, job("q")).await, put(s, job("q")).await];
+    let c = claim(s, "q", 2, "a", LONG).await;
+    assert_eq!(c.len(), 2);
+    let held = |id: JobId| lease(c.iter().find(|j| j.id == id).unwrap());
+    let (mine, other) = (held(ids[0]), held(ids[1]));
+    let wrong = Lease {
+        id: other.id,
+        attempt: other.attempt + 1,
+    };
+    let before = get(s, other.id).await;
+    let out = s.complete_delete_many("a", &[mine, wrong]).await.unwrap();
+    assert_eq!(out.applied, vec![mine]);
+    assert_eq!(out.lost.len(), 1);
+    assert_eq!(out.lost[0].lease, wrong);
+    assert!(
+        matches!(s.get(mine.id).await, Err(StoreError::NotFound(_))),
+        "the completed job's row is gone"
+    );
+    assert_eq!(get(s, other.id).await, before, "the refused one is untouched");
+    let out = s.complete_delete_many("b", &[other]).await.unwrap();
+    assert!(out.applied.is_empty() && out.lost.len() == 1, "{out:?}");
+    assert_eq!(get(s, other.id).await, before);
+    let out = s.complete_delete_many("a", &[other]).await.unwrap();
+    assert_eq!(out.applied, vec![other]);
+    assert!(matches!(
+        s.get(other.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // Keys: an ordering key's next job, and a concurrency key's next job at its limit of one.
+    let first = put(s, job("o").ordering_key("acct")).await;
+    let second = put(s, job("o").ordering_key("acct")).await;
+    let got = claim(s, "o", 10, "a", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
+    let out = s.complete_delete_many("a", &[lease(&got[0])]).await.unwrap();
+    assert_eq!(out.applied.len(), 1);
+    let got = claim(s, "o", 10, "a", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![second]);
+
+    s.set_key_limit(&KeyLimit {
+        key: "tenant".into(),
+        max_running: Some(1),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    let k1 = put(s, job("k").concurrency_key("tenant")).await;
+    let k2 = put(s, job("k").concurrency_key("tenant")).await;
+    let got = claim(s, "k", 10, "a", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![k1]);
+    assert!(claim(s, "k", 10, "a", LONG).await.is_empty(), "the key is full");
+    let out = s.complete_delete_many("a", &[lease(&got[0])]).await.unwrap();
+    assert_eq!(out.applied.len(), 1);
+    let got = claim(s, "k", 10, "a", LONG).await;
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![k2]);
 }

@@ -91,6 +91,7 @@ macro_rules! conformance_suite {
             fencing::stale_writes_after_the_same_worker_reclaimed_are_refused,
             fencing::writes_past_the_lease_are_refused_before_any_reap,
             fencing::a_wrong_owner_cannot_write,
+            fencing::completing_by_delete_removes_only_held_rows,
             maintenance::reaper_takes_only_expired_leases,
             maintenance::prune_deletes_only_past_retention,
             maintenance::one_leader_at_a_time,

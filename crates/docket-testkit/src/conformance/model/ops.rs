@@ -22,6 +22,8 @@ pub enum FailKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Write {
     Complete,
+    /// Completion by deleting the row (a worker that keeps no succeeded jobs).
+    CompleteDelete,
     Fail(FailKind),
     Snooze { delay_s: i64 },
     Release,
@@ -72,8 +74,13 @@ pub enum Op {
     Prune { keep_long: bool },
     /// The key sweep (`unblock_keys`): flags left on jobs that could run are cleared.
     Sweep,
-    /// Worker `w` completes some of the leases it holds (one batch).
-    Complete { w: usize, picks: Vec<usize> },
+    /// Worker `w` completes some of the leases it holds (one batch); with `delete`, by
+    /// deleting the rows (`complete_delete_many`).
+    Complete {
+        w: usize,
+        picks: Vec<usize>,
+        delete: bool,
+    },
     /// Worker `w` reports failures on some of its leases (one batch).
     Fail {
         w: usize,
@@ -156,6 +163,7 @@ pub fn snooze_delay() -> impl Strategy<Value = i64> {
 pub fn write() -> impl Strategy<Value = Write> {
     prop_oneof![
         Just(Write::Complete),
+        Just(Write::CompleteDelete),
         fail_kind().prop_map(Write::Fail),
         snooze_delay().prop_map(|delay_s| Write::Snooze { delay_s }),
         Just(Write::Release),
@@ -183,7 +191,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(queue, max)| Op::Limit { queue, max }),
         1 => any::<bool>().prop_map(|keep_long| Op::Prune { keep_long }),
         1 => Just(Op::Sweep),
-        4 => (0..NW, picks()).prop_map(|(w, picks)| Op::Complete { w, picks }),
+        4 => (0..NW, picks(), any::<bool>())
+            .prop_map(|(w, picks, delete)| Op::Complete { w, picks, delete }),
         3 => (0..NW, prop::collection::vec((0usize..8, fail_kind()), 1..=3))
             .prop_map(|(w, items)| Op::Fail { w, items }),
         2 => (0..NW, picks(), snooze_delay())

@@ -186,9 +186,13 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
             check_no_stale_flags(h, m).await?;
         }
 
-        Op::Complete { w, ref picks } => {
+        Op::Complete {
+            w,
+            ref picks,
+            delete,
+        } => {
             let leases = m.pick(w, picks);
-            complete(h, m, w, &leases).await?;
+            complete(h, m, w, &leases, delete).await?;
         }
 
         Op::Fail { w, ref items } => {

@@ -22,7 +22,8 @@ pub async fn one_write<H: Harness>(
     write: Write,
 ) -> Result<(), TestCaseError> {
     match write {
-        Write::Complete => complete(h, m, w, &[lease]).await,
+        Write::Complete => complete(h, m, w, &[lease], false).await,
+        Write::CompleteDelete => complete(h, m, w, &[lease], true).await,
         Write::Fail(kind) => fail_many(h, m, w, &[(lease, kind)]).await,
         Write::Snooze { delay_s } => snooze(h, m, w, &[lease], Some(delay_s)).await,
         Write::Release => snooze(h, m, w, &[lease], None).await,
@@ -30,21 +31,34 @@ pub async fn one_write<H: Harness>(
     }
 }
 
-/// Worker `w` completes `leases` (distinct) in one batch, then forgets them.
+/// Worker `w` completes `leases` (distinct) in one batch, then forgets them; with `delete`
+/// the completed jobs' rows go (the model forgets them, as after a prune).
 pub async fn complete<H: Harness>(
     h: &H,
     m: &mut Model,
     w: usize,
     leases: &[Lease],
+    delete: bool,
 ) -> Result<(), TestCaseError> {
     let want = m.split(w, leases)?;
     m.saw_split(&want);
-    let got = ok(
-        h.store().complete_many(WORKERS[w], leases).await,
-        "complete",
-    )?;
+    let got = if delete {
+        ok(
+            h.store().complete_delete_many(WORKERS[w], leases).await,
+            "complete by delete",
+        )?
+    } else {
+        ok(
+            h.store().complete_many(WORKERS[w], leases).await,
+            "complete",
+        )?
+    };
     check_batch("complete", &got, &want)?;
     for l in &want.applied {
+        if delete {
+            m.jobs.remove(&l.id.0);
+            continue;
+        }
         let j = m.job_mut(l.id);
         j.state = JobState::Succeeded;
         Model::end_lease(j);
