@@ -233,6 +233,13 @@ pub struct WorkArgs {
     /// Exit 0 once no job in the queues is ready or running.
     #[arg(long)]
     pub drain: bool,
+    /// Delete each succeeded job's row as it completes (the library's default,
+    /// `WorkerConfig::keep_succeeded = false`). `docket work` keeps them by default, in state
+    /// `succeeded` until the pruner's retention, for `docket jobs get`, searches and the
+    /// dashboard: its jobs are processes, whose fork and exec cost far more than the row
+    /// saves. Failed, dead and cancelled jobs are always kept.
+    #[arg(long)]
+    pub delete_succeeded: bool,
     /// Do not run the reaper/pruner even if elected leader.
     #[arg(long)]
     pub no_maintenance: bool,

@@ -64,6 +64,7 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
         cfg = cfg.queue(q, a.concurrency);
     }
     cfg.max_runtime = max_runtime;
+    cfg.keep_succeeded = !a.delete_succeeded;
     cfg.shutdown_timeout = dur(
         "shutdown-timeout",
         &a.shutdown_timeout,

@@ -50,6 +50,9 @@ pub struct Completer<S: Store> {
     telemetry: Arc<crate::telemetry::Telemetry>,
     batch: usize,
     flush: Duration,
+    /// Whether a success keeps the job's row (`succeeded`) or deletes it
+    /// (`WorkerConfig::keep_succeeded`).
+    keep_succeeded: bool,
     /// Test-only panics (feature `fault-injection`).
     pub(crate) faults: Arc<crate::faults::Faults>,
 }
@@ -82,8 +85,16 @@ impl<S: Store> Completer<S> {
             telemetry,
             batch: batch.max(1),
             flush,
+            keep_succeeded: false,
             faults: Default::default(),
         }
+    }
+
+    /// Keep succeeded jobs' rows (`true`) or delete them as they complete (`false`, the
+    /// default, as `WorkerConfig::keep_succeeded`).
+    pub fn keep_succeeded(mut self, keep: bool) -> Self {
+        self.keep_succeeded = keep;
+        self
     }
 
     /// Runs until `close` fires (or every sender is dropped), then writes what is left in
@@ -181,7 +192,11 @@ impl<S: Store> Completer<S> {
         match items.first() {
             Some(Completion::Complete(_)) => {
                 let v: Vec<Lease> = items.iter().map(Completion::lease).collect();
-                self.store.complete_many(owner, &v).await
+                if self.keep_succeeded {
+                    self.store.complete_many(owner, &v).await
+                } else {
+                    self.store.complete_delete_many(owner, &v).await
+                }
             }
             Some(Completion::Fail(_)) => {
                 let v: Vec<Failure> = items

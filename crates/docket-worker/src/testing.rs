@@ -6,8 +6,9 @@
 //! - [`enqueued_in`]: what the caller's open transaction has enqueued so far (assert that a
 //!   request handler enqueued its email, before it commits).
 //!
-//! Workers started here poll every 20 ms, do not LISTEN, run no maintenance and prefetch
-//! nothing, so a test sees each job run promptly and in claim order.
+//! Workers started here poll every 20 ms, do not LISTEN, run no maintenance, prefetch
+//! nothing and keep succeeded jobs, so a test sees each job run promptly, in claim order, and
+//! can read how it ended.
 
 use std::time::Duration;
 
@@ -30,6 +31,8 @@ pub fn config(queues: &[&str], concurrency: usize) -> WorkerConfig {
     c.listen = false;
     c.maintenance = false;
     c.prefetch = 0;
+    // A test reads what became of its job: the succeeded row stays.
+    c.keep_succeeded = true;
     c
 }
 

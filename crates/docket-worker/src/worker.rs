@@ -327,7 +327,8 @@ impl<S: Store> Worker<S> {
             shared.telemetry.clone(),
             cfg.completion_batch,
             cfg.completion_flush,
-        );
+        )
+        .keep_succeeded(cfg.keep_succeeded);
         completer.faults = shared.faults.clone();
         sup.start(CompleterService { completer, rx });
         sup.start(Heartbeater {

@@ -20,7 +20,9 @@ use serde_json::json;
 fn config(queue: &str, concurrency: usize) -> WorkerConfig {
     let mut c = WorkerConfig::default()
         .queue(queue, concurrency)
-        .lease(Duration::from_secs(10));
+        .lease(Duration::from_secs(10))
+        // These tests read how each job ended; tests of the default (rows deleted) say so.
+        .keep_succeeded(true);
     c.poll_interval = Duration::from_millis(200);
     c.reap_interval = Duration::from_millis(200);
     c.shutdown_timeout = Duration::from_secs(10);

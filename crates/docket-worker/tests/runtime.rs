@@ -401,3 +401,78 @@ async fn the_default_config_serves_the_default_queue_and_bad_ttls_are_refused() 
         "{err}"
     );
 }
+
+/// Library default (`keep_succeeded = false`): a job that succeeds leaves no row — each ran
+/// once — while every other outcome stays readable (here a discarded job, dead); keyed jobs
+/// still hand their keys on, so both jobs of one ordering key run, in order. With
+/// `keep_succeeded(true)` the success stays as a `succeeded` row.
+#[tokio::test]
+async fn by_default_a_success_deletes_its_row_and_other_outcomes_stay() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE {schema}.executions (seq bigserial, job_id bigint, attempt int, owner text)")
+        .await;
+    let mut jobs: Vec<NewJob> = (0..50)
+        .map(|i| NewJob::new("q", "record", json!({ "i": i })))
+        .collect();
+    jobs.push(NewJob::new("q", "record", json!({})).ordering_key("acct"));
+    jobs.push(NewJob::new("q", "record", json!({})).ordering_key("acct"));
+    let ids: Vec<JobId> = db
+        .store
+        .enqueue_many(&jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    let dead = db
+        .store
+        .enqueue(&NewJob::new("q", "outcome", json!({ "what": "discard" })))
+        .await
+        .unwrap()
+        .id;
+    let mut reg = recording_registry(&db.schema, "w");
+    reg.register::<Outcome>();
+    let w = start(&db, reg, config("q", 8).keep_succeeded(false)).await;
+    eventually(Duration::from_secs(30), "only the dead job is left", || async {
+        db.scalar("SELECT count(*) FROM {schema}.jobs").await == 1
+    })
+    .await;
+    let r = w.stop().await;
+    assert_eq!(r.metrics.completed, 52);
+    assert_eq!(r.metrics.fenced, 0);
+    assert_eq!(db.store.get(dead).await.unwrap().state, JobState::Dead);
+    assert!(matches!(
+        db.store.get(ids[0]).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        db.scalar("SELECT count(DISTINCT job_id) FROM {schema}.executions WHERE attempt = 1")
+            .await,
+        52,
+        "every job ran, once"
+    );
+    let order: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT job_id FROM {}.executions WHERE job_id IN ($1, $2) ORDER BY seq",
+        db.schema
+    ))
+    .bind(ids[50].0)
+    .bind(ids[51].0)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(order, vec![ids[50].0, ids[51].0], "the key was handed on, in order");
+
+    let kept = db
+        .store
+        .enqueue(&NewJob::new("q", "record", json!({})))
+        .await
+        .unwrap()
+        .id;
+    let w = start(&db, recording_registry(&db.schema, "w"), config("q", 8)).await;
+    eventually(Duration::from_secs(30), "the job succeeded", || async {
+        count_state(&db, "succeeded").await == 1
+    })
+    .await;
+    w.stop().await;
+    assert_eq!(db.store.get(kept).await.unwrap().state, JobState::Succeeded);
+}

@@ -76,6 +76,8 @@ fn worker_config(concurrency: usize, owner: String) -> WorkerConfig {
     cfg.poll_interval = Duration::from_millis(500);
     cfg.reap_interval = Duration::from_millis(250);
     cfg.claim_batch = 50;
+    // The demo audits every success against the provider's sends, so it keeps the rows.
+    cfg.keep_succeeded = true;
     cfg
 }
 
