@@ -345,29 +345,89 @@ pub async fn load_drain(ctx: &Ctx, n: u64) -> anyhow::Result<docket_postgres::Pg
     sqlx::query(&format!("VACUUM ANALYZE {}.jobs", ctx.schema))
         .execute(store.pool())
         .await?;
+    mark_statements(ctx, &store).await?;
     Ok(store)
 }
 
-/// Checks that every one of the `n` jobs succeeded exactly once (attempt 1); returns the
+/// The drain's clock and count on the database, for workers that delete the jobs they
+/// complete (the library's default, which leaves no row to count and no `finished_at` to time
+/// by): statement-level triggers on the bench schema's `jobs` record the first UPDATE (a
+/// claim) and the last DELETE (a completion) in two sequences — `setval` is not transactional
+/// and takes no row lock, so concurrent statements never wait for each other here — and each
+/// completing statement adds how many jobs it deleted and their highest attempt to
+/// `bench_done`, from its transition table. About one call per ~100 jobs; the deleted rows'
+/// copy into the transition table is a cost the drain pays here and a user's would not. Not
+/// part of Docket's schema.
+async fn mark_statements(ctx: &Ctx, store: &docket_postgres::PgStore) -> anyhow::Result<()> {
+    let s = &ctx.schema;
+    for q in [
+        format!("CREATE SEQUENCE {s}.bench_first MINVALUE 0"),
+        format!("CREATE SEQUENCE {s}.bench_last MINVALUE 0"),
+        format!("CREATE TABLE {s}.bench_done (n bigint NOT NULL, max_attempt int)"),
+        format!(
+            "CREATE FUNCTION {s}.bench_first() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+               IF NOT (SELECT is_called FROM {s}.bench_first) THEN
+                 PERFORM setval('{s}.bench_first', (extract(epoch FROM clock_timestamp()) * 1e6)::bigint);
+               END IF;
+               RETURN NULL;
+             END$$"
+        ),
+        format!(
+            "CREATE FUNCTION {s}.bench_last() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN
+               INSERT INTO {s}.bench_done SELECT count(*), max(attempt) FROM gone;
+               PERFORM setval('{s}.bench_last', (extract(epoch FROM clock_timestamp()) * 1e6)::bigint);
+               RETURN NULL;
+             END$$"
+        ),
+        format!("CREATE TRIGGER bench_first AFTER UPDATE ON {s}.jobs FOR EACH STATEMENT EXECUTE FUNCTION {s}.bench_first()"),
+        format!("CREATE TRIGGER bench_last AFTER DELETE ON {s}.jobs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION {s}.bench_last()"),
+    ] {
+        sqlx::query(&q).execute(store.pool()).await?;
+    }
+    Ok(())
+}
+
+/// Checks that every one of the `n` jobs was completed exactly once, on its first claim: by
+/// deleting statements that deleted `n` rows of attempt 1 in all (workers that delete what
+/// succeeds, the default; a failure would leave its row), or as `n` rows succeeded at attempt 1. Returns the
 /// database's own duration of the drain, first claim to last completion, in seconds.
 pub async fn verify_drained(
     ctx: &Ctx,
     store: &docket_postgres::PgStore,
     n: u64,
 ) -> anyhow::Result<Option<f64>> {
-    let (done, max_attempt, secs): (i64, i32, Option<f64>) = sqlx::query_as(&format!(
-        "SELECT count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0),
+    let s = &ctx.schema;
+    let (left, done, max_attempt, secs): (i64, i64, i32, Option<f64>) = sqlx::query_as(&format!(
+        "SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0),
                 extract(epoch FROM max(finished_at) - min(attempted_at))::float8
-         FROM {}.jobs",
-        ctx.schema
+         FROM {s}.jobs"
     ))
     .fetch_one(store.pool())
     .await?;
+    if left == 0 && n > 0 {
+        let (deleted, max_attempt, first, last): (i64, i32, i64, i64) = sqlx::query_as(&format!(
+            "SELECT coalesce(sum(n), 0)::bigint, coalesce(max(max_attempt), 0),
+                    (SELECT last_value FROM {s}.bench_first), (SELECT last_value FROM {s}.bench_last)
+             FROM {s}.bench_done"
+        ))
+        .fetch_one(store.pool())
+        .await?;
+        if deleted as u64 != n || max_attempt != 1 {
+            return Err(CliError::new(
+                1,
+                format!(
+                    "drain verification failed: {deleted} of {n} completed (deleted), max attempt {max_attempt}"
+                ),
+            )
+            .into());
+        }
+        return Ok((last > first).then(|| (last - first) as f64 / 1e6));
+    }
     if done as u64 != n || max_attempt != 1 {
         return Err(CliError::new(
             1,
             format!(
-                "drain verification failed: {done} of {n} succeeded, max attempt {max_attempt}"
+                "drain verification failed: {done} of {n} succeeded ({left} rows left), max attempt {max_attempt}"
             ),
         )
         .into());
@@ -399,7 +459,7 @@ pub async fn drain(
         batch: Some(batch),
         seconds: Some(secs),
         jobs_per_s: Some(n as f64 / secs),
-        note: Some("each job verified succeeded exactly once (attempt 1)".into()),
+        note: Some("each job verified completed once, at attempt 1 (row deleted, the default)".into()),
         ..Default::default()
     })
 }

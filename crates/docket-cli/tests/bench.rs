@@ -64,14 +64,10 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
     } else {
         assert!(drain["floor_jobs_per_s"].is_null(), "{drain}");
     }
-    // The bench's own check, repeated: every job succeeded, each on its first claim, and the
-    // drain workers exited on their own (no worker session is left on the server).
-    let done = db
-        .scalar(
-            "SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded' AND attempt = 1",
-        )
-        .await;
-    assert_eq!(done, 3000);
+    // The bench's own check, repeated: every job completed — the workers run the library's
+    // default, so each success deleted its row — each on its first claim, and the drain
+    // workers exited on their own (no worker session is left on the server).
+    assert_completed_once(&db, 3000).await;
     let left = db
         .scalar(
             "SELECT count(*) FROM pg_stat_activity
@@ -106,10 +102,7 @@ async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal
         measured >= 1.0 && measured <= nominal,
         "measured ratio {measured}, nominal {nominal}: {note}"
     );
-    let done = db
-        .scalar("SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded'")
-        .await;
-    assert_eq!(done, 1000);
+    assert_completed_once(&db, 1000).await;
 }
 
 /// `--scenario concurrency` runs one default worker process per (N, W) asked for, in that
@@ -151,11 +144,22 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
             );
         }
     }
-    // The last drain's jobs: every one succeeded on its first claim.
-    let done = db
-        .scalar(
-            "SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded' AND attempt = 1",
-        )
-        .await;
-    assert_eq!(done, 400);
+    // The last drain's jobs: every one completed on its first claim.
+    assert_completed_once(&db, 400).await;
+}
+
+/// The last drain's `n` jobs all completed on their first claim: no row is left (the default
+/// worker deletes what succeeds) and the bench's completion log adds up to `n` of attempt 1.
+async fn assert_completed_once(db: &TestDb, n: i64) {
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}_bench.jobs").await, 0);
+    assert_eq!(
+        db.scalar("SELECT coalesce(sum(n), 0)::bigint FROM {schema}_bench.bench_done")
+            .await,
+        n
+    );
+    assert_eq!(
+        db.scalar("SELECT coalesce(max(max_attempt), 0)::bigint FROM {schema}_bench.bench_done")
+            .await,
+        1
+    );
 }
