@@ -459,7 +459,9 @@ pub async fn drain(
         batch: Some(batch),
         seconds: Some(secs),
         jobs_per_s: Some(n as f64 / secs),
-        note: Some("each job verified completed once, at attempt 1 (row deleted, the default)".into()),
+        note: Some(
+            "each job verified completed once, at attempt 1 (row deleted, the default)".into(),
+        ),
         ..Default::default()
     })
 }

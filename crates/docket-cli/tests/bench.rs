@@ -151,7 +151,10 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
 /// The last drain's `n` jobs all completed on their first claim: no row is left (the default
 /// worker deletes what succeeds) and the bench's completion log adds up to `n` of attempt 1.
 async fn assert_completed_once(db: &TestDb, n: i64) {
-    assert_eq!(db.scalar("SELECT count(*) FROM {schema}_bench.jobs").await, 0);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}_bench.jobs").await,
+        0
+    );
     assert_eq!(
         db.scalar("SELECT coalesce(sum(n), 0)::bigint FROM {schema}_bench.bench_done")
             .await,

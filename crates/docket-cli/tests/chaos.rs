@@ -45,7 +45,7 @@ fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Proc {
         "--exec",
         &exec,
     ];
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         args.push("--delete-succeeded");
     }
     spawn_worker(db, &args, Some(&err))

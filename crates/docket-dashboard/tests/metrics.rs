@@ -42,7 +42,8 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
             Ok(())
         }
     });
-    let mut cfg = WorkerConfig::default().queue("m", 4);
+    // Rows kept: the test waits for every outcome, successes included, in the table.
+    let mut cfg = WorkerConfig::default().queue("m", 4).keep_succeeded(true);
     cfg.poll_interval = Duration::from_millis(100);
     let w = std::sync::Arc::new(Worker::new(db.second_store(6).await, r, cfg).unwrap());
     let shutdown = Shutdown::default();

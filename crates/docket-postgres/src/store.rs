@@ -47,10 +47,14 @@ pub(crate) fn ms(d: Duration) -> i64 {
 }
 
 impl PgStore {
-
     /// A fenced completion (`complete_many.sql` or `complete_delete_many.sql`: both take ids,
     /// attempts and owner, and return the rows they finished).
-    async fn complete_with(&self, sql: &str, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+    async fn complete_with(
+        &self,
+        sql: &str,
+        owner: &str,
+        leases: &[Lease],
+    ) -> Result<BatchOutcome> {
         if leases.is_empty() {
             return Ok(BatchOutcome::default());
         }

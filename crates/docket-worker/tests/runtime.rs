@@ -388,8 +388,10 @@ async fn the_default_config_serves_the_default_queue_and_bad_ttls_are_refused() 
         docket_worker::WorkerConfig::default(),
     )
     .unwrap();
-    w.drain(docket_worker::Shutdown::default()).await.unwrap();
-    assert_eq!(count_state(&db, "succeeded").await, 150);
+    let report = w.drain(docket_worker::Shutdown::default()).await.unwrap();
+    // The default deletes what succeeds: nothing is left, and all 150 completed.
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}.jobs").await, 0);
+    assert_eq!(report.metrics.completed, 150);
     assert_eq!(peak.load(Ordering::SeqCst), 100, "100 slots on `default`");
     let mut bad = docket_worker::WorkerConfig::default();
     bad.leader_ttl = bad.reap_interval;
@@ -409,8 +411,10 @@ async fn the_default_config_serves_the_default_queue_and_bad_ttls_are_refused() 
 #[tokio::test]
 async fn by_default_a_success_deletes_its_row_and_other_outcomes_stay() {
     let db = TestDb::new().await;
-    db.exec("CREATE TABLE {schema}.executions (seq bigserial, job_id bigint, attempt int, owner text)")
-        .await;
+    db.exec(
+        "CREATE TABLE {schema}.executions (seq bigserial, job_id bigint, attempt int, owner text)",
+    )
+    .await;
     let mut jobs: Vec<NewJob> = (0..50)
         .map(|i| NewJob::new("q", "record", json!({ "i": i })))
         .collect();
@@ -433,9 +437,11 @@ async fn by_default_a_success_deletes_its_row_and_other_outcomes_stay() {
     let mut reg = recording_registry(&db.schema, "w");
     reg.register::<Outcome>();
     let w = start(&db, reg, config("q", 8).keep_succeeded(false)).await;
-    eventually(Duration::from_secs(30), "only the dead job is left", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs").await == 1
-    })
+    eventually(
+        Duration::from_secs(30),
+        "only the dead job is left",
+        || async { db.scalar("SELECT count(*) FROM {schema}.jobs").await == 1 },
+    )
     .await;
     let r = w.stop().await;
     assert_eq!(r.metrics.completed, 52);
@@ -460,7 +466,11 @@ async fn by_default_a_success_deletes_its_row_and_other_outcomes_stay() {
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    assert_eq!(order, vec![ids[50].0, ids[51].0], "the key was handed on, in order");
+    assert_eq!(
+        order,
+        vec![ids[50].0, ids[51].0],
+        "the key was handed on, in order"
+    );
 
     let kept = db
         .store

@@ -17,7 +17,10 @@ async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'stati
     assert!(out.applied.is_empty(), "complete applied: {out:?}");
     lost.push(("complete", out.lost.len()));
     let out = s.complete_delete_many(owner, &[stale]).await.unwrap();
-    assert!(out.applied.is_empty(), "complete by delete applied: {out:?}");
+    assert!(
+        out.applied.is_empty(),
+        "complete by delete applied: {out:?}"
+    );
     lost.push(("complete by delete", out.lost.len()));
     let out = s
         .fail_many(
@@ -183,7 +186,11 @@ pub async fn completing_by_delete_removes_only_held_rows<H: Harness>(h: &H) {
         matches!(s.get(mine.id).await, Err(StoreError::NotFound(_))),
         "the completed job's row is gone"
     );
-    assert_eq!(get(s, other.id).await, before, "the refused one is untouched");
+    assert_eq!(
+        get(s, other.id).await,
+        before,
+        "the refused one is untouched"
+    );
     let out = s.complete_delete_many("b", &[other]).await.unwrap();
     assert!(out.applied.is_empty() && out.lost.len() == 1, "{out:?}");
     assert_eq!(get(s, other.id).await, before);
@@ -199,7 +206,10 @@ pub async fn completing_by_delete_removes_only_held_rows<H: Harness>(h: &H) {
     let second = put(s, job("o").ordering_key("acct")).await;
     let got = claim(s, "o", 10, "a", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
-    let out = s.complete_delete_many("a", &[lease(&got[0])]).await.unwrap();
+    let out = s
+        .complete_delete_many("a", &[lease(&got[0])])
+        .await
+        .unwrap();
     assert_eq!(out.applied.len(), 1);
     let got = claim(s, "o", 10, "a", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![second]);
@@ -215,8 +225,14 @@ pub async fn completing_by_delete_removes_only_held_rows<H: Harness>(h: &H) {
     let k2 = put(s, job("k").concurrency_key("tenant")).await;
     let got = claim(s, "k", 10, "a", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![k1]);
-    assert!(claim(s, "k", 10, "a", LONG).await.is_empty(), "the key is full");
-    let out = s.complete_delete_many("a", &[lease(&got[0])]).await.unwrap();
+    assert!(
+        claim(s, "k", 10, "a", LONG).await.is_empty(),
+        "the key is full"
+    );
+    let out = s
+        .complete_delete_many("a", &[lease(&got[0])])
+        .await
+        .unwrap();
     assert_eq!(out.applied.len(), 1);
     let got = claim(s, "k", 10, "a", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![k2]);

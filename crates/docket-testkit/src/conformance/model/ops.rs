@@ -25,7 +25,9 @@ pub enum Write {
     /// Completion by deleting the row (a worker that keeps no succeeded jobs).
     CompleteDelete,
     Fail(FailKind),
-    Snooze { delay_s: i64 },
+    Snooze {
+        delay_s: i64,
+    },
     Release,
     Heartbeat,
 }
