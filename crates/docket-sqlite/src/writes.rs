@@ -127,6 +127,28 @@ impl SqliteStore {
         })
     }
 
+    /// The common case of a completion first: every lease still holds, and one autocommit
+    /// statement (`complete_all.sql` or `complete_delete_all.sql`, parameters: pairs, owner,
+    /// count) completes them all. It writes all or nothing, so when any lease was lost the
+    /// caller's transaction sorts the batch out from the same rows. True when it wrote all.
+    async fn all_or_nothing(
+        &self,
+        sql: &'static str,
+        owner: &str,
+        sorted: &[Lease],
+    ) -> Result<bool> {
+        let json = pairs(sorted);
+        let n = self
+            .write_alone(|| {
+                sqlx::query(sql)
+                    .bind(json.as_str())
+                    .bind(owner)
+                    .bind(sorted.len() as i64)
+            })
+            .await?;
+        Ok(n as usize == sorted.len())
+    }
+
     pub(crate) async fn complete_many_impl(
         &self,
         owner: &str,
@@ -136,19 +158,7 @@ impl SqliteStore {
             return Ok(BatchOutcome::default());
         }
         let sorted = sorted_leases(leases);
-        // The common case first: every lease still holds, and one autocommit statement
-        // completes them all. It writes all or nothing, so when any lease was lost the
-        // transaction below sorts the batch out from the same rows.
-        let json = pairs(&sorted);
-        let n = self
-            .write_alone(|| {
-                sqlx::query(COMPLETE_ALL)
-                    .bind(json.as_str())
-                    .bind(owner)
-                    .bind(sorted.len() as i64)
-            })
-            .await?;
-        if n as usize == sorted.len() {
+        if self.all_or_nothing(COMPLETE_ALL, owner, &sorted).await? {
             return Ok(BatchOutcome {
                 applied: sorted,
                 lost: Vec::new(),
@@ -199,16 +209,10 @@ impl SqliteStore {
             return Ok(BatchOutcome::default());
         }
         let sorted = sorted_leases(leases);
-        let json = pairs(&sorted);
-        let n = self
-            .write_alone(|| {
-                sqlx::query(COMPLETE_DELETE_ALL)
-                    .bind(json.as_str())
-                    .bind(owner)
-                    .bind(sorted.len() as i64)
-            })
-            .await?;
-        if n as usize == sorted.len() {
+        if self
+            .all_or_nothing(COMPLETE_DELETE_ALL, owner, &sorted)
+            .await?
+        {
             return Ok(BatchOutcome {
                 applied: sorted,
                 lost: Vec::new(),
