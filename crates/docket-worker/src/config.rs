@@ -32,7 +32,10 @@ pub struct WorkerConfig {
     /// oldest first, whatever its priority; `None` is strict priority order. Defaults to
     /// 60 s.
     pub starvation_bound: Option<Duration>,
-    /// Largest claim batch. Defaults to 100.
+    /// Largest claim batch. Defaults to 200: with rows deleted on success a claim is a
+    /// larger share of a job's cost, and batches of 200 drained ~5 % faster than 100 in one
+    /// default process (docs/benchmarks.md, session 17). A claim never takes more than the
+    /// free slots plus the prefetch depth allow.
     pub claim_batch: usize,
     /// Claims one queue may have in flight at once (that many fetchers share its claim
     /// credits). One claim at a time leaves the database idle while the claim's round trips
@@ -54,10 +57,13 @@ pub struct WorkerConfig {
     /// quarter of `prefetch_timeout` or so far in the one under way, when more (so slow
     /// handlers are not buffered into time-outs). 0
     /// claims only for free slots.
-    /// Defaults to 300: a queue drains at most (slots + depth) jobs per claim round trip, and
+    /// Defaults to 600: a queue drains at most (slots + depth) jobs per claim round trip, and
     /// on an engine whose commit waits for a log flush (MariaDB's defaults: ~10 ms a claim
     /// here) 110 credits capped a 10-slot worker near 10k jobs/s whatever the database
-    /// could do (docs/benchmarks.md, session 10).
+    /// could do (docs/benchmarks.md, session 10). With completions that delete (session 17)
+    /// the server answers faster than 310 credits could keep it busy: 600 took a 10-slot
+    /// worker from ~0.7 to ~0.8 of the SQL floor at 20,000 jobs; 1,000 measured no better.
+    /// The pace cap above keeps a queue of slow handlers from buffering that deep.
     pub prefetch: usize,
     /// How long a buffered job may wait for a slot before it goes back to the queue (released:
     /// its attempt is not counted), so a busy worker does not hoard what an idle one could run.
@@ -138,10 +144,10 @@ impl Default for WorkerConfig {
             heartbeat_interval: lease / 3,
             poll_interval: Duration::from_secs(2),
             starvation_bound: Some(Duration::from_secs(60)),
-            claim_batch: 100,
+            claim_batch: 200,
             claims_in_flight: 2,
             claim_coalesce: Duration::from_millis(2),
-            prefetch: 300,
+            prefetch: 600,
             prefetch_timeout: Duration::from_secs(1),
             completion_batch: 500,
             completion_flush: Duration::from_millis(2),
