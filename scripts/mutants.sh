@@ -22,6 +22,7 @@ MAP=$(cat <<'EOF'
 complete_no_attempt_check|docket-postgres:conformance docket-postgres:interleavings
 complete_no_fence|docket-postgres:conformance:store_matches_the_state_machine_model docket-cli:crash:without_worker_guards docket-postgres:interleavings
 complete_after_expiry|docket-postgres:lifecycle:an_expired_lease_cannot_complete docket-postgres:conformance
+complete_delete_no_fence|docket-postgres:conformance:completing_by_delete docket-postgres:conformance
 fail_no_fence|docket-postgres:conformance docket-postgres:interleavings
 snooze_no_fence|docket-postgres:conformance docket-postgres:interleavings
 heartbeat_no_fence|docket-postgres:conformance docket-postgres:interleavings

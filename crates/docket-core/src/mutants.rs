@@ -21,6 +21,8 @@ pub enum Mutant {
     CompleteNoFence,
     /// `complete_many` accepts a success after the lease expired.
     CompleteAfterExpiry,
+    /// `complete_delete_many` (completion by delete, the workers' default) without its fence.
+    CompleteDeleteNoFence,
     /// `fail_many` without its fence.
     FailNoFence,
     /// `snooze_many` (snooze and release) without its fence.
@@ -45,6 +47,7 @@ impl Mutant {
         Mutant::CompleteNoAttemptCheck,
         Mutant::CompleteNoFence,
         Mutant::CompleteAfterExpiry,
+        Mutant::CompleteDeleteNoFence,
         Mutant::FailNoFence,
         Mutant::SnoozeNoFence,
         Mutant::HeartbeatNoFence,
@@ -61,6 +64,7 @@ impl Mutant {
             Mutant::CompleteNoAttemptCheck => "complete_no_attempt_check",
             Mutant::CompleteNoFence => "complete_no_fence",
             Mutant::CompleteAfterExpiry => "complete_after_expiry",
+            Mutant::CompleteDeleteNoFence => "complete_delete_no_fence",
             Mutant::FailNoFence => "fail_no_fence",
             Mutant::SnoozeNoFence => "snooze_no_fence",
             Mutant::HeartbeatNoFence => "heartbeat_no_fence",
@@ -89,6 +93,10 @@ impl Mutant {
                 "AND j.lease_expires_at > statement_timestamp()",
                 "",
             )],
+            Mutant::CompleteDeleteNoFence => &[
+                ("complete_delete_many", "AND j.attempt = c.attempt", ""),
+                ("complete_delete_many", FENCE, "AND j.state = 'running'"),
+            ],
             Mutant::FailNoFence => &[
                 ("fail_many", "AND j.attempt = f.attempt", ""),
                 (
