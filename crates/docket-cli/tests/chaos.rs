@@ -51,6 +51,14 @@ fn worker(db: &TestDb, log: &std::path::Path, n: usize) -> Proc {
     spawn_worker(db, &args, Some(&err))
 }
 
+/// Jobs of `loaded` that succeeded: the even workers delete a succeeded job's row, so the
+/// succeeded rows alone undercount; what is not yet succeeded is still in the table.
+async fn done_of(db: &TestDb, loaded: i64) -> i64 {
+    loaded
+        - db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
+            .await
+}
+
 /// Stops the survivors (each must exit 0 without a panic), then runs the checker.
 async fn finish(db: &TestDb, workers: &mut [Proc], log: &std::path::Path) -> checker::CheckReport {
     for w in workers.iter() {
@@ -150,19 +158,11 @@ async fn server_restarts_mid_run() {
     load(&db, 4_000).await;
     let mut workers: Vec<Proc> = (0..2).map(|n| worker(&db, &log, n)).collect();
     for mode in [StopMode::Fast, StopMode::Immediate] {
-        // Done = loaded minus what is not yet succeeded: `docket work` deletes a succeeded
-        // job's row by default, so succeeded rows alone would not move.
-        let before = db
-            .scalar("SELECT 4000 - count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
-            .await;
+        let before = done_of(&db, 4_000).await;
         eventually(
             Duration::from_secs(60),
             "progress before the restart",
-            || async {
-                db.scalar("SELECT 4000 - count(*) FROM {schema}.jobs WHERE state <> 'succeeded'")
-                    .await
-                    > before + 500
-            },
+            || async { done_of(&db, 4_000).await > before + 500 },
         )
         .await;
         let c = cluster.cluster.clone();

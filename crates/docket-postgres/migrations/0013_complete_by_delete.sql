@@ -17,10 +17,11 @@
 CREATE OR REPLACE FUNCTION jobs_release_keys() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    -- A deleted running row ended as a success would have: there is no NEW row to read.
-    v_state text := CASE WHEN TG_OP = 'DELETE' THEN 'succeeded' END;
+    -- The state the job ended in: a deleted running row (there is no NEW row to read) ended
+    -- as a success would have.
+    v_state text := 'succeeded';
 BEGIN
-    IF TG_OP <> 'DELETE' THEN
+    IF TG_OP = 'UPDATE' THEN
         v_state := NEW.state;
     END IF;
     IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
