@@ -31,6 +31,8 @@ reap_unexpired|docket-postgres:reaper docket-postgres:conformance:store_matches_
 no_cancel_on_lost_lease|docket-worker:runtime:a_lost_lease_cancels_the_handler
 notify_trusted|docket-worker:trust:a_forged_cancel_notification
 buffered_starts_after_lost|docket-worker:prefetch:a_buffered_job_never_starts_once_its_lease_is_lost
+controlled_work_buffered|docket-worker:prefetch:keyed_work_is_claimed_only_for_free_slots
+release_counts_run|docket-worker:prefetch:the_attempt_a_handler_sees_counts_runs
 EOF
 )
 

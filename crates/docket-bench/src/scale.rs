@@ -52,6 +52,7 @@ pub async fn scale(ctx: &Ctx, sizes: &[u64], finished: u64) -> anyhow::Result<Ve
             owner: "bench".into(),
             lease: Duration::from_secs(3600),
             starvation: None,
+            controlled: None,
         };
         let mut ms = Vec::with_capacity(200);
         // The first claims on each pooled connection plan claim() and load the table's

@@ -75,7 +75,7 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
                 t.add_row(vec![Cell::new("state"), output::state_cell(j.state)]);
                 t.add_row(vec![
                     Cell::new("attempt"),
-                    Cell::new(format!("{} of {}", j.attempt, j.max_attempts)),
+                    Cell::new(format!("{} of {}", j.runs(), j.max_runs())),
                 ]);
                 t.add_row(vec![Cell::new("priority"), Cell::new(j.priority)]);
                 t.add_row(vec![

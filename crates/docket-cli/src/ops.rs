@@ -89,7 +89,16 @@ pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
         return output::json(&list);
     }
     let mut t = output::table(&[
-        "owner", "host", "pid", "queues", "slots", "held", "started", "seen", "leader",
+        "owner",
+        "host",
+        "pid",
+        "queues",
+        "slots",
+        "executing",
+        "buffered",
+        "started",
+        "seen",
+        "leader",
     ]);
     for w in &list {
         let b = &w.beat;
@@ -99,7 +108,8 @@ pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
             Cell::new(b.pid),
             Cell::new(output::safe(&b.queues.join(","))),
             Cell::new(b.concurrency),
-            Cell::new(b.in_flight),
+            Cell::new(b.in_flight.saturating_sub(b.buffered)),
+            Cell::new(b.buffered),
             Cell::new(output::time(&w.started_at)),
             Cell::new(output::time(&w.seen_at)),
             Cell::new(if w.leader { "leader" } else { "" }),

@@ -93,7 +93,7 @@ pub fn jobs_table(jobs: &[JobRecord]) -> Table {
             Cell::new(safe(&j.queue)),
             Cell::new(safe(&j.kind)),
             state_cell(j.state),
-            Cell::new(format!("{}/{}", j.attempt, j.max_attempts)),
+            Cell::new(format!("{}/{}", j.runs(), j.max_runs())),
             Cell::new(j.priority),
             Cell::new(time(&j.run_at)),
             Cell::new(preview(&j.args, 40)),

@@ -611,6 +611,7 @@ async fn reap_and_prune_act_on_real_data_and_only_on_what_is_due() {
             owner: "crashed".into(),
             lease: std::time::Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

@@ -254,6 +254,7 @@ async fn jobs_why_names_the_gate_with_job_data_escaped() {
             owner: "w".into(),
             lease: std::time::Duration::from_secs(600),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

@@ -248,10 +248,14 @@ pub struct Lease {
 pub struct ClaimedJob {
     /// Stable id (idempotency key).
     pub id: JobId,
-    /// Fencing token: this claim's generation.
+    /// Fencing token: this claim's generation (every claim raises it, runs or not).
     pub attempt: i32,
     /// Claims allowed in total.
     pub max_attempts: i32,
+    /// Claims given back without counting as a run (a buffered job released, a shutdown
+    /// release, a snooze): each also raised `max_attempts` by one, so the budget of runs
+    /// stays as enqueued. See [`ClaimedJob::run`].
+    pub released: i32,
     /// Queue it was claimed from.
     pub queue: String,
     /// Handler kind.
@@ -278,6 +282,23 @@ impl ClaimedJob {
             attempt: self.attempt,
         }
     }
+
+    /// Which run of the job this is (1 for the first): the attempt a user sees. Claims that
+    /// were given back unrun (releases, snoozes) do not count.
+    pub fn run(&self) -> i32 {
+        runs(self.attempt, self.released)
+    }
+
+    /// Runs allowed in total (as enqueued, plus replays' extra attempts).
+    pub fn max_runs(&self) -> i32 {
+        runs(self.max_attempts, self.released)
+    }
+}
+
+/// `n` claims less the `released` ones that did not run (never below 0: a row written by
+/// hand may say anything).
+pub fn runs(n: i32, released: i32) -> i32 {
+    n.saturating_sub(released.max(0)).max(0)
 }
 
 /// How a failure is treated.
@@ -445,8 +466,13 @@ pub struct JobRecord {
     pub queue: String,
     pub kind: String,
     pub state: JobState,
+    /// The fencing token (claims so far, run or not); [`JobRecord::runs`] is what a user
+    /// calls the attempt.
     pub attempt: i32,
     pub max_attempts: i32,
+    /// Claims given back without a run (releases, snoozes); see [`ClaimedJob::released`].
+    #[serde(default)]
+    pub released: i32,
     pub priority: i16,
     pub run_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
@@ -469,6 +495,18 @@ pub struct JobRecord {
     /// shown rather than hidden.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub invalid: Vec<String>,
+}
+
+impl JobRecord {
+    /// Runs so far: the attempt a user sees (claims given back unrun do not count).
+    pub fn runs(&self) -> i32 {
+        runs(self.attempt, self.released)
+    }
+
+    /// Runs allowed in total.
+    pub fn max_runs(&self) -> i32 {
+        runs(self.max_attempts, self.released)
+    }
 }
 
 /// Filter for listing jobs.

@@ -133,3 +133,65 @@ impl Listener for LocalHints {
         }
     }
 }
+
+/// The claim's bound on *controlled* work ([`crate::ClaimRequest::controlled`]), as
+/// PostgreSQL's `claim_controlled()` applies it (migration 0014): every job of a queue with a
+/// `max_running` or a rate, and every keyed job, counts against it; unkeyed jobs of a queue
+/// without limits do not.
+#[derive(Debug, Clone, Copy)]
+pub struct ControlledBound {
+    cap: Option<i64>,
+    taken: i64,
+}
+
+impl ControlledBound {
+    /// The bound of a claim that asked for `controlled` (`None`: unbounded).
+    pub fn new(controlled: Option<i32>) -> ControlledBound {
+        ControlledBound {
+            cap: controlled.map(|c| i64::from(c.max(0))),
+            taken: 0,
+        }
+    }
+
+    /// A limited queue's budget: no more than the bound (all its jobs hold its limit).
+    pub fn limited_queue_budget(&self, budget: i64) -> i64 {
+        self.cap.map_or(budget, |c| budget.min(c))
+    }
+
+    /// Whether one more job with (`keyed`) or without keys fits.
+    pub fn allows(&self, keyed: bool) -> bool {
+        !keyed || self.cap.is_none_or(|c| self.taken < c)
+    }
+
+    /// Counts a chosen job.
+    pub fn took(&mut self, keyed: bool) {
+        if keyed {
+            self.taken += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod controlled_tests {
+    use super::ControlledBound;
+
+    #[test]
+    fn keyed_jobs_and_limited_queues_count_against_the_bound() {
+        let mut b = ControlledBound::new(Some(2));
+        assert_eq!(b.limited_queue_budget(200), 2);
+        assert!(b.allows(true));
+        b.took(true);
+        b.took(false);
+        assert!(b.allows(true));
+        b.took(true);
+        assert!(!b.allows(true), "two keyed jobs taken: no third");
+        assert!(
+            b.allows(false),
+            "unkeyed jobs of an unlimited queue are not bounded"
+        );
+        let free = ControlledBound::new(None);
+        assert_eq!(free.limited_queue_budget(200), 200);
+        assert!(free.allows(true));
+        assert!(!ControlledBound::new(Some(0)).allows(true));
+    }
+}

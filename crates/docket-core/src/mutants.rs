@@ -39,6 +39,12 @@ pub enum Mutant {
     NotifyTrusted,
     /// The executor starts a buffered job even though its lease is lost or nearly expired.
     BufferedStartsAfterLost,
+    /// The fetcher claims controlled work (limits, keys) into its buffer, beyond its free
+    /// run slots.
+    ControlledWorkBuffered,
+    /// A release (or snooze) is counted as a run: the attempt a handler sees is the fencing
+    /// token, not its run.
+    ReleaseCountsRun,
 }
 
 impl Mutant {
@@ -56,6 +62,8 @@ impl Mutant {
         Mutant::NoCancelOnLostLease,
         Mutant::NotifyTrusted,
         Mutant::BufferedStartsAfterLost,
+        Mutant::ControlledWorkBuffered,
+        Mutant::ReleaseCountsRun,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -73,6 +81,8 @@ impl Mutant {
             Mutant::NoCancelOnLostLease => "no_cancel_on_lost_lease",
             Mutant::NotifyTrusted => "notify_trusted",
             Mutant::BufferedStartsAfterLost => "buffered_starts_after_lost",
+            Mutant::ControlledWorkBuffered => "controlled_work_buffered",
+            Mutant::ReleaseCountsRun => "release_counts_run",
         }
     }
 

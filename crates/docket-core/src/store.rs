@@ -30,6 +30,13 @@ pub struct ClaimRequest {
     /// their priority. `None` claims in strict priority order (a steady stream of urgent
     /// work can then starve the rest).
     pub starvation: Option<Duration>,
+    /// At most this many of the claimed jobs may be *controlled*: in a queue with a
+    /// `max_running` or a rate, or carrying an ordering or concurrency key — jobs that hold a
+    /// limit (or their key's turn) from the moment they are `running`. The runtime passes its
+    /// free run slots, so such work is claimed only to start at once, never to wait in its
+    /// prefetch buffer where it would hold a limit another worker could use. `None`: no
+    /// separate bound (a caller that runs everything it claims at once).
+    pub controlled: Option<i32>,
 }
 
 /// Engine-independent queue operations.

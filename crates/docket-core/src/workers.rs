@@ -19,8 +19,11 @@ pub struct WorkerBeat {
     pub queues: Vec<String>,
     /// Run slots over all its queues.
     pub concurrency: u32,
-    /// Jobs it holds now (running and buffered).
+    /// Jobs it holds now (executing and buffered: all `running` in the database).
     pub in_flight: u32,
+    /// Of those, claimed ahead of a free slot and not yet started (the prefetch buffer).
+    #[serde(default)]
+    pub buffered: u32,
 }
 
 /// A live worker, as the registry has it.

@@ -187,6 +187,7 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
             queues: vec!["mail".into(), "billing".into()],
             concurrency: 20,
             in_flight: 3,
+            buffered: 0,
         },
         Duration::from_secs(600),
     )
@@ -270,6 +271,7 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
             owner: "browser-test".into(),
             lease: Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

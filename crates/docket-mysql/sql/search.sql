@@ -4,7 +4,7 @@
 --   args path ($."k1"."k2") twice and the value there (JSON text), the same for
 --   metadata, the last error's message; then as the statement says.
 -- Every value is bound; paths are built from quoted keys by the caller. Then: keyset id (twice), page size + 1.
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors
 FROM jobs

@@ -10,6 +10,7 @@ SET state = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled
     finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE ? END,
     run_at = ?,
     max_attempts = max_attempts + 1,
+    released = released + 1,
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE id = ? AND attempt = ? AND state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)

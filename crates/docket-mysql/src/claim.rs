@@ -308,6 +308,11 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
     if let Some(t) = queue_tokens {
         budget = budget.min(t.floor() as i64);
     }
+    // Controlled work only for the claimer's free slots (ClaimRequest::controlled).
+    let mut controlled = docket_core::local::ControlledBound::new(req.controlled);
+    if q.max_running.is_some() || q.bucket.is_some() {
+        budget = controlled.limited_queue_budget(budget);
+    }
     if budget <= 0 {
         return Ok(Vec::new());
     }
@@ -329,6 +334,10 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
             break;
         }
         if chosen.contains(&id) {
+            continue;
+        }
+        let keyed = okey.is_some() || ckey.is_some();
+        if !controlled.allows(keyed) {
             continue;
         }
         if let Some(k) = &okey {
@@ -364,6 +373,7 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
             }
         }
         chosen.push(id);
+        controlled.took(keyed);
         if let Some(k) = okey {
             okeys.push(k);
         }

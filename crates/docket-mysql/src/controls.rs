@@ -442,6 +442,7 @@ impl MySqlStore {
                 .bind(&queues)
                 .bind(i64::from(beat.concurrency))
                 .bind(i64::from(beat.in_flight))
+                .bind(i64::from(beat.buffered))
                 .bind(now)
                 .bind(now)
                 .bind(now + ms(ttl))
@@ -486,6 +487,7 @@ impl MySqlStore {
                         concurrency: r.try_get::<i64, _>("concurrency").map_err(db_err)?.max(0)
                             as u32,
                         in_flight: r.try_get::<i64, _>("in_flight").map_err(db_err)?.max(0) as u32,
+                        buffered: r.try_get::<i64, _>("buffered").map_err(db_err)?.max(0) as u32,
                     },
                     started_at: rows::time(r, "started_at")?,
                     seen_at: rows::time(r, "seen_at")?,

@@ -8,8 +8,14 @@ use sqlx::mysql::{MySqlConnection, MySqlPool};
 
 use crate::errors::db_err;
 
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "jobs", include_str!("../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "jobs", include_str!("../migrations/0001_jobs.sql")),
+    (
+        2,
+        "released",
+        include_str!("../migrations/0002_released.sql"),
+    ),
+];
 
 /// The newest version.
 pub(crate) const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

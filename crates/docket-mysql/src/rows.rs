@@ -109,6 +109,7 @@ pub(crate) fn claimed(r: &MySqlRow) -> Result<Result<ClaimedJob, Undecodable>, S
             run_at: time("run_at")?,
             created_at: time("created_at")?,
             lease_expires_at: time("lease_expires_at")?,
+            released: r.try_get("released").map_err(|x| e("released", x))?,
         })
     };
     Ok(rest().map_err(|reason| Undecodable {
@@ -172,6 +173,7 @@ pub(crate) fn record(r: &MySqlRow) -> Result<JobRecord, StoreError> {
         state: state(&st)?,
         attempt: r.try_get("attempt").map_err(db_err)?,
         max_attempts: r.try_get("max_attempts").map_err(db_err)?,
+        released: r.try_get("released").map_err(db_err)?,
         priority: r.try_get("priority").map_err(db_err)?,
         run_at,
         created_at,

@@ -283,7 +283,13 @@ impl MySqlStore {
                         .collect();
                     let errors = push_error(
                         &errors,
-                        entry(attempt, now, f.class.as_str(), &message, Some(owner)),
+                        entry(
+                            run_of(&r, attempt),
+                            now,
+                            f.class.as_str(),
+                            &message,
+                            Some(owner),
+                        ),
                     );
                     let n = sqlx::query(FINISH_ATTEMPT)
                         .bind(state.as_str())
@@ -439,7 +445,7 @@ impl MySqlStore {
                     let errors = push_error(
                         &errors,
                         entry(
-                            attempt,
+                            run_of(r, attempt),
                             now,
                             "lease_expired",
                             "lease expired: the worker crashed, stalled or lost its connection",
@@ -595,7 +601,7 @@ impl MySqlStore {
                     errors = push_error(
                         &errors,
                         entry(
-                            attempt,
+                            run_of(&row, attempt),
                             now,
                             "cancel_requested",
                             &format!("cancel requested by {actor}"),
@@ -652,7 +658,13 @@ impl MySqlStore {
             let errors: String = crate::rows::get(&row, "errors").map_err(db_err)?;
             let errors = push_error(
                 &errors,
-                entry(attempt, now, "skipped", "skipped by an operator", None),
+                entry(
+                    run_of(&row, attempt),
+                    now,
+                    "skipped",
+                    "skipped by an operator",
+                    None,
+                ),
             );
             sqlx::query(SKIP)
                 .bind(now)
@@ -713,4 +725,10 @@ async fn job_state(
         crate::rows::get(&row, "queue").map_err(db_err)?,
         crate::rows::get(&row, "unique_key").map_err(db_err)?,
     ))
+}
+
+/// The run a history entry names: the row's `attempt` (the fencing token) less the claims
+/// given back unrun (`released`, read alongside it).
+fn run_of(r: &sqlx::mysql::MySqlRow, attempt: i32) -> i32 {
+    docket_core::runs(attempt, r.try_get("released").unwrap_or(0))
 }

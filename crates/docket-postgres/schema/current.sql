@@ -36,7 +36,8 @@ CREATE TABLE {{schema}}.jobs (
     finished_at timestamp with time zone,
     ordering_key text,
     concurrency_key text,
-    blocked boolean NOT NULL DEFAULT false
+    blocked boolean NOT NULL DEFAULT false,
+    released integer NOT NULL DEFAULT 0
 );
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
@@ -177,7 +178,8 @@ CREATE TABLE {{schema}}.workers (
     in_flight integer NOT NULL DEFAULT 0,
     started_at timestamp with time zone NOT NULL DEFAULT now(),
     seen_at timestamp with time zone NOT NULL DEFAULT now(),
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    buffered integer NOT NULL DEFAULT 0
 );
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_concurrency_check CHECK ((concurrency >= 0));
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_host_check CHECK ((length(host) <= 255));
@@ -208,7 +210,7 @@ AS $function$
                  * p_rate / p_period_ms)
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false, p_controlled integer DEFAULT NULL::integer)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
  SET search_path TO '{{schema}}'
@@ -298,11 +300,11 @@ RETURNING j.*
         ;
         RETURN;
     END IF;
-    RETURN QUERY SELECT * FROM claim_controlled(p_queue, p_limit, p_owner, p_lease_ms, p_starve_ms);
+    RETURN QUERY SELECT * FROM claim_controlled(p_queue, p_limit, p_owner, p_lease_ms, p_starve_ms, p_controlled);
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.claim_controlled(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint)
+CREATE OR REPLACE FUNCTION {{schema}}.claim_controlled(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_controlled integer DEFAULT NULL::integer)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
  SET search_path TO '{{schema}}'
@@ -312,6 +314,7 @@ DECLARE
     q queues%ROWTYPE;
     k key_limits%ROWTYPE;
     budget integer := p_limit;
+    n_keyed integer := 0;
     queue_tokens float8;
     n integer;
     lim integer;
@@ -339,6 +342,8 @@ BEGIN
             queue_tokens := bucket_tokens(q.tokens, q.refilled_at, q.rate_limit, q.rate_period_ms);
             budget := least(budget, floor(queue_tokens)::integer);
         END IF;
+        -- Every job of a limited queue holds its limit while running: only for free slots.
+        budget := least(budget, coalesce(p_controlled, budget));
         IF budget <= 0 THEN RETURN; END IF;
     END IF;
 
@@ -355,6 +360,10 @@ BEGIN
         scanned := scanned + 1;
         EXIT WHEN scanned > 2 * depth OR cardinality(chosen) >= budget;
         CONTINUE WHEN r.id = ANY (chosen);
+        -- A keyed job holds its key while running: only for free slots (decided before any
+        -- lock or flag, so a job passed over here is left exactly as it was).
+        CONTINUE WHEN (r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL)
+            AND n_keyed >= coalesce(p_controlled, p_limit);
 
         IF r.ordering_key IS NOT NULL THEN
             -- One job per ordering key per batch: a second one cannot be the head.
@@ -388,6 +397,9 @@ BEGIN
         END IF;
 
         chosen := chosen || r.id;
+        IF r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL THEN
+            n_keyed := n_keyed + 1;
+        END IF;
         IF r.ordering_key IS NOT NULL THEN chosen_okeys := chosen_okeys || r.ordering_key; END IF;
         IF r.concurrency_key IS NOT NULL THEN chosen_ckeys := chosen_ckeys || r.concurrency_key; END IF;
     END LOOP;

@@ -16,7 +16,7 @@ SET state = CASE WHEN cur.state = 'pending' THEN 'cancelled' ELSE j.state END,
     cancel_requested_at = coalesce(j.cancel_requested_at, now()),
     errors = CASE WHEN j.cancel_requested_at IS NULL
                   THEN {{schema}}.push_error(j.errors, jsonb_build_object(
-                       'attempt', j.attempt, 'at', now(), 'class', 'cancel_requested',
+                       'attempt', j.attempt - j.released, 'at', now(), 'class', 'cancel_requested',
                        'owner', session_user::text,
                        'message', 'cancel requested by role ' || session_user::text))
                   ELSE j.errors END,

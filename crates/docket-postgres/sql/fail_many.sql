@@ -30,7 +30,7 @@ SET attempt = f.attempt,
     lease_owner = NULL,
     lease_expires_at = NULL,
     errors = {{schema}}.push_error(j.errors, jsonb_build_object(
-        'attempt', j.attempt, 'at', now(), 'class', f.class, 'message', left(f.message, 4096),
+        'attempt', j.attempt - j.released, 'at', now(), 'class', f.class, 'message', left(f.message, 4096),
         'owner', $6::text))
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[])
      AS f(id, attempt, class, message, delay_ms)

@@ -27,7 +27,7 @@ SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
     lease_owner = NULL,
     lease_expires_at = NULL,
     errors = {{schema}}.push_error(j.errors, jsonb_build_object(
-        'attempt', j.attempt, 'at', now(), 'class', 'lease_expired',
+        'attempt', j.attempt - j.released, 'at', now(), 'class', 'lease_expired',
         'message', 'lease expired: the worker crashed, stalled or lost its connection',
         'owner', expired.lease_owner))
 FROM expired

@@ -9,7 +9,7 @@
 -- picks the partial index its state calls for (jobs_dead_idx, jobs_lease_idx, ...) instead
 -- of one generic plan for every combination.
 -- Values are bound, never pasted: a JSON path is a text[] parameter and the value a jsonb one.
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at,
        attempted_at, finished_at, lease_owner, lease_expires_at, cancel_requested_at,
        unique_key, ordering_key, concurrency_key, blocked, args, metadata, errors
 FROM {{schema}}.jobs

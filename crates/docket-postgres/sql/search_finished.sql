@@ -7,7 +7,7 @@
 -- Ordered by (finished_at, id) so the partial index jobs_finished_idx (state, finished_at)
 -- serves it: by id, the newest ids of a busy table are pending, and a backward scan of the
 -- primary key would walk past every one of them before the first finished job.
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at,
        attempted_at, finished_at, lease_owner, lease_expires_at, cancel_requested_at,
        unique_key, ordering_key, concurrency_key, blocked, args, metadata, errors
 FROM {{schema}}.jobs

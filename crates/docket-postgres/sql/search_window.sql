@@ -34,7 +34,7 @@ m AS (
     LIMIT $14
 )
 SELECT s.scanned, s.scan_end,
-       j.id, j.queue, j.kind, j.state, j.attempt, j.max_attempts, j.priority, j.run_at, j.created_at,
+       j.id, j.queue, j.kind, j.state, j.attempt, j.max_attempts, j.released, j.priority, j.run_at, j.created_at,
        j.attempted_at, j.finished_at, j.lease_owner, j.lease_expires_at, j.cancel_requested_at,
        j.unique_key, j.ordering_key, j.concurrency_key, j.blocked, j.args, j.metadata, j.errors
 FROM (SELECT count(*) AS scanned, min(id) AS scan_end FROM w) s

@@ -5,6 +5,6 @@ UPDATE {{schema}}.jobs
 SET state = 'cancelled',
     finished_at = now(),
     errors = {{schema}}.push_error(errors, jsonb_build_object(
-        'attempt', attempt, 'at', now(), 'class', 'skipped', 'message', 'skipped by an operator'))
+        'attempt', attempt - released, 'at', now(), 'class', 'skipped', 'message', 'skipped by an operator'))
 WHERE id = $1 AND state = 'dead'
 RETURNING id

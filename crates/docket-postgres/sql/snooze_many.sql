@@ -3,7 +3,8 @@
 -- is cancelled instead of going back to the queue.
 -- Parameters: $1 bigint[] ids, $2 int[] attempts, $3 bigint[] delays in ms, $4 text owner.
 -- The attempt counter is the fencing generation and never goes down, so the budget is given
--- back by raising max_attempts by one instead.
+-- back by raising max_attempts by one instead, and `released` counts the claim as one that
+-- did not run (a user sees attempt - released of max_attempts - released: migration 0014).
 -- Invariants: fenced exactly like complete_many.
 -- The writer's token travels with the write: `attempt = <claimed attempt>` is a no-op while
 -- the fence holds, and makes a write that slipped past a broken fence visible to the audit
@@ -14,6 +15,7 @@ SET attempt = s.attempt,
     finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
     run_at = now() + s.delay_ms * interval '1 millisecond',
     max_attempts = j.max_attempts + 1,
+    released = j.released + 1,
     lease_owner = NULL,
     lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS s(id, attempt, delay_ms)

@@ -124,6 +124,7 @@ pub(crate) fn claimed(r: &PgRow) -> Result<Result<ClaimedJob, Undecodable>, Stor
             lease_expires_at: ts(r, 10)
                 .map_err(|x| x.to_string())?
                 .finite("lease_expires_at")?,
+            released: r.try_get(11).map_err(|x| e("released", x))?,
         })
     };
     Ok(rest().map_err(|reason| Undecodable {
@@ -159,6 +160,7 @@ pub(crate) fn record(r: &PgRow) -> Result<JobRecord, StoreError> {
         state: state(&st)?,
         attempt: r.try_get("attempt").map_err(db_err)?,
         max_attempts: r.try_get("max_attempts").map_err(db_err)?,
+        released: r.try_get("released").map_err(db_err)?,
         priority: r.try_get("priority").map_err(db_err)?,
         run_at,
         created_at,

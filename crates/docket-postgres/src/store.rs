@@ -452,6 +452,7 @@ impl Store for PgStore {
                     .bind(&req.owner)
                     .bind(ms(req.lease))
                     .bind(req.starvation.map(ms))
+                    .bind(req.controlled)
                     .fetch_all(&mut *c)
                     .await
                     .map_err(db_err)

@@ -35,6 +35,7 @@ impl PgStore {
                 .bind(clamp(b.concurrency))
                 .bind(clamp(b.in_flight))
                 .bind(ms(ttl))
+                .bind(clamp(b.buffered))
                 .execute(&mut *c)
                 .await
                 .map_err(db_err)
@@ -75,6 +76,7 @@ impl PgStore {
                         queues: r.try_get("queues").map_err(db_err)?,
                         concurrency: unsigned(r.try_get("concurrency").map_err(db_err)?),
                         in_flight: unsigned(r.try_get("in_flight").map_err(db_err)?),
+                        buffered: unsigned(r.try_get("buffered").map_err(db_err)?),
                     },
                     started_at: r.try_get("started_at").map_err(db_err)?,
                     seen_at: r.try_get("seen_at").map_err(db_err)?,

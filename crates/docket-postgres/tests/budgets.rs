@@ -16,6 +16,7 @@ fn req(owner: &str, limit: i32) -> ClaimRequest {
         owner: owner.into(),
         lease: Duration::from_secs(60),
         starvation: None,
+        controlled: None,
     }
 }
 

@@ -33,6 +33,7 @@ async fn sixteen_claimers_complete_ten_thousand_jobs_exactly_once() {
                         owner: owner.clone(),
                         lease: Duration::from_secs(300),
                         starvation: None,
+                        controlled: None,
                     })
                     .await
                     .unwrap();
@@ -111,6 +112,7 @@ async fn a_claim_skips_a_locked_row_instead_of_waiting_for_it() {
         owner: "w".into(),
         lease: Duration::from_secs(60),
         starvation: None,
+        controlled: None,
     };
     let got = tokio::time::timeout(Duration::from_secs(10), db.store.claim(&req))
         .await
@@ -160,6 +162,7 @@ async fn a_starving_job_goes_to_exactly_one_of_many_concurrent_multi_slot_claims
                     owner: format!("w{w}"),
                     lease: Duration::from_secs(60),
                     starvation: Some(Duration::from_secs(1)),
+                    controlled: None,
                 })
                 .await
                 .unwrap()

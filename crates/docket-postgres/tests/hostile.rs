@@ -240,6 +240,7 @@ async fn a_bad_row_that_got_in_anyway_is_shown_and_failed_never_fatal() {
             owner: "w".into(),
             lease: std::time::Duration::from_secs(30),
             starvation: None,
+            controlled: None,
         })
         .await
         .expect("claim");
@@ -462,6 +463,7 @@ async fn a_job_with_input_from_before_the_rules_is_claimed_and_completed() {
             owner: "w".into(),
             lease: std::time::Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .expect("the claim is not judged by input rules");

@@ -33,6 +33,7 @@ async fn claim(db: &TestDb, owner: &str) -> ClaimedJob {
             owner: owner.into(),
             lease: LEASE,
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

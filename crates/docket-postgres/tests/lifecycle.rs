@@ -16,6 +16,7 @@ fn req(queue: &str, limit: i32, owner: &str) -> ClaimRequest {
         owner: owner.into(),
         lease: LEASE,
         starvation: None,
+        controlled: None,
     }
 }
 

@@ -14,6 +14,7 @@ async fn claim(db: &TestDb, n: i32) -> Vec<ClaimedJob> {
             owner: "w".into(),
             lease: Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap()
@@ -302,6 +303,7 @@ async fn claim_latency_ms(db: &TestDb) -> f64 {
         owner: "bench".into(),
         lease: Duration::from_secs(60),
         starvation: None,
+        controlled: None,
     };
     let t = std::time::Instant::now();
     for _ in 0..100 {
@@ -514,6 +516,7 @@ async fn a_completion_never_joins_a_table_scan_against_every_id() {
             owner: "w".into(),
             lease: Duration::from_secs(600),
             starvation: None,
+            controlled: None,
         };
         claimed.extend(db.store.claim(&req).await.unwrap());
     }

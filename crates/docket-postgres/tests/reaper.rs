@@ -15,6 +15,7 @@ async fn claim_all(db: &TestDb, owner: &str, n: i32) -> Vec<ClaimedJob> {
             owner: owner.into(),
             lease: Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap()

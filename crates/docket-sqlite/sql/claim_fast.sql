@@ -4,7 +4,7 @@
 --   strict priority order).
 -- Returns: one row per leased job, a JSON array by position (rows::claimed decodes it, as it
 --   does claimed_rows.sql's elements): [id, attempt, max_attempts, queue, kind, args,
---   metadata, priority, run_at, created_at, lease_expires_at]. RETURNING yields the rows in
+--   metadata, priority, run_at, created_at, lease_expires_at, released]. RETURNING yields the rows in
 --   the order they were written, not the claim order; the caller sorts them.
 -- Invariants: it writes only when the choice claim.rs would make is the plain prefix of the
 --   ready jobs in claim order (priority, run_at, id), and otherwise writes nothing (the
@@ -46,4 +46,4 @@ WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_claim_idx
         = (SELECT max(priority) FROM jobs INDEXED BY jobs_claim_idx
            WHERE state = 'pending' AND queue = ?1))
 RETURNING json_array(id, attempt, max_attempts, queue, kind, json(args), json(metadata),
-                     priority, run_at, created_at, lease_expires_at)
+                     priority, run_at, created_at, lease_expires_at, released)

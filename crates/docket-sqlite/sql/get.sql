@@ -1,6 +1,6 @@
 -- get: one whole job row.
 -- Parameters: ?1 id.
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors
 FROM jobs WHERE id = ?1

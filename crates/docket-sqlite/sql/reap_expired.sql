@@ -1,6 +1,6 @@
 -- reap_expired: running jobs whose lease expired before ?1, oldest expiry first.
 -- Parameters: ?1 now (ms), ?2 batch. Served by jobs_lease_idx (a scan of the running set).
-SELECT id, attempt, max_attempts, cancel_requested_at, errors, backoff_base_ms, backoff_cap_ms,
+SELECT id, attempt, released, max_attempts, cancel_requested_at, errors, backoff_base_ms, backoff_cap_ms,
        lease_owner, queue
 FROM jobs
 WHERE state = 'running' AND lease_expires_at < ?1

@@ -4,7 +4,7 @@
 --   ($."k1"."k2"), ?10 the args value there (minified JSON text), ?11/?12 the same for
 --   metadata, ?13 keyset: ids below it, ?14 page size + 1, ?15 the last error's message.
 -- Every value is bound; paths are built from quoted keys by the caller.
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors
 FROM jobs

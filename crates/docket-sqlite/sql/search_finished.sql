@@ -6,7 +6,7 @@
 --   metadata, ?13 keyset: ids below it, ?14 page size + 1, ?15 the last error's message.
 -- Every value is bound; paths are built from quoted keys by the caller.
 --   ?16 the cursor's finished_at (ms; NULL: read from job ?13).
-SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors
 FROM jobs

@@ -32,7 +32,7 @@ m AS (
 SELECT s.scanned, s.scan_end, j.*
 FROM (SELECT count(*) AS scanned, min(id) AS scan_end FROM w) s
 LEFT JOIN m ON true
-LEFT JOIN (SELECT id, queue, kind, state, attempt, max_attempts, priority, run_at, created_at, attempted_at,
+LEFT JOIN (SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors FROM jobs) j ON j.id = m.id
 ORDER BY j.id IS NULL, j.id DESC

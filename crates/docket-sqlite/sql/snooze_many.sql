@@ -9,6 +9,7 @@ SET attempt = c.attempt,
     finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE ?3 END,
     run_at = ?3 + c.delay_ms,
     max_attempts = max_attempts + 1,
+    released = released + 1,
     lease_owner = NULL,
     lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt,

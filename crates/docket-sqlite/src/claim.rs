@@ -186,6 +186,11 @@ async fn claim_in(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Option
     if let Some(t) = queue_tokens {
         budget = budget.min(t.floor() as i64);
     }
+    // Controlled work only for the claimer's free slots (ClaimRequest::controlled).
+    let mut controlled = docket_core::local::ControlledBound::new(req.controlled);
+    if q.max_running.is_some() || q.bucket.is_some() {
+        budget = controlled.limited_queue_budget(budget);
+    }
     if budget <= 0 {
         return Ok(None);
     }
@@ -199,6 +204,10 @@ async fn claim_in(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Option
             break;
         }
         if chosen.contains(&id) {
+            continue;
+        }
+        let keyed = okey.is_some() || ckey.is_some();
+        if !controlled.allows(keyed) {
             continue;
         }
         if let Some(k) = &okey {
@@ -228,6 +237,7 @@ async fn claim_in(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Option
             }
         }
         chosen.push(id);
+        controlled.took(keyed);
         if let Some(k) = okey {
             okeys.push(k);
         }

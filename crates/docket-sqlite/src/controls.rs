@@ -421,6 +421,7 @@ impl SqliteStore {
                 .bind(i64::from(beat.in_flight))
                 .bind(now)
                 .bind(ms(ttl))
+                .bind(i64::from(beat.buffered))
                 .execute(&mut *c)
                 .await
                 .map_err(db_err)?;
@@ -461,6 +462,7 @@ impl SqliteStore {
                         concurrency: r.try_get::<i64, _>("concurrency").map_err(db_err)?.max(0)
                             as u32,
                         in_flight: r.try_get::<i64, _>("in_flight").map_err(db_err)?.max(0) as u32,
+                        buffered: r.try_get::<i64, _>("buffered").map_err(db_err)?.max(0) as u32,
                     },
                     started_at: rows::time(r, "started_at")?,
                     seen_at: rows::time(r, "seen_at")?,

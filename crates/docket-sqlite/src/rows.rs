@@ -55,6 +55,7 @@ struct Wire(
     i64,
     i64,
     i64,
+    i64,
 );
 
 /// The jobs of claimed_rows.sql's one row: each a job a handler can run, or why it cannot.
@@ -103,6 +104,7 @@ pub(crate) fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
         run_at,
         created_at,
         lease,
+        released,
     ) = w;
     let id = JobId(id);
     let lease_of = |attempt: i64| Lease {
@@ -125,6 +127,7 @@ pub(crate) fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
             run_at: at(run_at, "run_at")?,
             created_at: at(created_at, "created_at")?,
             lease_expires_at: at(lease, "lease_expires_at")?,
+            released: narrow("released", released)?,
         })
     };
     rest().map_err(|reason| Undecodable {
@@ -189,6 +192,7 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
     };
     let attempt = narrow("attempt")?;
     let max_attempts = narrow("max_attempts")?;
+    let released = narrow("released")?;
     let st: String = r.try_get("state").map_err(db_err)?;
     Ok(JobRecord {
         id: JobId(r.try_get("id").map_err(db_err)?),
@@ -197,6 +201,7 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
         state: state(&st)?,
         attempt,
         max_attempts,
+        released,
         priority: r.try_get("priority").map_err(db_err)?,
         run_at,
         created_at,

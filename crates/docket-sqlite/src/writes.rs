@@ -314,7 +314,13 @@ impl SqliteStore {
                         .collect();
                     let errors = push_error(
                         &errors,
-                        entry(attempt, now, f.class.as_str(), &message, Some(owner)),
+                        entry(
+                            run_of(&r, attempt),
+                            now,
+                            f.class.as_str(),
+                            &message,
+                            Some(owner),
+                        ),
                     );
                     let n = sqlx::query(FINISH_ATTEMPT)
                         .bind(f.lease.id.0)
@@ -475,7 +481,7 @@ impl SqliteStore {
                     let errors = push_error(
                         &errors,
                         entry(
-                            attempt,
+                            run_of(r, attempt),
                             now,
                             "lease_expired",
                             "lease expired: the worker crashed, stalled or lost its connection",
@@ -626,7 +632,7 @@ impl SqliteStore {
                     errors = push_error(
                         &errors,
                         entry(
-                            attempt,
+                            run_of(&row, attempt),
                             now,
                             "cancel_requested",
                             &format!("cancel requested by {actor}"),
@@ -683,7 +689,13 @@ impl SqliteStore {
             let errors: String = row.try_get("errors").map_err(db_err)?;
             let errors = push_error(
                 &errors,
-                entry(attempt, now, "skipped", "skipped by an operator", None),
+                entry(
+                    run_of(&row, attempt),
+                    now,
+                    "skipped",
+                    "skipped by an operator",
+                    None,
+                ),
             );
             sqlx::query(SKIP)
                 .bind(id.0)
@@ -740,4 +752,10 @@ async fn job_state(
         row.try_get("queue").map_err(db_err)?,
         row.try_get("unique_key").map_err(db_err)?,
     ))
+}
+
+/// The run a history entry names: the row's `attempt` (the fencing token) less the claims
+/// given back unrun (`released`, read alongside it).
+fn run_of(r: &sqlx::sqlite::SqliteRow, attempt: i32) -> i32 {
+    docket_core::runs(attempt, r.try_get("released").unwrap_or(0))
 }

@@ -15,6 +15,7 @@ async fn claim(store: &SqliteStore) -> docket_core::Result<Vec<docket_core::Clai
         owner: "w".into(),
         lease: Duration::from_secs(30),
         starvation: None,
+        controlled: None,
     };
     store.claim(&req).await
 }

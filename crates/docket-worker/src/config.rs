@@ -47,23 +47,24 @@ pub struct WorkerConfig {
     /// for more free slots so one claim takes many jobs. Defaults to 2 ms.
     pub claim_coalesce: Duration,
     /// Jobs a queue may claim ahead of its free slots (the prefetch buffer), so that claiming
-    /// is not bound to concurrency: a worker with 10 slots claims batches of up to
-    /// `claim_batch` and starts them as slots free, instead of one round trip per 10 jobs. A
-    /// buffered job is leased, fenced and heartbeated like a running one, counts as running
-    /// for every limit (the database says `running`), and never starts once its lease is
-    /// lost or about to be. The depth starts at `min(prefetch, claim_batch)`, halves whenever
-    /// buffered jobs time out (long jobs need no buffer) and grows by a claim's size while
-    /// claims come back full, up to this value and to what the queue started in the last
-    /// quarter of `prefetch_timeout` or so far in the one under way, when more (so slow
-    /// handlers are not buffered into time-outs). 0
-    /// claims only for free slots.
-    /// Defaults to 600: a queue drains at most (slots + depth) jobs per claim round trip, and
-    /// on an engine whose commit waits for a log flush (MariaDB's defaults: ~10 ms a claim
-    /// here) 110 credits capped a 10-slot worker near 10k jobs/s whatever the database
-    /// could do (docs/benchmarks.md, session 10). With completions that delete (session 17)
-    /// the server answers faster than 310 credits could keep it busy: 600 took a 10-slot
-    /// worker from ~0.7 to ~0.8 of the SQL floor at 20,000 jobs; 1,000 measured no better.
-    /// The pace cap above keeps a queue of slow handlers from buffering that deep.
+    /// is not bound to concurrency: a worker with 10 slots of quick handlers claims batches of
+    /// up to `claim_batch` and starts them as slots free, instead of one round trip per 10
+    /// jobs. A buffered job is leased, fenced and heartbeated like a running one and never
+    /// starts once its lease is lost or about to be.
+    ///
+    /// What the buffer may hold is measured, not assumed (`pace.rs`): nothing before a first
+    /// handler has finished; then what the queue's slots start in a quarter of
+    /// `prefetch_timeout` at the handlers' mean run time, at most this value. The depth grows
+    /// by a claim's size while claims come back full and halves whenever buffered jobs time
+    /// out. So no-op handlers get the whole buffer and handlers of 0.3-1 s on a few slots get
+    /// one job or none (a buffer of 200 there was claimed, waited out, released and claimed
+    /// again, over and over). Work that holds a limit while running (a queue with a
+    /// `max_running` or a rate, an ordering or concurrency key) is never buffered: claims take
+    /// it only for run slots free now (`ClaimRequest::controlled`). 0 claims only for free
+    /// slots.
+    /// Defaults to 600: a queue drains at most (slots + depth) jobs per claim round trip; with
+    /// completions that delete, 600 took a 10-slot worker of no-op handlers from ~0.7 to ~0.8
+    /// of the SQL floor at 20,000 jobs and 1,000 measured no better (docs/benchmarks.md).
     pub prefetch: usize,
     /// How long a buffered job may wait for a slot before it goes back to the queue (released:
     /// its attempt is not counted), so a busy worker does not hoard what an idle one could run.

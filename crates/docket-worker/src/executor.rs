@@ -15,6 +15,7 @@ use crate::completer::Completion;
 use crate::intx::{TxCall, TxEnd};
 use crate::job::{JobContext, JobError, JobResult};
 use crate::metrics::Metrics;
+use crate::pace::RunSlot;
 use crate::registry::Handler;
 use crate::runtime::Shared;
 use crate::telemetry::Outcome;
@@ -50,6 +51,9 @@ pub(crate) async fn execute<S: Store>(
     let span = crate::telemetry::job_span(&job);
     let Some(entry) = shared.tracker.insert(lease, Some(permit), deadline, labels) else {
         // Dropping the permit frees the credit; the running execution owns the job.
+        if let Some(p) = shared.pace.get(&job.queue) {
+            p.left_buffer();
+        }
         warn!(job = %lease.id, attempt = lease.attempt,
               "claimed a job again that is still running here (an earlier claim was lost, as in a server crash); the running execution keeps it");
         return;
@@ -61,16 +65,30 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     let lease = entry.lease;
     // Claimed ahead of a free slot (prefetch): wait for one — leased, heartbeated, and never
     // started once the lease is lost or about to be.
-    let Some(run_slot) = wait_for_slot(&shared, &entry, &job.queue).await else {
+    let slot = wait_for_slot(&shared, &entry, &job.queue).await;
+    let pace = shared.pace.get(&job.queue).cloned();
+    if let Some(p) = &pace {
+        p.left_buffer();
+    }
+    let Some(permit) = slot else {
         return;
     };
-    if let Some(n) = shared.started.get(&job.queue) {
-        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
+    let run_slot = pace.clone().map(|pace| RunSlot {
+        _permit: permit,
+        pace,
+    });
+    // The attempt a handler sees counts runs: claims given back unrun (releases, snoozes)
+    // raised the fencing token but are not attempts of the job.
+    let (run, max_runs) =
+        if docket_core::mutants::active(docket_core::mutants::Mutant::ReleaseCountsRun) {
+            (job.attempt, job.max_attempts)
+        } else {
+            (job.run(), job.max_runs())
+        };
     let ctx = JobContext {
         id: job.id,
-        attempt: job.attempt,
-        max_attempts: job.max_attempts,
+        attempt: run,
+        max_attempts: max_runs,
         queue: job.queue.clone(),
         kind: job.kind.clone(),
         metadata: job.metadata.clone(),
@@ -93,7 +111,6 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         return;
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
-    let run_slot = Some(run_slot);
     let started = std::time::Instant::now();
     let (attempt, max_attempts) = (job.attempt, job.max_attempts);
     let ended = match handler {
@@ -124,8 +141,11 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     // The slot is free as soon as the handler is done: the next buffered job starts while
     // this one's outcome is being written.
     drop(run_slot);
-    let completion = outcome(&shared, &entry, lease, ended, max_runtime);
     let ran = started.elapsed();
+    if let Some(p) = &pace {
+        p.record(ran);
+    }
+    let completion = outcome(&shared, &entry, lease, ended, max_runtime);
     match completion {
         Some(c) => {
             let t = &shared.telemetry;

@@ -15,6 +15,7 @@ use tracing::warn;
 
 use crate::executor::execute;
 use crate::metrics::Metrics;
+use crate::pace::QueuePace;
 use crate::runtime::Shared;
 
 /// Fetches for one queue.
@@ -29,50 +30,8 @@ pub(crate) struct Fetcher<S: Store> {
     pub concurrency: usize,
     /// The current prefetch depth (shared with the executor, which halves it on time-outs).
     pub depth: Arc<std::sync::atomic::AtomicUsize>,
-    /// Jobs of this queue started so far (counted by the executor).
-    pub started: Arc<std::sync::atomic::AtomicU64>,
-    /// The pace of the last window (see [`Window`]).
-    pub window: std::sync::Mutex<Window>,
-}
-
-/// How many jobs a queue started in the last window of a quarter of `prefetch_timeout` (or
-/// so far in the window under way, when more): the deepest buffer that still starts well
-/// within the time-out. Full claims deepen the buffer up to this (and `prefetch`), so a
-/// queue of slow handlers is not handed jobs that would wait out their time-out and go back
-/// (each such release costs a claim and a write).
-pub(crate) struct Window {
-    since: Instant,
-    started_then: u64,
-    cap: usize,
-}
-
-impl Window {
-    pub(crate) fn new() -> Window {
-        Window {
-            since: Instant::now(),
-            started_then: 0,
-            cap: 0,
-        }
-    }
-
-    /// The cap at `now`, given the queue's running count of jobs `started`; at least `floor`
-    /// (one claim's worth, which the depth starts at). `now` is a parameter so the windows
-    /// can be tested without waiting them out.
-    fn cap(&mut self, now: Instant, started: u64, quarter: Duration, floor: usize) -> usize {
-        let so_far =
-            usize::try_from(started.saturating_sub(self.started_then)).unwrap_or(usize::MAX);
-        if now.saturating_duration_since(self.since) >= quarter {
-            self.cap = so_far;
-            self.since = now;
-            self.started_then = started;
-            return self.cap.max(floor);
-        }
-        // The window under way counts too: what it started so far is no more than the last
-        // quarter started, so it may raise the cap at once (a fresh worker's first window
-        // would otherwise hold the depth at one claim for its whole quarter — 40 % of a
-        // 20,000-job drain at 10 slots).
-        self.cap.max(so_far).max(floor)
-    }
+    /// The handlers' pace and the jobs claimed but not started (see `pace.rs`).
+    pub pace: Arc<QueuePace>,
 }
 
 fn jittered(d: Duration) -> Duration {
@@ -86,16 +45,21 @@ impl<S: Store> Fetcher<S> {
         self.concurrency + self.depth.load(Ordering::Relaxed)
     }
 
-    /// The deepest buffer the queue's recent pace allows (see [`Window`]); at least one
-    /// claim's worth, which the depth starts at.
-    fn pace(&self) -> usize {
-        let started = self.started.load(Ordering::Relaxed);
-        self.window.lock().expect("poisoned").cap(
-            Instant::now(),
-            started,
+    /// The deepest buffer the handlers' measured pace allows (see `pace.rs`).
+    fn pace_cap(&self) -> usize {
+        self.pace.cap(
+            self.concurrency,
             self.shared.config.prefetch_timeout / 4,
-            self.shared.config.claim_batch,
+            self.shared.config.prefetch,
         )
+    }
+
+    /// Run slots free now.
+    fn free_run_slots(&self) -> usize {
+        self.shared
+            .run_slots
+            .get(&self.queue)
+            .map_or(0, |s| s.available_permits())
     }
 
     /// Jobs held now (credits taken).
@@ -104,9 +68,10 @@ impl<S: Store> Fetcher<S> {
             .saturating_sub(self.slots.available_permits())
     }
 
-    /// Claims once for the free slots and starts the jobs. Returns how many were claimed and
-    /// how many slots were offered.
-    pub async fn run_once(&self) -> Result<(usize, usize), docket_core::StoreError> {
+    /// Claims once for the free slots and starts the jobs. Returns how many were claimed, how
+    /// many credits were offered and how many of them were free run slots (the bound on
+    /// controlled work).
+    pub async fn run_once(&self) -> Result<Claimed, docket_core::StoreError> {
         let mut permits = Vec::new();
         while permits.len() < self.shared.config.claim_batch {
             match self.slots.clone().try_acquire_owned() {
@@ -120,15 +85,23 @@ impl<S: Store> Fetcher<S> {
     async fn claim_with(
         &self,
         mut permits: Vec<tokio::sync::OwnedSemaphorePermit>,
-    ) -> Result<(usize, usize), docket_core::StoreError> {
+    ) -> Result<Claimed, docket_core::StoreError> {
         let offered = permits.len();
         if offered == 0 {
-            return Ok((0, 0));
+            return Ok(Claimed::default());
         }
         let lease = self.shared.config.lease;
+        // Controlled work (limits, keys) only for run slots free now: see `pace.rs`.
+        let free = self.pace.reserve(self.free_run_slots()).min(offered);
+        let controlled =
+            if docket_core::mutants::active(docket_core::mutants::Mutant::ControlledWorkBuffered) {
+                None
+            } else {
+                Some(free as i32)
+            };
         // Measured before sending: the database's expiry is at least this late.
         let sent_at = Instant::now();
-        let jobs = self
+        let claimed = self
             .shared
             .store
             .claim(&ClaimRequest {
@@ -137,8 +110,17 @@ impl<S: Store> Fetcher<S> {
                 owner: self.shared.config.owner.clone(),
                 lease,
                 starvation: self.shared.config.starvation_bound,
+                controlled,
             })
-            .await?;
+            .await;
+        let jobs = match claimed {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                self.pace.settle(free, 0);
+                return Err(e);
+            }
+        };
+        self.pace.settle(free, jobs.len());
         Metrics::add(&self.shared.metrics.claimed, jobs.len() as u64);
         Metrics::add(&self.shared.metrics.claims, 1);
         // Wakes only waiting maintenance services and `Worker::ready` (no stored permit): a
@@ -152,7 +134,27 @@ impl<S: Store> Fetcher<S> {
             let permit = permits.pop().expect("one permit per claimed job");
             tokio::spawn(execute(self.shared.clone(), job, permit, sent_at + lease));
         }
-        Ok((n, offered))
+        Ok(Claimed { n, offered, free })
+    }
+}
+
+/// What one claim did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claimed {
+    /// Jobs claimed.
+    pub n: usize,
+    /// Credits offered (the claim's limit).
+    pub offered: usize,
+    /// Run slots that were free for it (its bound on controlled work).
+    pub free: usize,
+}
+
+impl Claimed {
+    /// The claim came back short while it had no more free run slots than it took jobs:
+    /// controlled work may be waiting for a slot, so the next slot to free up is worth a
+    /// claim (rather than waiting for the next notification or poll).
+    fn bound_by_slots(&self) -> bool {
+        self.n < self.offered && self.n >= self.free
     }
 }
 
@@ -169,6 +171,7 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
     async fn run(self, stop: CancellationToken) {
         // Claim once at start: work may have been enqueued while no worker listened.
         let mut immediate = true;
+        let mut bound_by_slots = false;
         let mut error_backoff = Duration::from_millis(100);
         loop {
             let first = tokio::select! {
@@ -178,6 +181,7 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
             if !immediate {
                 tokio::select! {
                     _ = self.wake.notified() => {}
+                    _ = self.pace.slot_freed.notified(), if bound_by_slots => {}
                     _ = tokio::time::sleep(jittered(self.shared.config.poll_interval)) => {}
                     _ = stop.cancelled() => return,
                 }
@@ -217,9 +221,11 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                 }
             }
             match self.claim_with(permits).await {
-                Ok((n, offered)) => {
+                Ok(claimed) => {
+                    let Claimed { n, offered, .. } = claimed;
                     error_backoff = Duration::from_millis(100);
                     immediate = n == offered;
+                    bound_by_slots = claimed.bound_by_slots();
                     if immediate && self.shared.config.claims_in_flight > 1 {
                         // A backlog: a sibling fetcher asleep until the next poll joins in.
                         self.wake.notify_one();
@@ -227,7 +233,7 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                     if immediate {
                         // A backlog: deepen the buffer by this claim, up to what the queue
                         // starts in a quarter of the time-out (time-outs halve it).
-                        let max = self.shared.config.prefetch.min(self.pace());
+                        let max = self.pace_cap();
                         let grow = n.max(1);
                         let _ =
                             self.depth
@@ -242,6 +248,7 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                 Err(e) => {
                     warn!(queue = %self.queue, error = %e, "claim failed; backing off");
                     immediate = false;
+                    bound_by_slots = false;
                     tokio::select! {
                         _ = tokio::time::sleep(error_backoff) => {}
                         _ = stop.cancelled() => return,
@@ -256,28 +263,18 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    const Q: Duration = Duration::from_millis(250);
+    use super::Claimed;
 
     #[test]
-    fn the_cap_follows_the_last_window_and_the_one_under_way() {
-        let t0 = Instant::now();
-        let mut w = Window {
-            since: t0,
-            started_then: 0,
-            cap: 0,
-        };
-        // A fresh worker: one claim's worth until it has started more.
-        assert_eq!(w.cap(t0, 0, Q, 100), 100);
-        // Within the first window, what it started so far already counts.
-        assert_eq!(w.cap(t0 + Q / 2, 700, Q, 100), 700);
-        // The window closes: the cap is what it started in it, kept through the next one
-        // while that one has started less.
-        assert_eq!(w.cap(t0 + Q, 900, Q, 100), 900);
-        assert_eq!(w.cap(t0 + Q + Q / 2, 1_200, Q, 100), 900);
-        // A slow window lowers the cap when it closes, down to the floor.
-        assert_eq!(w.cap(t0 + Q * 2, 1_230, Q, 100), 330);
-        assert_eq!(w.cap(t0 + Q * 3, 1_240, Q, 100), 100);
+    fn a_short_claim_waits_for_a_slot_only_when_slots_may_have_cut_it() {
+        let c = |n, offered, free| Claimed { n, offered, free };
+        // Full: claims again at once anyway.
+        assert!(!c(10, 10, 3).bound_by_slots());
+        // Took every free slot's worth and came back short: keyed work may be waiting.
+        assert!(c(3, 10, 3).bound_by_slots());
+        assert!(c(0, 10, 0).bound_by_slots());
+        // Had free slots it did not use: nothing more to claim now.
+        assert!(!c(1, 10, 3).bound_by_slots());
+        assert!(!c(0, 10, 3).bound_by_slots());
     }
 }

@@ -29,6 +29,7 @@ pub mod job;
 pub mod maintenance;
 pub mod metrics;
 mod notifier;
+mod pace;
 mod presence;
 pub mod registry;
 mod runtime;

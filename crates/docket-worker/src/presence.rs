@@ -32,11 +32,30 @@ impl<S: Store> Presence<S> {
             queues: cfg.queues.iter().map(|q| q.name.clone()).collect(),
             concurrency: clamp(cfg.queues.iter().map(|q| q.concurrency).sum()),
             in_flight: clamp(self.shared.tracker.len()),
+            buffered: clamp(self.shared.pace.values().map(|p| p.buffered()).sum()),
+        }
+    }
+
+    /// Executing and buffered jobs per queue, as gauges (the database says `running` for
+    /// both: only the worker can tell them apart).
+    fn gauges(&self) {
+        for q in &self.shared.config.queues {
+            let executing = self
+                .shared
+                .run_slots
+                .get(&q.name)
+                .map_or(0, |s| q.concurrency.saturating_sub(s.available_permits()));
+            let buffered = self.shared.pace.get(&q.name).map_or(0, |p| p.buffered());
+            ::metrics::gauge!("docket_worker_jobs_executing", "queue" => q.name.clone())
+                .set(executing as f64);
+            ::metrics::gauge!("docket_worker_jobs_buffered", "queue" => q.name.clone())
+                .set(buffered as f64);
         }
     }
 
     /// One report.
     pub async fn run_once(&self) -> Result<(), StoreError> {
+        self.gauges();
         let ttl = self.cadence.every * 3;
         self.shared.store.worker_beat(&self.beat(), ttl).await
     }

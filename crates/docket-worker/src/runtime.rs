@@ -37,9 +37,8 @@ pub(crate) struct Shared<S: Store> {
     pub faults: Arc<crate::faults::Faults>,
     /// Per queue: its run slots (its concurrency). Claim credits are the fetcher's.
     pub run_slots: HashMap<String, Arc<tokio::sync::Semaphore>>,
-    /// Per queue: jobs started (given a run slot) so far; the fetchers pace the prefetch
-    /// depth by it.
-    pub started: HashMap<String, Arc<std::sync::atomic::AtomicU64>>,
+    /// Per queue: the handlers' pace and the jobs claimed but not started (see `pace.rs`).
+    pub pace: HashMap<String, Arc<crate::pace::QueuePace>>,
     /// Per queue: the current prefetch depth (see `WorkerConfig::prefetch`).
     pub depth: HashMap<String, Arc<std::sync::atomic::AtomicUsize>>,
     /// Fired at shutdown: buffered jobs go back to the queue at once.

@@ -123,14 +123,14 @@ impl<S: Store> Worker<S> {
             .queues
             .iter()
             .map(|q| {
-                // Starts at one claim's worth; grows only while the buffer runs dry (see
-                // the fetcher), so slow handlers never get a buffer they cannot run in time.
-                let start = config.prefetch.min(config.claim_batch);
-                let d = Arc::new(std::sync::atomic::AtomicUsize::new(start));
+                // Starts empty: nothing is buffered before the handlers' pace is measured,
+                // and it grows only while claims come back full (see the fetcher), so slow
+                // handlers never get a buffer they cannot start in time.
+                let d = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 (q.name.clone(), d)
             })
             .collect();
-        let started = config
+        let pace = config
             .queues
             .iter()
             .map(|q| (q.name.clone(), Arc::default()))
@@ -161,7 +161,7 @@ impl<S: Store> Worker<S> {
                 faults: Default::default(),
                 run_slots,
                 depth,
-                started,
+                pace,
                 buffer_release: CancellationToken::new(),
                 credit_returned: Notify::new(),
             }),
@@ -231,7 +231,8 @@ impl<S: Store> Worker<S> {
     /// the runtime step by step (no services need to run, but outcomes are only written
     /// while [`Worker::run`] runs the completer). Returns (claimed, slots offered).
     pub async fn fetch_once(&self, queue: &str) -> Result<(usize, usize), docket_core::StoreError> {
-        self.fetcher(queue).run_once().await
+        let c = self.fetcher(queue).run_once().await?;
+        Ok((c.n, c.offered))
     }
 
     fn fetcher(&self, queue: &str) -> Fetcher<S> {
@@ -249,8 +250,7 @@ impl<S: Store> Worker<S> {
                 .find(|q| q.name == queue)
                 .map_or(1, |q| q.concurrency),
             depth: self.shared.depth[queue].clone(),
-            started: self.shared.started[queue].clone(),
-            window: std::sync::Mutex::new(crate::fetcher::Window::new()),
+            pace: self.shared.pace[queue].clone(),
         }
     }
 

@@ -354,6 +354,7 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
                     owner: "crashed".into(),
                     lease: Duration::from_secs(60),
                     starvation: None,
+                    controlled: None,
                 })
                 .await
                 .unwrap();

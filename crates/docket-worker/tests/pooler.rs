@@ -79,6 +79,7 @@ async fn without_pooler_mode_named_statements_collide_with_it_they_do_not() {
             owner: "w".into(),
             lease: Duration::from_secs(30),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

@@ -15,7 +15,8 @@ use docket_testkit::TestDb;
 use docket_worker::{JobContext, Registry, Shutdown, Worker};
 use serde_json::json;
 
-/// Kind "hold": records (id, attempt), then waits until released (or cancelled).
+/// Kind "hold": records (id, attempt), then waits until released (or cancelled). Kind
+/// "quick" returns at once (see [`prime`]).
 fn holding(
     seen: Arc<Mutex<Vec<(i64, i32)>>>,
     release: Arc<tokio::sync::Notify>,
@@ -32,7 +33,23 @@ fn holding(
             Ok(())
         }
     });
+    r.register_fn("quick", |_, _| async { Ok(()) });
     r
+}
+
+/// Runs `n` quick jobs through the worker first: nothing is buffered before the handlers'
+/// pace is known, and quick handlers let the buffer grow to its `prefetch`.
+async fn prime(db: &TestDb, n: usize) {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|_| NewJob::new("q", "quick", json!({})))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    eventually(Duration::from_secs(20), "quick jobs done", || async {
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'quick' AND state = 'succeeded'")
+            .await
+            == n as i64
+    })
+    .await;
 }
 
 async fn row(db: &TestDb, id: i64) -> (String, i32, i32, bool) {
@@ -49,6 +66,14 @@ async fn row(db: &TestDb, id: i64) -> (String, i32, i32, bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buffered_jobs_are_leased_and_go_back_uncounted_at_shutdown() {
     let db = TestDb::new().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let mut cfg = config("q", 1);
+    cfg.prefetch = 4;
+    cfg.prefetch_timeout = Duration::from_secs(60);
+    cfg.shutdown_timeout = Duration::from_secs(20);
+    let w = start(&db, holding(seen.clone(), release.clone()), cfg).await;
+    prime(&db, 40).await;
     let ids: Vec<i64> = {
         let jobs: Vec<NewJob> = (0..5)
             .map(|i| NewJob::new("q", "hold", json!({ "i": i })))
@@ -61,13 +86,6 @@ async fn buffered_jobs_are_leased_and_go_back_uncounted_at_shutdown() {
             .map(|e| e.id.0)
             .collect()
     };
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let release = Arc::new(tokio::sync::Notify::new());
-    let mut cfg = config("q", 1);
-    cfg.prefetch = 4;
-    cfg.prefetch_timeout = Duration::from_secs(60);
-    cfg.shutdown_timeout = Duration::from_secs(20);
-    let w = start(&db, holding(seen.clone(), release.clone()), cfg).await;
     // One runs, four wait in the buffer: all five are running (leased) in the database.
     eventually(
         Duration::from_secs(20),
@@ -104,8 +122,15 @@ async fn buffered_jobs_are_leased_and_go_back_uncounted_at_shutdown() {
     for &id in ids.iter().filter(|&&id| id != running) {
         let (state, attempt, max, leased) = row(&db, id).await;
         assert_eq!((state.as_str(), leased), ("pending", false));
-        // The claim's attempt was given back with the budget: 1 of 26 (25 + 1).
+        // The claim's token stays spent and its budget was given back: 1 of 26 (25 + 1),
+        // one claim released, so a user sees 0 runs of 25.
         assert_eq!((attempt, max), (1, 26), "job {id}");
+        let rec = db.store.get(JobId(id)).await.unwrap();
+        assert_eq!(
+            (rec.released, rec.runs(), rec.max_runs()),
+            (1, 0, 25),
+            "job {id}"
+        );
     }
     release.notify_waiters();
     w.task.await.unwrap();
@@ -119,16 +144,17 @@ async fn buffered_jobs_are_leased_and_go_back_uncounted_at_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_waits_too_long_in_the_buffer_goes_back_to_the_queue() {
     let db = TestDb::new().await;
-    let jobs: Vec<NewJob> = (0..3)
-        .map(|i| NewJob::new("q", "hold", json!({ "i": i })))
-        .collect();
-    db.store.enqueue_many(&jobs).await.unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let release = Arc::new(tokio::sync::Notify::new());
     let mut cfg = config("q", 1);
     cfg.prefetch = 2;
     cfg.prefetch_timeout = Duration::from_millis(300);
     let w = start(&db, holding(seen.clone(), release.clone()), cfg).await;
+    prime(&db, 40).await;
+    let jobs: Vec<NewJob> = (0..3)
+        .map(|i| NewJob::new("q", "hold", json!({ "i": i })))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
     eventually(Duration::from_secs(20), "first started", || async {
         seen.lock().unwrap().len() == 1
     })
@@ -146,7 +172,9 @@ async fn a_job_that_waits_too_long_in_the_buffer_goes_back_to_the_queue() {
     assert_eq!(seen.lock().unwrap().len(), 1);
     eventually(Duration::from_secs(20), "all done", || async {
         release.notify_waiters();
-        count_state(&db, "succeeded").await == 3
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'hold' AND state = 'succeeded'")
+            .await
+            == 3
     })
     .await;
     // Every job ran once, each at the attempt it was claimed with.
@@ -165,10 +193,6 @@ async fn a_job_that_waits_too_long_in_the_buffer_goes_back_to_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
     let db = TestDb::new().await;
-    let jobs: Vec<NewJob> = (0..2)
-        .map(|i| NewJob::new("q", "hold", json!({ "i": i })))
-        .collect();
-    db.store.enqueue_many(&jobs).await.unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let release = Arc::new(tokio::sync::Notify::new());
     let mut cfg = config("q", 1);
@@ -176,6 +200,11 @@ async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
     cfg.prefetch_timeout = Duration::from_secs(60);
     cfg.maintenance = false;
     let w = start(&db, holding(seen.clone(), release.clone()), cfg).await;
+    prime(&db, 40).await;
+    let jobs: Vec<NewJob> = (0..2)
+        .map(|i| NewJob::new("q", "hold", json!({ "i": i })))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
     eventually(
         Duration::from_secs(20),
         "one running, one buffered",
@@ -191,7 +220,7 @@ async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
     let running = seen.lock().unwrap()[0].0;
     let buffered: i64 = db
         .scalar(&format!(
-            "SELECT id FROM {{schema}}.jobs WHERE id <> {running}"
+            "SELECT id FROM {{schema}}.jobs WHERE id <> {running} AND kind = 'hold'"
         ))
         .await;
     // The buffered job's lease runs out and the reaper gives it to another claim.
@@ -208,6 +237,8 @@ async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
         Duration::from_secs(20),
         "the job ran on its new claim",
         || async {
+            // Its second claim: the reaper counted the lost one as a run (it cannot tell a
+            // buffered claim from a crashed run).
             seen.lock()
                 .unwrap()
                 .iter()
@@ -254,4 +285,148 @@ async fn two_workers_draining_one_backlog_both_stay_busy() {
         done.iter().all(|&n| n >= 150),
         "completed per worker: {done:?}"
     );
+}
+
+/// Keyed work is claimed only for free run slots, however deep the buffer has grown: a
+/// buffered keyed job would hold its key (its tenant's limit, its ordering key's turn) for
+/// work that is not executing. The worker's buffer is first grown to its full `prefetch` by
+/// quick jobs; then 100 keyed jobs of 20 ms drain through 2 slots while the database's
+/// count of running keyed jobs is sampled. Executing jobs plus completions not yet written
+/// stay within twice the slots; a buffer of keyed work would hold dozens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_work_is_claimed_only_for_free_slots() {
+    let db = TestDb::new().await;
+    let mut r = Registry::default();
+    r.register_fn("quick", |_, _| async { Ok(()) });
+    r.register_fn("keyed", |_, _| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    });
+    let mut cfg = config("q", 2);
+    cfg.prefetch = 600;
+    let w = start(&db, r, cfg).await;
+    prime(&db, 300).await;
+    let jobs: Vec<NewJob> = (0..100)
+        .map(|i| NewJob::new("q", "keyed", json!({ "i": i })).concurrency_key(format!("k{i}")))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let mut most = 0;
+    loop {
+        let running = db
+            .scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'keyed' AND state = 'running'")
+            .await;
+        most = most.max(running);
+        let done = db
+            .scalar(
+                "SELECT count(*) FROM {schema}.jobs WHERE kind = 'keyed' AND state = 'succeeded'",
+            )
+            .await;
+        if done == 100 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let report = w.stop().await;
+    assert!(most <= 4, "keyed jobs running at once (slots 2): {most}");
+    assert_eq!(report.metrics.released, 0, "nothing waited out the buffer");
+}
+
+/// The churn an operator met: three slots, handlers of 0.1-0.3 s, every job keyed by one of
+/// four tenants with a limit of one each, two workers. Nothing is released (claimed only to
+/// wait and go back), and every job ran once, at attempt 1 of its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_keyed_handlers_do_not_churn() {
+    let db = TestDb::new().await;
+    for t in 0..4 {
+        db.store
+            .set_key_limit(&KeyLimit {
+                key: format!("tenant-{t}"),
+                max_running: Some(1),
+                rate: None,
+            })
+            .await
+            .unwrap();
+    }
+    let jobs: Vec<NewJob> = (0..40)
+        .map(|i| {
+            NewJob::new("q", "slow", json!({ "ms": 100 + (i * 37) % 200 }))
+                .concurrency_key(format!("tenant-{}", i % 4))
+        })
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let seen: Arc<Mutex<Vec<(i32, i32)>>> = Arc::default();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let mut r = Registry::default();
+        let seen = seen.clone();
+        r.register_fn("slow", move |args: serde_json::Value, ctx: JobContext| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push((ctx.attempt, ctx.max_attempts));
+                let ms = args["ms"].as_u64().unwrap_or(100);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(())
+            }
+        });
+        let w = Arc::new(Worker::new(db.second_store(6).await, r, config("q", 3)).unwrap());
+        runs.push(tokio::spawn(async move {
+            w.drain(Shutdown::default()).await.unwrap()
+        }));
+    }
+    let mut released = 0;
+    for r in runs {
+        released += r.await.unwrap().metrics.released;
+    }
+    assert_eq!(released, 0, "jobs claimed only to go back");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 40);
+    assert!(
+        seen.iter().all(|&s| s == (1, 25)),
+        "attempts seen: {seen:?}"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded' AND released = 0")
+            .await,
+        40
+    );
+}
+
+/// A claim given back unrun does not count as an attempt: a job that snoozes once is on its
+/// first run at its next claim, of the budget it was enqueued with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attempt_a_handler_sees_counts_runs() {
+    let db = TestDb::new().await;
+    let seen: Arc<Mutex<Vec<(i32, i32)>>> = Arc::default();
+    let mut r = Registry::default();
+    let s = seen.clone();
+    r.register_fn("snoozy", move |_, ctx: JobContext| {
+        let s = s.clone();
+        async move {
+            let first = {
+                let mut s = s.lock().unwrap();
+                s.push((ctx.attempt, ctx.max_attempts));
+                s.len() == 1
+            };
+            if first {
+                return Err(docket_worker::JobError::Snooze(Duration::ZERO));
+            }
+            Ok(())
+        }
+    });
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "snoozy", json!({})).max_attempts(3))
+        .await
+        .unwrap()
+        .id;
+    let w = start(&db, r, config("q", 1)).await;
+    eventually(Duration::from_secs(20), "done", || async {
+        count_state(&db, "succeeded").await == 1
+    })
+    .await;
+    w.stop().await;
+    // The snoozed run counted as no attempt: its second claim is attempt 1 of 3 again.
+    assert_eq!(*seen.lock().unwrap(), vec![(1, 3), (1, 3)]);
+    let rec = db.store.get(id).await.unwrap();
+    assert_eq!((rec.attempt, rec.released, rec.runs()), (2, 1, 1));
 }

@@ -282,6 +282,7 @@ async fn a_lost_lease_cancels_the_handler_and_fences_its_completion() {
             owner: "B".into(),
             lease: Duration::from_secs(60),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap()

@@ -310,6 +310,7 @@ async fn token_buckets_refill_with_database_time() {
         owner: "t".into(),
         lease: Duration::from_secs(60),
         starvation: None,
+        controlled: None,
     };
     let first = db.store.claim(&req).await.unwrap();
     let keyed = |v: &[ClaimedJob]| v.iter().filter(|j| j.args["key"] == "k").count();

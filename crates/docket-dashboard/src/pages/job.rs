@@ -68,7 +68,7 @@ pub async fn page<S: Store>(
         dl.kv {
             dt { "queue" } dd { a href=(app.href(&format!("/jobs?queue={}", super::jobs::urlenc(&j.queue)))) { (j.queue) } }
             dt { "kind" } dd { (j.kind) }
-            dt { "attempt" } dd { (j.attempt) " of " (j.max_attempts) }
+            dt { "attempt" } dd { (j.runs()) " of " (j.max_runs()) }
             dt { "priority" } dd { (j.priority) }
             dt { "run at" } dd { (layout::time(&j.run_at)) }
             dt { "created" } dd { (layout::time(&j.created_at)) }

@@ -147,7 +147,7 @@ pub async fn page<S: Store>(
                     td { a href=(app.href(&format!("/jobs?queue={}", urlenc(&j.queue)))) { (j.queue) } }
                     td { (j.kind) }
                     td { span class={"state " (j.state)} { (j.state) } }
-                    td.n { (j.attempt) "/" (j.max_attempts) }
+                    td.n { (j.runs()) "/" (j.max_runs()) }
                     td.n { (j.priority) }
                     td { (layout::time(&j.run_at)) }
                     td { (layout::time(&j.created_at)) }

@@ -25,7 +25,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         table #workers {
             thead { tr {
                 th { "owner" } th { "host" } th.n { "pid" } th { "queues" } th.n { "slots" }
-                th.n { "in flight" } th { "started" } th { "last report" } th { "leader" }
+                th.n { "executing" } th.n { "buffered" } th { "started" } th { "last report" } th { "leader" }
             } }
             tbody {
                 @for w in &workers {
@@ -35,13 +35,14 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n { (w.beat.pid) }
                         td { (w.beat.queues.join(", ")) }
                         td.n { (w.beat.concurrency) }
-                        td.n { (w.beat.in_flight) }
+                        td.n { (w.beat.in_flight.saturating_sub(w.beat.buffered)) }
+                        td.n { (w.beat.buffered) }
                         td { (layout::time(&w.started_at)) }
                         td { (layout::time(&w.seen_at)) }
                         td { @if w.leader { "★ leader" } }
                     }
                 }
-                @if workers.is_empty() { tr { td colspan="9" .muted { "No live worker." } } }
+                @if workers.is_empty() { tr { td colspan="10" .muted { "No live worker." } } }
             }
         }
     };

@@ -58,6 +58,7 @@ pub async fn kill_all(s: &PgStore, queue: &str, message: &str) -> Vec<JobId> {
             owner: "test".into(),
             lease: Duration::from_secs(600),
             starvation: None,
+            controlled: None,
         })
         .await
         .unwrap();

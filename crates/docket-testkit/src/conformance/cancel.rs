@@ -45,6 +45,7 @@ pub async fn a_call_dropped_at_any_await_leaves_no_transaction_open<H: Harness>(
                     owner: "v".into(),
                     lease: LONG,
                     starvation: None,
+                    controlled: None,
                 };
                 let _ = tokio::time::timeout(cut, s.claim(&req)).await;
             }

@@ -153,6 +153,7 @@ pub async fn priority_then_age_with_a_starvation_bound<H: Harness>(h: &H) {
             owner: "w".into(),
             lease: LONG,
             starvation: Some(Duration::from_secs(60)),
+            controlled: None,
         })
         .await
         .unwrap();
@@ -173,4 +174,84 @@ pub async fn delayed_jobs_wait_for_their_time<H: Harness>(h: &H) {
     h.advance(Duration::from_secs(301)).await;
     let got = claim(s, "d", 1, "w", LONG).await;
     assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id]);
+}
+
+/// A claim's bound on controlled work (`ClaimRequest::controlled`, a worker's free run
+/// slots): keyed jobs, and every job of a queue with a limit or rate, count against it;
+/// unkeyed jobs of an unlimited queue do not. A job passed over is left exactly as it was
+/// (pending, not flagged blocked), and a released claim counts as no run.
+pub async fn claims_bound_controlled_work_to_free_slots<H: Harness>(h: &H) {
+    let s = h.store();
+    let claim_with = |queue: &'static str, limit: i32, controlled: Option<i32>| async move {
+        s.claim(&ClaimRequest {
+            queue: queue.into(),
+            limit,
+            owner: "w".into(),
+            lease: LONG,
+            starvation: None,
+            controlled,
+        })
+        .await
+        .unwrap()
+    };
+    // Mixed: three keyed (an ordering key and two concurrency keys), three plain.
+    let keyed = [
+        put(s, job("m").ordering_key("o1")).await,
+        put(s, job("m").concurrency_key("c1")).await,
+        put(s, job("m").concurrency_key("c2")).await,
+    ];
+    let plain = [
+        put(s, job("m")).await,
+        put(s, job("m")).await,
+        put(s, job("m")).await,
+    ];
+    let got = claim_with("m", 10, Some(1)).await;
+    let ids: Vec<JobId> = got.iter().map(|j| j.id).collect();
+    assert_eq!(ids.len(), 4, "one keyed job and every plain one: {ids:?}");
+    assert_eq!(ids.iter().filter(|i| keyed.contains(i)).count(), 1);
+    assert!(plain.iter().all(|p| ids.contains(p)));
+    for k in keyed.iter().filter(|k| !ids.contains(k)) {
+        let r = get(s, *k).await;
+        assert_eq!(
+            (r.state, r.blocked, r.attempt),
+            (JobState::Pending, false, 0)
+        );
+    }
+    // No free slot: no keyed job at all; unbounded: the rest.
+    assert!(claim_with("m", 10, Some(0)).await.is_empty());
+    assert_eq!(claim_with("m", 10, None).await.len(), 2);
+
+    // A limited queue: every job counts, keyed or not.
+    s.set_queue_limits(
+        "l",
+        &QueueLimits {
+            max_running: Some(100),
+            key_max_running: None,
+            rate: None,
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        put(s, job("l")).await;
+    }
+    assert_eq!(claim_with("l", 10, Some(2)).await.len(), 2);
+    assert!(claim_with("l", 10, Some(0)).await.is_empty());
+    let rest = claim_with("l", 10, Some(3)).await;
+    assert_eq!(rest.len(), 3);
+
+    // A release gives the claim back uncounted: the next claim is still the first run.
+    let first = &rest[0];
+    s.release_many("w", &[first.lease()]).await.unwrap();
+    let r = get(s, first.id).await;
+    assert_eq!(
+        (r.attempt, r.released, r.runs(), r.max_runs()),
+        (1, 1, 0, 25)
+    );
+    let again = claim_with("l", 1, None).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].attempt, again[0].run(), again[0].max_runs()),
+        (2, 1, 25)
+    );
 }

@@ -210,6 +210,7 @@ pub async fn overview_counts_with_a_cap_and_dead_jobs_group<H: Harness>(h: &H) {
             queues: vec!["served".into()],
             concurrency: 1,
             in_flight: 0,
+            buffered: 0,
         },
         Duration::from_secs(60),
     )

@@ -300,6 +300,7 @@ async fn race<S: Store>(
             owner: owner.clone(),
             lease: LONG,
             starvation: Some(bound),
+            controlled: None,
         };
         let got = st
             .claim(&req)

@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
             controls::ordering_keys_run_one_at_a_time_in_order,
             controls::priority_then_age_with_a_starvation_bound,
             controls::delayed_jobs_wait_for_their_time,
+            controls::claims_bound_controlled_work_to_free_slots,
             why::why_names_every_gate_that_holds_a_job,
             why::the_worker_registry_lists_live_workers_only,
             inspect::search_filters_and_pages,
@@ -143,6 +144,7 @@ pub async fn claim<S: Store>(
         owner: owner.into(),
         lease,
         starvation: None,
+        controlled: None,
     })
     .await
     .expect("claim")

@@ -207,6 +207,7 @@ pub fn beat(owner: &str, queues: &[String]) -> WorkerBeat {
         queues: queues.to_vec(),
         concurrency: 10,
         in_flight: 3,
+        buffered: 0,
     }
 }
 

@@ -49,6 +49,7 @@ pub async fn claim<H: Harness>(
                 owner: WORKERS[w].into(),
                 lease: Duration::from_secs(LEASE_S as u64),
                 starvation: starve.then(|| Duration::from_secs(STARVE_S as u64)),
+                controlled: None,
             })
             .await,
         "claim",
