@@ -244,7 +244,15 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
             Ok(())
         }
     });
+    reg.register_fn("real", |args: serde_json::Value, _c| async move {
+        let ms = args["ms"].as_u64().unwrap_or(0).min(60_000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(())
+    });
     let mut cfg = WorkerConfig::default().queue("bench", a.concurrency);
+    if a.real_handlers {
+        cfg = cfg.keep_succeeded(true);
+    }
     if a.defaults {
         let w = Worker::new(store, reg, cfg)?;
         let r = w.drain(crate::shutdown_with_parent()).await?;
@@ -648,13 +656,21 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     let all = a.scenario == "all";
     let mut results = Vec::new();
     let want = |s: &str| all || a.scenario == s;
-    if !["all", "drain", "concurrency", "mixed", "enqueue", "latency"]
-        .contains(&a.scenario.as_str())
+    if ![
+        "all",
+        "drain",
+        "concurrency",
+        "mixed",
+        "enqueue",
+        "latency",
+        "handlers",
+    ]
+    .contains(&a.scenario.as_str())
     {
         let hint = if ["scale", "churn", "charts"].contains(&a.scenario.as_str()) {
             "the long benchmarks (scale, churn, charts) are `docket-bench`'s: cargo run --release -p docket-bench -- <scenario>"
         } else {
-            "drain, concurrency, mixed, enqueue, latency or all"
+            "drain, concurrency, mixed, handlers, enqueue, latency or all"
         };
         return Err(
             CliError::invalid(format!("unknown scenario {:?}", a.scenario))
@@ -664,6 +680,10 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     }
     if a.scenario == "concurrency" {
         let r = crate::bench_concurrency::concurrency(&ctx, &a).await?;
+        return print(&r, a.json);
+    }
+    if a.scenario == "handlers" {
+        let r = crate::bench_handlers::handlers(&ctx, &a).await?;
         return print(&r, a.json);
     }
     if a.scenario == "mixed" {

@@ -566,4 +566,8 @@ pub struct BenchWorkerArgs {
     /// the memory target at W = 200.
     #[arg(long)]
     pub print_handler_time: bool,
+    /// Kind "real": each handler sleeps its args' `ms` (the handlers scenario); succeeded
+    /// rows are kept for the scenario to read.
+    #[arg(long)]
+    pub real_handlers: bool,
 }

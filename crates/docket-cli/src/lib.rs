@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod bench_concurrency;
+mod bench_handlers;
 pub mod cli;
 mod controls;
 mod dashboard;

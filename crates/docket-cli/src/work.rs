@@ -2,7 +2,8 @@
 //! process Docket jobs.
 //!
 //! Contract: `sh -c CMD` with the job's args as JSON on stdin and DOCKET_JOB_ID,
-//! DOCKET_ATTEMPT, DOCKET_QUEUE, DOCKET_KIND in the environment. Exit 0 → succeeded;
+//! DOCKET_ATTEMPT (the run: 1 on the first), DOCKET_FENCE (the claim's fencing token),
+//! DOCKET_QUEUE, DOCKET_KIND in the environment. Exit 0 → succeeded;
 //! 75 (EX_TEMPFAIL) → retry; 65 (EX_DATAERR) → discard (dead at once); anything else, or
 //! death by a signal → failure, retried with backoff until attempts run out. The tail of
 //! stderr is the stored error. When the job must stop (lease lost, cancelled, timed out,

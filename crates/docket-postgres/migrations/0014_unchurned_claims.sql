@@ -15,6 +15,10 @@
 --   and snooze), so a user sees attempt - released of max_attempts - released: its runs.
 --   The budget rules are untouched (attempt and max_attempts move together on a release).
 --
+-- jobs_release_keys() (the trigger that hands a key on when its job ends) now also sends the
+-- queue's wake-up hint: with keyed work claimed only for free slots, the worker that can run
+-- the next job of a key has nothing buffered to start and must be told the key is free.
+--
 -- claim() and claim_controlled() are dropped and created with the new argument (not
 -- overloaded: a six-argument call of an older binary would be ambiguous between the two).
 -- Both start with PostgreSQL's default EXECUTE for PUBLIC; they are SECURITY INVOKER, so that
@@ -257,5 +261,37 @@ RETURNING j.*
         RETURN;
     END IF;
     RETURN QUERY SELECT * FROM claim_controlled(p_queue, p_limit, p_owner, p_lease_ms, p_starve_ms, p_controlled);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION jobs_release_keys() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT
+AS $function$
+DECLARE
+    -- The state the job ended in: a deleted running row (there is no NEW row to read) ended
+    -- as a success would have.
+    v_state text := 'succeeded';
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        v_state := NEW.state;
+    END IF;
+    IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
+        PERFORM pg_advisory_xact_lock_shared(lock_space('key'), hashtext('o:' || OLD.ordering_key));
+        UPDATE jobs SET blocked = false
+        WHERE id = (SELECT id FROM jobs
+                    WHERE ordering_key = OLD.ordering_key AND state = 'pending' AND blocked
+                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+    END IF;
+    IF OLD.concurrency_key IS NOT NULL AND OLD.state = 'running' THEN
+        PERFORM pg_advisory_xact_lock_shared(lock_space('key'), hashtext('c:' || OLD.concurrency_key));
+        UPDATE jobs SET blocked = false
+        WHERE id = (SELECT id FROM jobs
+                    WHERE concurrency_key = OLD.concurrency_key AND state = 'pending' AND blocked
+                    ORDER BY priority, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);
+    END IF;
+    -- Workers no longer buffer keyed work (it is claimed only for free slots), so a key that
+    -- frees up must wake them: one hint per queue and transaction (the server folds repeats).
+    PERFORM pg_notify(current_schema() || '_wakeup', OLD.queue);
+    RETURN NULL;
 END
 $function$;

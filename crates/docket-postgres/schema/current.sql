@@ -684,6 +684,9 @@ BEGIN
                     WHERE concurrency_key = OLD.concurrency_key AND state = 'pending' AND blocked
                     ORDER BY priority, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);
     END IF;
+    -- Workers no longer buffer keyed work (it is claimed only for free slots), so a key that
+    -- frees up must wake them: one hint per queue and transaction (the server folds repeats).
+    PERFORM pg_notify(current_schema() || '_wakeup', OLD.queue);
     RETURN NULL;
 END
 $function$;

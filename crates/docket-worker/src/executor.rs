@@ -89,6 +89,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         id: job.id,
         attempt: run,
         max_attempts: max_runs,
+        fence: job.attempt,
         queue: job.queue.clone(),
         kind: job.kind.clone(),
         metadata: job.metadata.clone(),

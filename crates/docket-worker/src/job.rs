@@ -17,10 +17,16 @@ pub struct JobContext {
     /// The job's stable id. Delivery is at-least-once, so use it as the idempotency key of
     /// any external side effect (e.g. an email provider's idempotency header).
     pub id: JobId,
-    /// This claim's generation (1 on the first run).
+    /// Which run of the job this is (1 on the first): claims given back unrun (a buffered
+    /// job released, a snooze) do not count, a crashed or failed run does.
     pub attempt: i32,
-    /// Claims allowed in total.
+    /// Runs allowed in total.
     pub max_attempts: i32,
+    /// This claim's fencing token, unique per claim of the job (every claim raises it, run
+    /// or not): what the database compares every write of this claim with. For logs that
+    /// must tell two claims of one run apart (a run interrupted by shutdown and given back
+    /// runs again under the same `attempt`).
+    pub fence: i32,
     /// The queue it came from.
     pub queue: String,
     /// Its kind.

@@ -16,11 +16,12 @@ pub fn docket(db: &TestDb) -> Command {
     c
 }
 
-/// Wraps `body` so every run is logged as `start|end JOB ATTEMPT NANOS` to `log`.
+/// Wraps `body` so every run is logged as `start|end JOB FENCE NANOS` to `log` (the claim's
+/// fencing token: the row's `attempt` after the success it produced).
 pub fn logged(log: &Path, body: &str) -> String {
     format!(
-        r#"echo "start $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; {body}
-rc=$?; echo "end $DOCKET_JOB_ID $DOCKET_ATTEMPT $(date +%s%N)" >> {l}; exit $rc"#,
+        r#"echo "start $DOCKET_JOB_ID $DOCKET_FENCE $(date +%s%N)" >> {l}; {body}
+rc=$?; echo "end $DOCKET_JOB_ID $DOCKET_FENCE $(date +%s%N)" >> {l}; exit $rc"#,
         l = log.display()
     )
 }

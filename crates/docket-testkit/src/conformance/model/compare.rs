@@ -19,6 +19,7 @@ pub struct DbJob {
     pub state: JobState,
     pub attempt: i32,
     pub max_attempts: i32,
+    pub released: i32,
     pub owner: Option<String>,
     pub cancel_requested: bool,
     pub queue: String,
@@ -54,6 +55,7 @@ pub async fn snapshot<H: Harness>(h: &H) -> Result<Vec<DbJob>, TestCaseError> {
             state: r.state,
             attempt: r.attempt,
             max_attempts: r.max_attempts,
+            released: r.released,
             owner: r.lease_owner,
             cancel_requested: r.cancel_requested_at.is_some(),
             queue: r.queue,
@@ -86,9 +88,9 @@ pub async fn compare<H: Harness>(h: &H, m: &Model) -> Result<(), TestCaseError> 
         let id = r.id;
         let want_owner = j.owner.map(|w| WORKERS[w].to_string());
         prop_assert_eq!(
-            (r.state, r.attempt, r.max_attempts, &r.owner),
-            (j.state, j.attempt, j.max_attempts, &want_owner),
-            "job {} (state, attempt, max_attempts, owner): database (left) vs model (right)",
+            (r.state, r.attempt, r.max_attempts, r.released, &r.owner),
+            (j.state, j.attempt, j.max_attempts, j.released, &want_owner),
+            "job {} (state, attempt, max_attempts, released, owner): database (left) vs model (right)",
             id
         );
         prop_assert_eq!(

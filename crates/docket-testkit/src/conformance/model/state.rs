@@ -49,6 +49,9 @@ pub struct MJob {
     pub state: JobState,
     pub attempt: i32,
     pub max_attempts: i32,
+    /// Claims given back unrun (releases and snoozes): history entries name the run,
+    /// `attempt - released`.
+    pub released: i32,
     /// Worker index holding the lease (running only).
     pub owner: Option<usize>,
     /// Lease expiry in model seconds (running only).
@@ -87,7 +90,7 @@ impl MJob {
     pub fn record_entry(&mut self, class: &str, who: String) {
         self.errors += 1;
         self.last_error = Some(LastError {
-            attempt: self.attempt,
+            attempt: self.attempt - self.released,
             class: class.into(),
             owner: who,
         });

@@ -76,6 +76,7 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
                         state: JobState::Pending,
                         attempt: 0,
                         max_attempts,
+                        released: 0,
                         owner: None,
                         lease_exp: 0,
                         lease_step: 0,

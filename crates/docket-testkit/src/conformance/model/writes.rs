@@ -165,6 +165,7 @@ pub async fn snooze<H: Harness>(
         // The budget is given back by raising max_attempts (attempt never goes down), even
         // when the job is cancelled instead of requeued.
         j.max_attempts += 1;
+        j.released += 1;
         if j.cancel_requested {
             j.state = JobState::Cancelled;
         } else {
