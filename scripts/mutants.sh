@@ -33,6 +33,7 @@ notify_trusted|docket-worker:trust:a_forged_cancel_notification
 buffered_starts_after_lost|docket-worker:prefetch:a_buffered_job_never_starts_once_its_lease_is_lost
 controlled_work_buffered|docket-worker:prefetch:keyed_work_is_claimed_only_for_free_slots
 release_counts_run|docket-worker:prefetch:the_attempt_a_handler_sees_counts_runs
+claim_waits_on_public_lock|docket-worker:trust:locks_any_session_can_hold_stop_no_claim_and_no_completion
 EOF
 )
 

@@ -45,6 +45,9 @@ pub enum Mutant {
     /// A release (or snooze) is counted as a run: the attempt a handler sees is the fencing
     /// token, not its run.
     ReleaseCountsRun,
+    /// The claim waits for the queue's advisory lock (which any role can hold) instead of
+    /// giving up on it.
+    ClaimWaitsOnPublicLock,
 }
 
 impl Mutant {
@@ -64,6 +67,7 @@ impl Mutant {
         Mutant::BufferedStartsAfterLost,
         Mutant::ControlledWorkBuffered,
         Mutant::ReleaseCountsRun,
+        Mutant::ClaimWaitsOnPublicLock,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -83,6 +87,7 @@ impl Mutant {
             Mutant::BufferedStartsAfterLost => "buffered_starts_after_lost",
             Mutant::ControlledWorkBuffered => "controlled_work_buffered",
             Mutant::ReleaseCountsRun => "release_counts_run",
+            Mutant::ClaimWaitsOnPublicLock => "claim_waits_on_public_lock",
         }
     }
 
@@ -145,6 +150,10 @@ impl Mutant {
     pub fn function_edits(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Mutant::ClaimNoSkipLocked => &[("SKIP LOCKED", "")],
+            Mutant::ClaimWaitsOnPublicLock => &[(
+                "IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;",
+                "PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));",
+            )],
             _ => &[],
         }
     }

@@ -226,7 +226,9 @@ BEGIN
     IF p_async AND coalesce(current_setting('docket.durable_claims', true), '') NOT IN ('on', 'true') THEN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));
+    -- Not a wait: see lock_briefly(). Held by a pause or limit change in progress (or by any
+    -- session that took the computable key): this claim hands out nothing.
+    IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND q.paused_at IS NOT NULL THEN RETURN; END IF;
     IF (NOT FOUND OR (q.max_running IS NULL AND q.rate_limit IS NULL))
@@ -331,7 +333,9 @@ DECLARE
 BEGIN
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND (q.max_running IS NOT NULL OR q.rate_limit IS NOT NULL) THEN
-        PERFORM pg_advisory_xact_lock(lock_space('queue-limit'), hashtext(p_queue));
+        IF NOT lock_briefly(lock_space('queue-limit'), hashtext(p_queue), false, 50) THEN
+            RETURN;
+        END IF;
         -- A fresh snapshot, taken after the lock: every earlier claim of this queue is visible.
         SELECT * INTO q FROM queues WHERE name = p_queue;
         IF q.max_running IS NOT NULL THEN
@@ -671,23 +675,53 @@ BEGIN
         v_state := NEW.state;
     END IF;
     IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
-        PERFORM pg_advisory_xact_lock_shared(lock_space('key'), hashtext('o:' || OLD.ordering_key));
+        -- Not a wait: a key whose lock cannot be had at once is left to the key sweeper
+        -- (unblock_keys), so a session holding the key's lock never holds a completion.
+        IF lock_briefly(lock_space('key'), hashtext('o:' || OLD.ordering_key), true, 20) THEN
         UPDATE jobs SET blocked = false
         WHERE id = (SELECT id FROM jobs
                     WHERE ordering_key = OLD.ordering_key AND state = 'pending' AND blocked
                     ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+        END IF;
     END IF;
     IF OLD.concurrency_key IS NOT NULL AND OLD.state = 'running' THEN
-        PERFORM pg_advisory_xact_lock_shared(lock_space('key'), hashtext('c:' || OLD.concurrency_key));
+        IF lock_briefly(lock_space('key'), hashtext('c:' || OLD.concurrency_key), true, 20) THEN
         UPDATE jobs SET blocked = false
         WHERE id = (SELECT id FROM jobs
                     WHERE concurrency_key = OLD.concurrency_key AND state = 'pending' AND blocked
                     ORDER BY priority, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);
+        END IF;
     END IF;
     -- Workers no longer buffer keyed work (it is claimed only for free slots), so a key that
     -- frees up must wake them: one hint per queue and transaction (the server folds repeats).
     PERFORM pg_notify(current_schema() || '_wakeup', OLD.queue);
     RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.lock_briefly(p_space integer, p_key integer, p_shared boolean, p_tries integer)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO '{{schema}}'
+AS $function$
+DECLARE
+    i integer := 1;
+BEGIN
+    LOOP
+        IF p_shared THEN
+            IF pg_try_advisory_xact_lock_shared(p_space, p_key) THEN RETURN true; END IF;
+        ELSE
+            IF pg_try_advisory_xact_lock(p_space, p_key) THEN RETURN true; END IF;
+        END IF;
+        -- One transaction gives up on a held lock once: later tries in it do not wait again
+        -- (a completion of 500 keyed jobs must not wait 500 times).
+        IF i >= p_tries OR current_setting('docket.lock_gave_up', true) = 'on' THEN
+            PERFORM set_config('docket.lock_gave_up', 'on', true);
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.001);
+        i := i + 1;
+    END LOOP;
 END
 $function$;
 

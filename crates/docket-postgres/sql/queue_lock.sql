@@ -1,7 +1,9 @@
--- queue_lock: take queue $1's control lock exclusively for this transaction.
+-- queue_lock: take queue $1's control lock exclusively for this transaction; false when it
+-- could not be had within about 5 s (the caller then fails with a clear error).
 -- Parameters: $1 text queue.
--- Every claim holds the same lock shared while it decides (claim() in migration 0005), so
--- this waits for claims in flight to commit and makes later claims wait until the caller's
--- change commits. Taken before the change is written, so a claim never holds the control
--- row while waiting for it (no deadlock).
-SELECT pg_advisory_xact_lock({{schema}}.lock_space('queue'), hashtext($1))
+-- Every claim holds the same lock shared while it decides (claim()), so this waits for
+-- claims in flight to commit, and claims back off until the caller's change commits. Taken
+-- before the change is written, so a claim never holds the control row while waiting for it
+-- (no deadlock). Bounded (lock_briefly(), migration 0015): the key is computable and any
+-- session may hold it, and an operator's command must say so rather than hang.
+SELECT {{schema}}.lock_briefly({{schema}}.lock_space('queue'), hashtext($1), false, 5000)

@@ -357,12 +357,19 @@ impl PgStore {
 }
 
 async fn lock_queue(store: &PgStore, conn: &mut PgConnection, queue: &str) -> Result<()> {
-    store
-        .query(&store.inner.q.queue_lock)
+    let got: bool = sqlx::query_scalar(&store.inner.q.queue_lock)
         .bind(queue)
-        .execute(conn)
+        .fetch_one(conn)
         .await
         .map_err(db_err)?;
+    if !got {
+        return Err(StoreError::Unavailable(
+            format!(
+                "queue {queue:?}: its control lock is held by another database session (an advisory lock in pg_locks); nothing was changed, try again"
+            )
+            .into(),
+        ));
+    }
     Ok(())
 }
 

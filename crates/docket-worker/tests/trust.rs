@@ -285,3 +285,120 @@ async fn each_role_can_do_its_share_and_nothing_more() {
     .execute(&db.pool)
     .await;
 }
+
+/// A role that can only connect takes the advisory locks that claims, limits and key
+/// hand-overs use (their keys are computable and pg_advisory_lock is PUBLIC): no claim waits
+/// for them (it hands out nothing while the queue's lock is held), shutdown never waits
+/// behind a claim, a completion whose key lock is held still commits (the key sweeper hands
+/// the key on), and an operator's pause fails with a clear error instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_any_session_can_hold_stop_no_claim_and_no_completion() {
+    let db = TestDb::new().await;
+    let role = format!("r{}", fresh_schema());
+    let nobody = login_role(&db, &role, None).await;
+    let mut holder = nobody.acquire().await.unwrap();
+    let space = |what: &str| format!("hashtext('{}/{what}')", db.schema);
+    // The queue's control lock, held for the session.
+    sqlx::query(&format!(
+        "SELECT pg_advisory_lock({}, hashtext('q'))",
+        space("queue")
+    ))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let id = db
+        .store
+        .enqueue(&NewJob::new("q", "keyed", json!({})).concurrency_key("k1"))
+        .await
+        .unwrap()
+        .id;
+    // A claim returns at once with nothing.
+    let t = std::time::Instant::now();
+    let got = tokio::time::timeout(
+        Duration::from_secs(5),
+        db.store.claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: 10,
+            owner: "w".into(),
+            lease: Duration::from_secs(30),
+            starvation: None,
+            controlled: None,
+        }),
+    )
+    .await
+    .expect("a claim waited for a lock another session holds")
+    .unwrap();
+    assert!(got.is_empty());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // An operator's pause says who is in the way instead of hanging.
+    let paused = tokio::time::timeout(Duration::from_secs(20), db.store.pause_queue("q"))
+        .await
+        .expect("pause hung");
+    let e = paused
+        .expect_err("pause must not go through a held lock")
+        .to_string();
+    assert!(e.contains("control lock is held"), "{e}");
+    // A worker starts, claims nothing, and stops at once on request.
+    let mut r = Registry::default();
+    r.register_fn("keyed", |_, _| async { Ok(()) });
+    let w = start(&db, r, config("q", 2)).await;
+    // Its first claims: each gives up on the queue's lock (nothing is claimed).
+    let m = w.worker.metrics();
+    eventually(Duration::from_secs(20), "two claims tried", || {
+        let m = m.clone();
+        async move { m.snapshot().claims >= 2 }
+    })
+    .await;
+    assert_eq!(count_state(&db, "succeeded").await, 0);
+    let t = std::time::Instant::now();
+    let report = w.stop().await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(report.metrics.claimed, 0);
+    // The queue lock goes; the keyed job starts; then the session takes the key's lock: the
+    // completion, whose key hand-over cannot take it, commits all the same.
+    sqlx::query(&format!(
+        "SELECT pg_advisory_unlock({}, hashtext('q'))",
+        space("queue")
+    ))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let (started, finish) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let mut r = Registry::default();
+    {
+        let (started, finish) = (started.clone(), finish.clone());
+        r.register_fn("keyed", move |_, _| {
+            let (started, finish) = (started.clone(), finish.clone());
+            async move {
+                started.notify_one();
+                finish.notified().await;
+                Ok(())
+            }
+        });
+    }
+    let w = start(&db, r, config("q", 2)).await;
+    started.notified().await;
+    sqlx::query(&format!(
+        "SELECT pg_advisory_lock({}, hashtext('c:k1'))",
+        space("key")
+    ))
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    finish.notify_one();
+    eventually(
+        Duration::from_secs(20),
+        "the keyed job succeeded",
+        || async { db.store.get(id).await.unwrap().state == JobState::Succeeded },
+    )
+    .await;
+    w.stop().await;
+    drop(holder);
+}
