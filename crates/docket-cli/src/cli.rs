@@ -115,6 +115,14 @@ pub struct DashboardArgs {
     /// How often open pages refresh when no notification arrives.
     #[arg(long, default_value = "2s")]
     pub refresh: String,
+    /// A host name the dashboard answers to (repeat for more; `loopback` for the loopback
+    /// names). Without it: the loopback names when unauthenticated, any when authenticated.
+    /// Other names get 421, which stops DNS-rebinding pages.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
+    /// Mark the login cookie Secure (when a TLS-terminating proxy serves the dashboard).
+    #[arg(long)]
+    pub secure_cookie: bool,
 }
 
 #[derive(Debug, Args)]

@@ -94,7 +94,22 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
         base_path: a.base_path.clone(),
         refresh,
         prometheus: Some(prometheus),
+        allowed_hosts: a.allowed_hosts.clone(),
+        secure_cookie: a.secure_cookie,
     };
+    for h in &opts.allowed_hosts {
+        let ok = !h.is_empty()
+            && h.len() <= 253
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+        if !ok {
+            return Err(CliError::invalid(format!(
+                "--allowed-host {:?}: a host name, an IP address or `loopback`",
+                crate::output::safe(&h.chars().take(80).collect::<String>())
+            ))
+            .into());
+        }
+    }
     // Checked before connecting: a bad base path writes nothing.
     docket_dashboard::check_base_path(&opts.base_path)
         .map_err(|e| CliError::invalid(e.to_string()))?;
@@ -102,9 +117,13 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
     let store = ctx.existing(8).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!(
-        "docket: dashboard on http://{}{}/{}",
+        "docket: dashboard on http://{}{}{}",
         listener.local_addr()?,
-        a.base_path,
+        if a.base_path.is_empty() {
+            "/"
+        } else {
+            &a.base_path
+        },
         if a.read_only { " (read-only)" } else { "" }
     );
     docket_dashboard::serve(listener, store, opts, stop_signal()).await?;

@@ -110,8 +110,16 @@ pub async fn guard<S: Store>(
     mut req: Request,
     next: Next,
 ) -> Response {
+    if !host_allowed(&app.opts, req.headers()) {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this dashboard does not answer to that host name (see --allowed-host)",
+        )
+            .into_response();
+    }
     let path = req.uri().path().to_string();
-    let open_path = path.ends_with("/login") || path.starts_with(&app.href("/assets/"));
+    // Exactly the login page and the assets: not any path that merely ends in /login.
+    let open_path = path == app.href("/login") || path.starts_with(&app.href("/assets/"));
     match app.opts.auth.actor(req.headers()) {
         Some(actor) => {
             req.extensions_mut().insert(Actor(actor));
@@ -131,6 +139,43 @@ pub async fn guard<S: Store>(
             _ => Redirect::to(&app.href("/login")).into_response(),
         },
     }
+}
+
+/// The host name of a `Host` header value: without its port, `[::1]` as `::1`, lower case.
+fn host_name(value: &str) -> String {
+    let v = value.trim();
+    let name = if let Some(rest) = v.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        v.rsplit_once(':').map_or(v, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                v
+            }
+        })
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Whether the request's `Host` is one the dashboard answers to (see
+/// [`crate::Options::allowed_hosts`]). A request without `Host` (HTTP/1.0) is refused while
+/// the list applies.
+pub(crate) fn host_allowed(opts: &crate::Options, headers: &HeaderMap) -> bool {
+    let loopback = ["localhost", "127.0.0.1", "::1"];
+    if opts.allowed_hosts.is_empty() && !matches!(opts.auth, Auth::Open) {
+        return true;
+    }
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = host_name(host);
+    if opts.allowed_hosts.is_empty() {
+        return loopback.contains(&name.as_str());
+    }
+    opts.allowed_hosts
+        .iter()
+        .any(|a| host_name(a) == name || (a == "loopback" && loopback.contains(&name.as_str())))
 }
 
 /// Refuses an action that does not carry this process's CSRF token or comes from another
@@ -178,7 +223,11 @@ pub async fn login_page<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
 }
 
 /// Checks the token and sets the cookie (HttpOnly, SameSite=Strict, scoped to the base path).
-pub async fn login<S: Store>(State(app): State<Arc<App<S>>>, body: String) -> Response {
+pub async fn login<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let token = form_urlencoded::parse(body.as_bytes())
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v.into_owned())
@@ -204,13 +253,65 @@ pub async fn login<S: Store>(State(app): State<Arc<App<S>>>, body: String) -> Re
         )
             .into_response();
     }
-    let cookie = format!("{COOKIE}={token}; Path={path}; HttpOnly; SameSite=Strict");
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    let secure = if app.opts.secure_cookie || https {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{COOKIE}={token}; Path={path}; HttpOnly; SameSite=Strict{secure}");
     ([(header::SET_COOKIE, cookie)], Redirect::to(&app.href("/"))).into_response()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_allowed_host_names_are_answered() {
+        let with_host = |h: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::HOST, h.parse().unwrap());
+            m
+        };
+        let open = crate::Options::default();
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8080",
+            "localhost.",
+        ] {
+            assert!(host_allowed(&open, &with_host(ok)), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "localhost.evil",
+            "[::2]",
+        ] {
+            assert!(!host_allowed(&open, &with_host(bad)), "{bad}");
+        }
+        assert!(!host_allowed(&open, &HeaderMap::new()), "no Host at all");
+        let named = crate::Options {
+            allowed_hosts: vec!["jobs.internal".into(), "loopback".into()],
+            ..Default::default()
+        };
+        assert!(host_allowed(&named, &with_host("jobs.internal:443")));
+        assert!(host_allowed(&named, &with_host("127.0.0.1")));
+        assert!(!host_allowed(&named, &with_host("other.internal")));
+        let token = crate::Options {
+            auth: Auth::Token("t".into()),
+            ..Default::default()
+        };
+        assert!(
+            host_allowed(&token, &with_host("any.example")),
+            "authenticated: any"
+        );
+    }
 
     #[test]
     fn basic_and_token_auth() {

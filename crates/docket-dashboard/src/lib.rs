@@ -53,6 +53,14 @@ pub struct Options {
     /// The Prometheus handle `/metrics` renders (see [`metrics::install`]); `None` serves
     /// no `/metrics`.
     pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Host names (the `Host` header without its port) the dashboard answers to; any other
+    /// gets 421. Empty: the loopback names (`localhost`, `127.0.0.1`, `::1`) while
+    /// [`Auth::Open`] — so a page on a name that resolves to 127.0.0.1 (DNS rebinding) cannot
+    /// read or act — and any name once requests authenticate.
+    pub allowed_hosts: Vec<String>,
+    /// Mark the login cookie `Secure` (serve behind a TLS-terminating proxy). Also set for a
+    /// request that says `X-Forwarded-Proto: https`.
+    pub secure_cookie: bool,
 }
 
 impl Default for Options {
@@ -63,6 +71,8 @@ impl Default for Options {
             base_path: String::new(),
             refresh: Duration::from_secs(2),
             prometheus: None,
+            allowed_hosts: Vec::new(),
+            secure_cookie: false,
         }
     }
 }
@@ -74,6 +84,8 @@ impl std::fmt::Debug for Options {
             .field("auth", &self.auth)
             .field("base_path", &self.base_path)
             .field("refresh", &self.refresh)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("secure_cookie", &self.secure_cookie)
             .finish_non_exhaustive()
     }
 }
@@ -203,7 +215,19 @@ pub async fn serve<S: Store>(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), DashboardError> {
     check_exposure(listener.local_addr()?, &opts.auth)?;
+    // Served under its base path, so the printed URL is the one that answers (a proxy in
+    // front passes the path on unchanged).
+    let base = opts.base_path.clone();
     let app = router(store, opts)?;
+    let app = if base.is_empty() {
+        app
+    } else {
+        let home = base.clone();
+        Router::new().nest(&base, app).route(
+            &format!("{base}/"),
+            get(move || async move { axum::response::Redirect::permanent(&home) }),
+        )
+    };
     // Open pages hold an event stream; give requests in flight 2 s after the signal rather
     // than wait for every stream to end.
     let (fired, on_fire) = tokio::sync::oneshot::channel::<()>();

@@ -477,7 +477,7 @@ async fn explain_reads_the_live_claim_functions() {
     let ready = before.split("-- claim(), fast path").next().unwrap();
     assert!(ready.contains("jobs_claim_idx"), "{ready}");
     let def: String = sqlx::query_scalar(&format!(
-        "SELECT pg_get_functiondef('{}.claim(text, integer, text, bigint, bigint, boolean)'::regprocedure)",
+        "SELECT pg_get_functiondef('{}.claim(text, integer, text, bigint, bigint, boolean, integer)'::regprocedure)",
         db.schema
     ))
     .fetch_one(&db.pool)
