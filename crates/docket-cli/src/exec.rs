@@ -44,20 +44,53 @@ pub struct ExecSpec {
     pub kill_grace: Duration,
     /// Environment variables removed from every job's environment.
     pub scrub: Vec<String>,
+    /// Secret values (each as written and percent-encoded) cut out of a command's stderr
+    /// before it is stored as the job's error.
+    pub secrets: Vec<String>,
 }
 
 impl ExecSpec {
     /// A spec whose environment scrub covers Docket's own secrets: the variables that name
-    /// the database, libpq's, and any whose value contains `password` (the database
-    /// password, when the URL has one).
-    pub fn new(cmd: String, kill_grace: Duration, password: Option<&str>) -> ExecSpec {
+    /// the database (`DATABASE_URL`, `MYSQL_URL`, `DOCKET_LISTEN_URL`, libpq's `PG*`), the
+    /// dashboard's credentials (`DOCKET_DASHBOARD_*`), and any whose value contains one of
+    /// `passwords` (the database's, when the URL has one) or those credentials, as written or
+    /// percent-encoded.
+    pub fn new(cmd: String, kill_grace: Duration, passwords: &[String]) -> ExecSpec {
+        let mut raw: Vec<String> = passwords.to_vec();
+        for k in ["DOCKET_DASHBOARD_TOKEN", "DOCKET_DASHBOARD_PASSWORD"] {
+            if let Ok(v) = std::env::var(k) {
+                raw.push(v);
+            }
+        }
+        let mut secrets = Vec::new();
+        // Shorter than 4 bytes would cut innocent text (and guessing it is no work anyway).
+        for s in raw.into_iter().filter(|s| s.len() >= 4) {
+            let enc = percent_encoding::utf8_percent_encode(&s, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+            if enc != s {
+                secrets.push(enc);
+            }
+            secrets.push(s);
+        }
+        // Longest first: an encoded form is never left half-replaced by a shorter one.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
         let scrub = std::env::vars_os()
             .filter_map(|(k, v)| {
                 let k = k.to_string_lossy().into_owned();
                 let v = v.to_string_lossy();
-                let secret = matches!(k.as_str(), "DATABASE_URL" | "DOCKET_LISTEN_URL")
-                    || k.starts_with("PG")
-                    || password.is_some_and(|p| !p.is_empty() && v.contains(p));
+                let secret = matches!(
+                    k.as_str(),
+                    "DATABASE_URL" | "MYSQL_URL" | "DOCKET_LISTEN_URL"
+                ) || k.starts_with("PG")
+                    || k.starts_with("DOCKET_DASHBOARD_")
+                    || {
+                        // A value may carry a secret encoded any way: compare decoded too.
+                        let decoded = percent_encoding::percent_decode_str(&v).decode_utf8_lossy();
+                        secrets
+                            .iter()
+                            .any(|p| v.contains(p.as_str()) || decoded.contains(p.as_str()))
+                    };
                 secret.then_some(k)
             })
             .collect();
@@ -65,7 +98,17 @@ impl ExecSpec {
             cmd,
             kill_grace,
             scrub,
+            secrets,
         }
+    }
+
+    /// `text` with connection-string passwords and every known secret replaced by `***`.
+    pub fn scrub_text(&self, text: &str) -> String {
+        let mut t = docket_core::redact::redact(text);
+        for s in &self.secrets {
+            t = t.replace(s.as_str(), "***");
+        }
+        t
     }
 }
 
@@ -233,7 +276,7 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
     // Every writer in the group is gone, so EOF is at hand; one that left the group
     // (setsid) cannot hold the job open for more than a moment.
     let tail = match tokio::time::timeout(Duration::from_secs(1), stderr).await {
-        Ok(t) => t.unwrap_or_default(),
+        Ok(t) => spec.scrub_text(&t.unwrap_or_default()),
         Err(_) => String::new(),
     };
     let status = status

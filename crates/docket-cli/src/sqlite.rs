@@ -55,6 +55,23 @@ impl Open for SqliteCtx {
     type Store = SqliteStore;
 
     async fn existing(&self, conns: u32) -> anyhow::Result<SqliteStore> {
+        // An operator command never creates the file: a mistyped path must not leave an
+        // empty database behind, and one in memory would hold nothing to operate on.
+        let path = self.path();
+        if path.is_empty() || path == ":memory:" || self.url.contains("mode=memory") {
+            return Err(CliError::invalid(
+                "a SQLite database in memory lives only as long as one process: name a file (sqlite://path/jobs.db)",
+            )
+            .into());
+        }
+        if !std::path::Path::new(&path).exists() {
+            return Err(CliError::new(
+                exit::FAILURE,
+                format!("no SQLite database at {}", crate::output::safe(&path)),
+            )
+            .hint("check --database-url; `docket migrate` creates it")
+            .into());
+        }
         let store = self.connect(conns).await?;
         if store.schema_version().await? == 0 {
             return Err(CliError::new(

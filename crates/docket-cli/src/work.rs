@@ -98,11 +98,7 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     let store = ctx.migrated(conns).await?;
     let mut registry = Registry::default();
     let secrets = ctx.secrets();
-    let spec = ExecSpec::new(
-        a.exec.clone(),
-        kill_grace,
-        secrets.first().map(String::as_str),
-    );
+    let spec = ExecSpec::new(a.exec.clone(), kill_grace, &secrets);
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
     if let Some(addr) = &a.metrics_listen {
         crate::dashboard::serve_metrics(addr, store.clone()).await?;

@@ -260,3 +260,44 @@ async fn the_jobs_environment_carries_no_secret_of_dockets() {
     assert!(env.lines().any(|l| l == "KEEP_ME=1"));
     assert!(env.lines().any(|l| l.starts_with("DOCKET_JOB_ID=")));
 }
+
+/// A password with characters a URL must encode, the dashboard's credentials, and copies of
+/// them elsewhere in the environment: none reaches a job's environment, and what the
+/// command prints of them on stderr is cut from the stored error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encoded_passwords_and_dashboard_credentials_stay_put() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    let id = enqueue(&db, "{}").await;
+    let url = db.url.replacen("postgres@", "postgres:p%40ss%2Fw0rd@", 1);
+    let o = docket(&db)
+        .env("DATABASE_URL", &url)
+        .env("COPY_OF_URL", &url)
+        .env("DECODED_COPY", "x p@ss/w0rd x")
+        .env("DOCKET_DASHBOARD_TOKEN", "dash-token-123456")
+        .env("DOCKET_DASHBOARD_PASSWORD", "dash-pass-654321")
+        .env("KEEP_ME", "1")
+        .args([
+            "work", "--queue", "x", "--drain", "--poll", "100ms", "--exec",
+        ])
+        .arg(format!(
+            "env > {}/env; echo \"leaked $COPY_OF_URL dash-token-123456 p@ss/w0rd p%40ss%2Fw0rd\" >&2; exit 65",
+            dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let env = std::fs::read_to_string(dir.join("env")).unwrap();
+    for secret in ["p%40ss", "p@ss/w0rd", "dash-token", "dash-pass"] {
+        assert!(!env.contains(secret), "{secret} in {env}");
+    }
+    assert!(env.lines().any(|l| l == "KEEP_ME=1"));
+    let rec = docket_core::Store::get(&db.store, docket_core::JobId(id))
+        .await
+        .unwrap();
+    let stored = &rec.errors.last().unwrap().message;
+    assert!(stored.contains("leaked"), "{stored}");
+    for secret in ["p%40ss", "p@ss/w0rd", "dash-token-123456"] {
+        assert!(!stored.contains(secret), "{secret} stored: {stored}");
+    }
+}

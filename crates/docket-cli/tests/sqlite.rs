@@ -75,10 +75,21 @@ async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
 #[tokio::test]
 async fn commands_work_on_a_file_and_refuse_what_needs_postgres() {
     let f = File::new();
-    // Operator commands never create the schema.
+    // Operator commands never create the file or the schema.
     let o = f.run(&["stats"]);
     assert_eq!(code(&o), 1, "{}", err(&o));
-    assert!(err(&o).contains("holds no Docket schema"), "{}", err(&o));
+    assert!(err(&o).contains("no SQLite database at"), "{}", err(&o));
+    assert!(
+        !f.dir.join("jobs.db").exists(),
+        "a mistyped path left a file"
+    );
+    let o = f
+        .cmd()
+        .env("DATABASE_URL", "sqlite::memory:")
+        .arg("stats")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", err(&o));
     let o = f.run(&[
         "enqueue",
         "--queue",
@@ -90,6 +101,18 @@ async fn commands_work_on_a_file_and_refuse_what_needs_postgres() {
     ]);
     assert!(o.status.success(), "{}", err(&o));
     let id: i64 = out(&o).trim().parse().unwrap();
+    // The database and its WAL and shared-memory files are the owner's alone.
+    for name in ["jobs.db", "jobs.db-wal", "jobs.db-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let p = f.dir.join(name);
+        if p.exists() {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{name}: {mode:o}");
+        }
+    }
+    assert!(f.dir.join("jobs.db").exists());
+    let o = f.run(&["stats"]);
+    assert!(o.status.success(), "{}", err(&o));
     let o = f.run(&["jobs", "show", &id.to_string(), "--json"]);
     assert!(o.status.success(), "{}", err(&o));
     let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();

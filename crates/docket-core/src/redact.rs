@@ -13,21 +13,35 @@ pub fn redact(s: &str) -> String {
 }
 
 /// `scheme://user:secret@host` → `scheme://user:***@host`, wherever it occurs.
+///
+/// A password may hold '/', '?', '#' and '@' without percent-encoding (people paste them
+/// so, and drivers often accept it), so the userinfo does not end at the first of those: it
+/// ends at the last '@' (up to the next whitespace) that is followed by something shaped
+/// like a host list (`h`, `h:5432`, `[::1]`, `h1,h2`) and then the end, '/', '?' or '#'.
+/// Erring the other way — an '@' in a query taken for the host's — only hides more.
 fn redact_userinfo(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find("://") {
         let (head, tail) = rest.split_at(i + 3);
         out.push_str(head);
-        // The authority ends at the first '/', '?', '#' or whitespace; the last '@' in it
-        // separates the userinfo (a password may itself contain '@').
-        let end = tail
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
+        let seg_end = tail.find(char::is_whitespace).unwrap_or(tail.len());
+        let seg = &tail[..seg_end];
+        let host_like = |after: &str| {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            let h = &after[..end];
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.:[]%_,".contains(c))
+        };
+        let at = seg
+            .char_indices()
+            .filter(|&(i, c)| c == '@' && host_like(&seg[i + 1..]))
+            .map(|(i, _)| i)
+            .last();
+        let end = match at {
             Some(at) => {
-                let userinfo = &authority[..at];
+                let userinfo = &seg[..at];
                 match userinfo.find(':') {
                     Some(c) => {
                         out.push_str(&userinfo[..c]);
@@ -35,10 +49,10 @@ fn redact_userinfo(s: &str) -> String {
                     }
                     None => out.push_str(userinfo),
                 }
-                out.push_str(&authority[at..]);
+                at
             }
-            None => out.push_str(authority),
-        }
+            None => 0,
+        };
         rest = &tail[end..];
     }
     out.push_str(rest);
@@ -115,6 +129,21 @@ mod tests {
                 "postgres://u:***@h:5432/db",
             ),
             ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),
+            // Unencoded '/', '#', '?' in a password.
+            ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db"),
+            ("postgres://u:pa#ss@h:5432/db", "postgres://u:***@h:5432/db"),
+            (
+                "mysql://root:a/b#c?d@127.0.0.1:3306/x",
+                "mysql://root:***@127.0.0.1:3306/x",
+            ),
+            (
+                "postgres://u:s3@[::1]:5432/db",
+                "postgres://u:***@[::1]:5432/db",
+            ),
+            (
+                "postgres://u:p@h1:5432,h2:5433/db",
+                "postgres://u:***@h1:5432,h2:5433/db",
+            ),
             ("postgres://u@h/db", "postgres://u@h/db"),
             (
                 "postgres://h/db?user=u&password=secret&sslmode=require",

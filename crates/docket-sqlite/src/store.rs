@@ -102,6 +102,26 @@ fn not_mid_transaction(
     Box::pin(async move { Ok(!stuck) })
 }
 
+/// Creates the database file, when missing, readable and writable by its owner only (0600):
+/// job data is the application's, and SQLite creates the `-wal` and `-shm` files with the
+/// database file's permissions, so they follow. An existing file is left as it is.
+fn create_private(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().is_empty() || path.exists() {
+        return Ok(());
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Unavailable(Box::new(e))),
+    }
+}
+
 /// The database clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
@@ -121,6 +141,9 @@ impl SqliteStore {
                 .get_filename()
                 .to_string_lossy()
                 .contains("mode=memory");
+        if !in_memory {
+            create_private(opts.get_filename())?;
+        }
         let opts = opts
             .create_if_missing(true)
             .journal_mode(if in_memory {
