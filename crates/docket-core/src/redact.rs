@@ -36,9 +36,9 @@ fn redact_userinfo(s: &str) -> String {
         };
         let at = seg
             .char_indices()
-            .filter(|&(i, c)| c == '@' && host_like(&seg[i + 1..]))
-            .map(|(i, _)| i)
-            .last();
+            .rev()
+            .find(|&(i, c)| c == '@' && host_like(&seg[i + 1..]))
+            .map(|(i, _)| i);
         let end = match at {
             Some(at) => {
                 let userinfo = &seg[..at];
