@@ -195,3 +195,90 @@ mod controlled_tests {
         assert!(!ControlledBound::new(Some(0)).allows(true));
     }
 }
+
+/// Keys a claim found held — an ordering key whose head is not this job, a concurrency key
+/// at its running limit or out of tokens — so that a further pass of the claim looks past
+/// every job of theirs. Without it a deep backlog of one held key fills the claim's whole
+/// walk (4 × limit + 200 candidates) and holds back every other job of its queue.
+#[derive(Debug, Default, Clone)]
+pub struct HeldKeys {
+    /// Concurrency keys held (limit full, out of tokens).
+    pub concurrency: Vec<String>,
+    /// Ordering keys held (an earlier job of the key is unfinished).
+    pub ordering: Vec<String>,
+    new: usize,
+    passes: usize,
+}
+
+impl HeldKeys {
+    /// Passes a claim makes at most.
+    pub const MAX_PASSES: usize = 8;
+
+    /// A concurrency key found held.
+    pub fn concurrency(&mut self, k: &str) {
+        if !self.concurrency.iter().any(|x| x == k) {
+            self.concurrency.push(k.to_string());
+            self.new += 1;
+        }
+    }
+
+    /// An ordering key found held.
+    pub fn ordering(&mut self, k: &str) {
+        if !self.ordering.iter().any(|x| x == k) {
+            self.ordering.push(k.to_string());
+            self.new += 1;
+        }
+    }
+
+    /// After a pass that read `read` candidates of at most `depth` and chose `chosen` of a
+    /// `budget`: whether another pass, leaving out the held keys, may find more. Not when
+    /// the budget is met, the queue showed all it had, this pass found no new held key, or
+    /// the passes are used up. Resets the count of new keys for the next pass.
+    pub fn another_pass(
+        &mut self,
+        read: usize,
+        depth: usize,
+        chosen: usize,
+        budget: usize,
+    ) -> bool {
+        self.passes += 1;
+        let again =
+            chosen < budget && read >= depth && self.new > 0 && self.passes < Self::MAX_PASSES;
+        self.new = 0;
+        again
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::HeldKeys;
+
+    #[test]
+    fn another_pass_only_while_it_can_find_more() {
+        let mut h = HeldKeys::default();
+        h.concurrency("slow");
+        h.concurrency("slow");
+        assert_eq!(h.concurrency, vec!["slow".to_string()]);
+        assert!(
+            h.another_pass(240, 240, 0, 10),
+            "a full walk that met a held key"
+        );
+        assert!(
+            !h.another_pass(240, 240, 0, 10),
+            "no new held key this pass"
+        );
+        h.ordering("o");
+        assert!(
+            !h.another_pass(100, 240, 0, 10),
+            "the queue showed all it had"
+        );
+        h.ordering("p");
+        assert!(!h.another_pass(240, 240, 10, 10), "the budget is met");
+        let mut h = HeldKeys::default();
+        for i in 0..20 {
+            h.concurrency(&format!("k{i}"));
+            let again = h.another_pass(240, 240, 0, 10);
+            assert_eq!(again, i + 1 < HeldKeys::MAX_PASSES, "pass {}", i + 1);
+        }
+    }
+}

@@ -48,6 +48,9 @@ pub enum Mutant {
     /// The claim waits for the queue's advisory lock (which any role can hold) instead of
     /// giving up on it.
     ClaimWaitsOnPublicLock,
+    /// The claim's walk ends at its first pass: a deep backlog of a key out of tokens holds
+    /// back the rest of its queue.
+    ClaimWalkStopsAtHeldKeys,
 }
 
 impl Mutant {
@@ -68,6 +71,7 @@ impl Mutant {
         Mutant::ControlledWorkBuffered,
         Mutant::ReleaseCountsRun,
         Mutant::ClaimWaitsOnPublicLock,
+        Mutant::ClaimWalkStopsAtHeldKeys,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -88,6 +92,7 @@ impl Mutant {
             Mutant::ControlledWorkBuffered => "controlled_work_buffered",
             Mutant::ReleaseCountsRun => "release_counts_run",
             Mutant::ClaimWaitsOnPublicLock => "claim_waits_on_public_lock",
+            Mutant::ClaimWalkStopsAtHeldKeys => "claim_walk_stops_at_held_keys",
         }
     }
 
@@ -154,6 +159,7 @@ impl Mutant {
                 "IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;",
                 "PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));",
             )],
+            Mutant::ClaimWalkStopsAtHeldKeys => &[("OR new_rated = 0 OR", "OR true OR")],
             _ => &[],
         }
     }

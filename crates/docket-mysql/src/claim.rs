@@ -24,6 +24,7 @@ const QUEUE_CONTROL: &str = include_str!("../sql/queue_control.sql");
 const RUNNING_IN_QUEUE: &str = include_str!("../sql/running_in_queue.sql");
 const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const CANDIDATES_READY: &str = include_str!("../sql/candidates_ready.sql");
+const CANDIDATES_PAST_HELD: &str = include_str!("../sql/candidates_past_held.sql");
 const CANDIDATES_STARVING: &str = include_str!("../sql/candidates_starving.sql");
 const CANDIDATES_LOCK: &str = include_str!("../sql/candidates_lock.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
@@ -220,6 +221,33 @@ async fn ready_candidates(
     Ok(rows.into_iter().map(candidate).collect())
 }
 
+/// A further pass's candidates (candidates_past_held.sql), locked.
+async fn past_held(
+    c: &mut MySqlConnection,
+    queue: &str,
+    now: i64,
+    n: i64,
+    held: &docket_core::local::HeldKeys,
+) -> Result<Vec<Candidate>> {
+    let marks = |k: &Vec<String>| vec!["?"; k.len().max(1)].join(", ");
+    let sql = CANDIDATES_PAST_HELD
+        .replace("/*ckeys*/", &marks(&held.concurrency))
+        .replace("/*okeys*/", &marks(&held.ordering));
+    let mut q = sqlx::query_as::<_, RawCandidate>(&sql)
+        .bind(queue)
+        .bind(now);
+    for keys in [&held.concurrency, &held.ordering] {
+        if keys.is_empty() {
+            q = q.bind("");
+        }
+        for k in keys {
+            q = q.bind(k);
+        }
+    }
+    let rows: Vec<RawCandidate> = q.bind(n).fetch_all(&mut *c).await.map_err(db_err)?;
+    Ok(rows.into_iter().map(candidate).collect())
+}
+
 /// The starving candidates (ready since before `until`), oldest first, locked: read plainly,
 /// then locked by primary key (see candidates_starving.sql for why not in one statement).
 async fn starving_candidates(
@@ -329,57 +357,71 @@ async fn claim_in(c: &mut MySqlConnection, req: &ClaimRequest) -> Result<Vec<MyS
     let mut okeys: Vec<String> = Vec::new();
     let mut ckeys: HashMap<String, i64> = HashMap::new();
     let mut key_buckets: HashMap<String, (Bucket, f64)> = HashMap::new();
-    for (id, okey, ckey) in rows {
-        if chosen.len() as i64 >= budget {
+    // Passes: each further one leaves out the keys the earlier ones found held (see
+    // docket_core::local::HeldKeys).
+    let mut held = docket_core::local::HeldKeys::default();
+    loop {
+        let read = rows.len();
+        for (id, okey, ckey) in rows.drain(..) {
+            if chosen.len() as i64 >= budget {
+                break;
+            }
+            if chosen.contains(&id) {
+                continue;
+            }
+            let keyed = okey.is_some() || ckey.is_some();
+            if !controlled.allows(keyed) {
+                continue;
+            }
+            if let Some(k) = &okey {
+                // One job per ordering key per batch: a second one cannot be the head.
+                if okeys.contains(k) || !try_key(c, &format!("o:{k}")).await? {
+                    continue;
+                }
+                if ordering_behind(c, k, id).await? {
+                    held.ordering(k);
+                    continue;
+                }
+            }
+            if let Some(k) = &ckey {
+                if !ckeys.contains_key(k) && !try_key(c, &format!("c:{k}")).await? {
+                    continue;
+                }
+                let limits = key_row(c, k).await?;
+                let lim = limits
+                    .as_ref()
+                    .and_then(|l| l.max_running)
+                    .or(q.key_max_running);
+                let in_batch = ckeys.get(k).copied().unwrap_or(0);
+                if let Some(lim) = lim {
+                    if in_batch + key_running(c, k).await? >= i64::from(lim) {
+                        held.concurrency(k);
+                        continue;
+                    }
+                }
+                if let Some(b) = limits.as_ref().and_then(|l| l.bucket) {
+                    let tokens = b.tokens_at(now);
+                    if tokens - (in_batch as f64) < 1.0 {
+                        held.concurrency(k);
+                        continue;
+                    }
+                    key_buckets.insert(k.clone(), (b, tokens));
+                }
+            }
+            chosen.push(id);
+            controlled.took(keyed);
+            if let Some(k) = okey {
+                okeys.push(k);
+            }
+            if let Some(k) = ckey {
+                *ckeys.entry(k).or_default() += 1;
+            }
+        }
+        if !keyed || !held.another_pass(read, depth as usize, chosen.len(), budget.max(0) as usize)
+        {
             break;
         }
-        if chosen.contains(&id) {
-            continue;
-        }
-        let keyed = okey.is_some() || ckey.is_some();
-        if !controlled.allows(keyed) {
-            continue;
-        }
-        if let Some(k) = &okey {
-            // One job per ordering key per batch: a second one cannot be the head.
-            if okeys.contains(k)
-                || !try_key(c, &format!("o:{k}")).await?
-                || ordering_behind(c, k, id).await?
-            {
-                continue;
-            }
-        }
-        if let Some(k) = &ckey {
-            if !ckeys.contains_key(k) && !try_key(c, &format!("c:{k}")).await? {
-                continue;
-            }
-            let limits = key_row(c, k).await?;
-            let lim = limits
-                .as_ref()
-                .and_then(|l| l.max_running)
-                .or(q.key_max_running);
-            let in_batch = ckeys.get(k).copied().unwrap_or(0);
-            if let Some(lim) = lim {
-                if in_batch + key_running(c, k).await? >= i64::from(lim) {
-                    continue;
-                }
-            }
-            if let Some(b) = limits.as_ref().and_then(|l| l.bucket) {
-                let tokens = b.tokens_at(now);
-                if tokens - (in_batch as f64) < 1.0 {
-                    continue;
-                }
-                key_buckets.insert(k.clone(), (b, tokens));
-            }
-        }
-        chosen.push(id);
-        controlled.took(keyed);
-        if let Some(k) = okey {
-            okeys.push(k);
-        }
-        if let Some(k) = ckey {
-            *ckeys.entry(k).or_default() += 1;
-        }
+        rows = past_held(c, &req.queue, now, depth, &held).await?;
     }
     if chosen.is_empty() {
         return Ok(Vec::new());

@@ -330,6 +330,10 @@ DECLARE
     chosen_ckeys text[] := '{}';
     claimed_ids bigint[];
     ks integer := lock_space('key');
+    -- Keys out of tokens met by this claim: the next pass looks past them.
+    rated_out text[] := '{}';
+    new_rated integer;
+    pass integer := 0;
 BEGIN
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND (q.max_running IS NOT NULL OR q.rate_limit IS NOT NULL) THEN
@@ -351,61 +355,80 @@ BEGIN
         IF budget <= 0 THEN RETURN; END IF;
     END IF;
 
-    FOR r IN
-        (SELECT j.id, j.ordering_key, j.concurrency_key FROM jobs j
-         WHERE j.state = 'pending' AND NOT j.blocked AND j.queue = p_queue
-           AND j.run_at <= now() - p_starve_ms * interval '1 millisecond'
-         ORDER BY j.run_at LIMIT depth)
-        UNION ALL
-        (SELECT j.id, j.ordering_key, j.concurrency_key FROM jobs j
-         WHERE j.state = 'pending' AND NOT j.blocked AND j.queue = p_queue AND j.run_at <= now()
-         ORDER BY j.priority, j.run_at LIMIT depth)
+    -- Passes: a key out of tokens is skipped, not flagged, so a deep backlog of one such key
+    -- could fill the whole walk and hold back every other job of the queue; each further
+    -- pass leaves out the keys the earlier ones found out of tokens (at most 8 passes; a
+    -- pass ends the claim once it met no new such key or the queue had no more to show).
     LOOP
-        scanned := scanned + 1;
-        EXIT WHEN scanned > 2 * depth OR cardinality(chosen) >= budget;
-        CONTINUE WHEN r.id = ANY (chosen);
-        -- A keyed job holds its key while running: only for free slots (decided before any
-        -- lock or flag, so a job passed over here is left exactly as it was).
-        CONTINUE WHEN (r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL)
-            AND n_keyed >= coalesce(p_controlled, p_limit);
+        pass := pass + 1;
+        new_rated := 0;
+        scanned := 0;
+        FOR r IN
+            (SELECT j.id, j.ordering_key, j.concurrency_key FROM jobs j
+             WHERE j.state = 'pending' AND NOT j.blocked AND j.queue = p_queue
+               AND j.run_at <= now() - p_starve_ms * interval '1 millisecond'
+               AND (j.concurrency_key IS NULL OR j.concurrency_key <> ALL (rated_out))
+             ORDER BY j.run_at LIMIT depth)
+            UNION ALL
+            (SELECT j.id, j.ordering_key, j.concurrency_key FROM jobs j
+             WHERE j.state = 'pending' AND NOT j.blocked AND j.queue = p_queue AND j.run_at <= now()
+               AND (j.concurrency_key IS NULL OR j.concurrency_key <> ALL (rated_out))
+             ORDER BY j.priority, j.run_at LIMIT depth)
+        LOOP
+            scanned := scanned + 1;
+            EXIT WHEN scanned > 2 * depth OR cardinality(chosen) >= budget;
+            CONTINUE WHEN r.id = ANY (chosen);
+            -- A keyed job holds its key while running: only for free slots (decided before any
+            -- lock or flag, so a job passed over here is left exactly as it was).
+            CONTINUE WHEN (r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL)
+                AND n_keyed >= coalesce(p_controlled, p_limit);
 
-        IF r.ordering_key IS NOT NULL THEN
-            -- One job per ordering key per batch: a second one cannot be the head.
-            CONTINUE WHEN r.ordering_key = ANY (chosen_okeys);
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(ks, hashtext('o:' || r.ordering_key));
-            IF EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = r.ordering_key
-                         AND o.state IN ('pending', 'running', 'dead') AND o.id < r.id)
-               OR EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = r.ordering_key AND o.state = 'running') THEN
-                UPDATE jobs SET blocked = true
-                WHERE id = (SELECT id FROM jobs WHERE id = r.id AND state = 'pending' FOR UPDATE SKIP LOCKED);
-                CONTINUE;
-            END IF;
-        END IF;
-
-        IF r.concurrency_key IS NOT NULL THEN
-            CONTINUE WHEN NOT pg_try_advisory_xact_lock(ks, hashtext('c:' || r.concurrency_key));
-            k := NULL;
-            SELECT * INTO k FROM key_limits WHERE key = r.concurrency_key;
-            lim := coalesce(k.max_running, q.key_max_running);
-            SELECT count(*) INTO n FROM unnest(chosen_ckeys) c WHERE c = r.concurrency_key;
-            IF lim IS NOT NULL THEN
-                IF n + (SELECT count(*) FROM jobs WHERE state = 'running' AND concurrency_key = r.concurrency_key) >= lim THEN
+            IF r.ordering_key IS NOT NULL THEN
+                -- One job per ordering key per batch: a second one cannot be the head.
+                CONTINUE WHEN r.ordering_key = ANY (chosen_okeys);
+                CONTINUE WHEN NOT pg_try_advisory_xact_lock(ks, hashtext('o:' || r.ordering_key));
+                IF EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = r.ordering_key
+                             AND o.state IN ('pending', 'running', 'dead') AND o.id < r.id)
+                   OR EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = r.ordering_key AND o.state = 'running') THEN
                     UPDATE jobs SET blocked = true
                     WHERE id = (SELECT id FROM jobs WHERE id = r.id AND state = 'pending' FOR UPDATE SKIP LOCKED);
                     CONTINUE;
                 END IF;
             END IF;
-            -- Out of tokens: skipped, not blocked (tokens come back with time, not with an event).
-            CONTINUE WHEN k.rate_limit IS NOT NULL
-                AND bucket_tokens(k.tokens, k.refilled_at, k.rate_limit, k.rate_period_ms) - n < 1;
-        END IF;
 
-        chosen := chosen || r.id;
-        IF r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL THEN
-            n_keyed := n_keyed + 1;
-        END IF;
-        IF r.ordering_key IS NOT NULL THEN chosen_okeys := chosen_okeys || r.ordering_key; END IF;
-        IF r.concurrency_key IS NOT NULL THEN chosen_ckeys := chosen_ckeys || r.concurrency_key; END IF;
+            IF r.concurrency_key IS NOT NULL THEN
+                CONTINUE WHEN NOT pg_try_advisory_xact_lock(ks, hashtext('c:' || r.concurrency_key));
+                k := NULL;
+                SELECT * INTO k FROM key_limits WHERE key = r.concurrency_key;
+                lim := coalesce(k.max_running, q.key_max_running);
+                SELECT count(*) INTO n FROM unnest(chosen_ckeys) c WHERE c = r.concurrency_key;
+                IF lim IS NOT NULL THEN
+                    IF n + (SELECT count(*) FROM jobs WHERE state = 'running' AND concurrency_key = r.concurrency_key) >= lim THEN
+                        UPDATE jobs SET blocked = true
+                        WHERE id = (SELECT id FROM jobs WHERE id = r.id AND state = 'pending' FOR UPDATE SKIP LOCKED);
+                        CONTINUE;
+                    END IF;
+                END IF;
+                -- Out of tokens: skipped, not blocked (tokens come back with time, not with an
+                -- event), and remembered, so the next pass looks past all of this key's jobs.
+                IF k.rate_limit IS NOT NULL
+                   AND bucket_tokens(k.tokens, k.refilled_at, k.rate_limit, k.rate_period_ms) - n < 1 THEN
+                    IF NOT r.concurrency_key = ANY (rated_out) THEN
+                        rated_out := rated_out || r.concurrency_key;
+                        new_rated := new_rated + 1;
+                    END IF;
+                    CONTINUE;
+                END IF;
+            END IF;
+
+            chosen := chosen || r.id;
+            IF r.ordering_key IS NOT NULL OR r.concurrency_key IS NOT NULL THEN
+                n_keyed := n_keyed + 1;
+            END IF;
+            IF r.ordering_key IS NOT NULL THEN chosen_okeys := chosen_okeys || r.ordering_key; END IF;
+            IF r.concurrency_key IS NOT NULL THEN chosen_ckeys := chosen_ckeys || r.concurrency_key; END IF;
+        END LOOP;
+        EXIT WHEN cardinality(chosen) >= budget OR new_rated = 0 OR scanned < depth OR pass >= 8;
     END LOOP;
 
     IF cardinality(chosen) = 0 THEN RETURN; END IF;

@@ -24,6 +24,7 @@ const CLAIM_CONTEXT: &str = include_str!("../sql/claim_context.sql");
 const ORDERING_BEHIND: &str = include_str!("../sql/ordering_behind.sql");
 const KEY_LIMIT: &str = include_str!("../sql/key_limit.sql");
 const KEY_RUNNING: &str = include_str!("../sql/key_running.sql");
+const CANDIDATES_PAST_HELD: &str = include_str!("../sql/candidates_past_held.sql");
 const CLAIM_FAST: &str = include_str!("../sql/claim_fast.sql");
 const CLAIM_LEASE: &str = include_str!("../sql/claim_lease.sql");
 const CLAIMED_ROWS: &str = include_str!("../sql/claimed_rows.sql");
@@ -133,6 +134,27 @@ fn candidates(r: &SqliteRow, column: &str) -> Result<Vec<Candidate>> {
         .map_err(|e| crate::errors::corrupt(format!("claim candidates: {e}")))
 }
 
+/// A further pass's candidates (candidates_past_held.sql).
+async fn past_held(
+    c: &mut SqliteConnection,
+    queue: &str,
+    now: i64,
+    depth: i64,
+    held: &docket_core::local::HeldKeys,
+) -> Result<Vec<Candidate>> {
+    let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
+    let r = sqlx::query(CANDIDATES_PAST_HELD)
+        .bind(queue)
+        .bind(now)
+        .bind(depth)
+        .bind(json(&held.concurrency))
+        .bind(json(&held.ordering))
+        .fetch_one(&mut *c)
+        .await
+        .map_err(db_err)?;
+    candidates(&r, "ready")
+}
+
 /// What claim_context.sql read: the claim's instant, the queue's controls and the
 /// candidates (starving first, then ready).
 struct Context {
@@ -199,51 +221,69 @@ async fn claim_in(c: &mut SqliteConnection, req: &ClaimRequest) -> Result<Option
     let mut okeys: Vec<String> = Vec::new();
     let mut ckeys: HashMap<String, i64> = HashMap::new();
     let mut key_buckets: HashMap<String, (Bucket, f64)> = HashMap::new();
-    for (id, okey, ckey) in rows {
-        if chosen.len() as i64 >= budget {
-            break;
-        }
-        if chosen.contains(&id) {
-            continue;
-        }
-        let keyed = okey.is_some() || ckey.is_some();
-        if !controlled.allows(keyed) {
-            continue;
-        }
-        if let Some(k) = &okey {
-            // One job per ordering key per batch: a second one cannot be the head.
-            if okeys.contains(k) || ordering_behind(c, k, id).await? {
+    // Passes: each further one leaves out the keys the earlier ones found held (see
+    // docket_core::local::HeldKeys).
+    let depth = i64::from(req.limit) * 4 + 200;
+    let mut held = docket_core::local::HeldKeys::default();
+    let mut rows = rows;
+    loop {
+        let read = rows.len();
+        for (id, okey, ckey) in rows.drain(..) {
+            if chosen.len() as i64 >= budget {
+                break;
+            }
+            if chosen.contains(&id) {
                 continue;
             }
-        }
-        if let Some(k) = &ckey {
-            let limits = key_row(c, k).await?;
-            let lim = limits
-                .as_ref()
-                .and_then(|l| l.max_running)
-                .or(q.key_max_running);
-            let in_batch = ckeys.get(k).copied().unwrap_or(0);
-            if let Some(lim) = lim {
-                if in_batch + key_running(c, k).await? >= i64::from(lim) {
+            let keyed = okey.is_some() || ckey.is_some();
+            if !controlled.allows(keyed) {
+                continue;
+            }
+            if let Some(k) = &okey {
+                // One job per ordering key per batch: a second one cannot be the head.
+                if okeys.contains(k) {
+                    continue;
+                }
+                if ordering_behind(c, k, id).await? {
+                    held.ordering(k);
                     continue;
                 }
             }
-            if let Some(b) = limits.as_ref().and_then(|l| l.bucket) {
-                let tokens = b.tokens_at(now);
-                if tokens - (in_batch as f64) < 1.0 {
-                    continue;
+            if let Some(k) = &ckey {
+                let limits = key_row(c, k).await?;
+                let lim = limits
+                    .as_ref()
+                    .and_then(|l| l.max_running)
+                    .or(q.key_max_running);
+                let in_batch = ckeys.get(k).copied().unwrap_or(0);
+                if let Some(lim) = lim {
+                    if in_batch + key_running(c, k).await? >= i64::from(lim) {
+                        held.concurrency(k);
+                        continue;
+                    }
                 }
-                key_buckets.insert(k.clone(), (b, tokens));
+                if let Some(b) = limits.as_ref().and_then(|l| l.bucket) {
+                    let tokens = b.tokens_at(now);
+                    if tokens - (in_batch as f64) < 1.0 {
+                        held.concurrency(k);
+                        continue;
+                    }
+                    key_buckets.insert(k.clone(), (b, tokens));
+                }
+            }
+            chosen.push(id);
+            controlled.took(keyed);
+            if let Some(k) = okey {
+                okeys.push(k);
+            }
+            if let Some(k) = ckey {
+                *ckeys.entry(k).or_default() += 1;
             }
         }
-        chosen.push(id);
-        controlled.took(keyed);
-        if let Some(k) = okey {
-            okeys.push(k);
+        if !held.another_pass(read, depth as usize, chosen.len(), budget.max(0) as usize) {
+            break;
         }
-        if let Some(k) = ckey {
-            *ckeys.entry(k).or_default() += 1;
-        }
+        rows = past_held(c, &req.queue, now, depth, &held).await?;
     }
     if chosen.is_empty() {
         return Ok(None);

@@ -255,3 +255,57 @@ pub async fn claims_bound_controlled_work_to_free_slots<H: Harness>(h: &H) {
         (2, 1, 25)
     );
 }
+
+/// A key out of tokens, or at its running limit, never holds back the rest of its queue,
+/// however deep its backlog: 400 ready jobs of a tenant metered at 1 a day (its one token
+/// spent) and 400 of a tenant at its limit of 1 (one running), ahead of other jobs in claim
+/// order, deeper than a claim's walk (4 × limit + 200): a claim still takes the others.
+pub async fn a_deep_backlog_of_a_held_key_holds_back_no_one<H: Harness>(h: &H) {
+    let s = h.store();
+    s.set_key_limit(&KeyLimit {
+        key: "slow".into(),
+        max_running: None,
+        rate: Some(RateLimit {
+            limit: 1,
+            period: Duration::from_secs(86_400),
+        }),
+    })
+    .await
+    .unwrap();
+    s.set_key_limit(&KeyLimit {
+        key: "busy".into(),
+        max_running: Some(1),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    // Spend each key's one allowance: the first job of each runs.
+    put(s, job("t").concurrency_key("slow").priority(-10)).await;
+    put(s, job("t").concurrency_key("busy").priority(-10)).await;
+    assert_eq!(claim(s, "t", 10, "w", LONG).await.len(), 2);
+    let many: Vec<NewJob> = (0..800)
+        .map(|i| {
+            job("t")
+                .concurrency_key(if i % 2 == 0 { "slow" } else { "busy" })
+                .priority(-5)
+        })
+        .collect();
+    s.enqueue_many(&many).await.unwrap();
+    let others = [
+        put(s, job("t")).await,
+        put(s, job("t").concurrency_key("free")).await,
+        put(s, job("t").ordering_key("o")).await,
+    ];
+    // Claims as a worker makes them; a few may go to walking past the held keys' jobs.
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.extend(claim(s, "t", 10, "w", LONG).await.into_iter().map(|j| j.id));
+        if others.iter().all(|o| got.contains(o)) {
+            break;
+        }
+    }
+    let mut want = others.to_vec();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "only the three others, and all of them");
+}

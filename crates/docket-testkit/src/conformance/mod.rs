@@ -102,6 +102,7 @@ macro_rules! conformance_suite {
             controls::priority_then_age_with_a_starvation_bound,
             controls::delayed_jobs_wait_for_their_time,
             controls::claims_bound_controlled_work_to_free_slots,
+            controls::a_deep_backlog_of_a_held_key_holds_back_no_one,
             why::why_names_every_gate_that_holds_a_job,
             why::the_worker_registry_lists_live_workers_only,
             inspect::search_filters_and_pages,
