@@ -171,7 +171,7 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub run_at: Option<String>,
     /// Claims allowed before the job is dead (1..=1000).
-    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS)]
+    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS, allow_negative_numbers = true)]
     pub max_attempts: i32,
     /// At most one unfinished job per key.
     #[arg(long)]
@@ -381,11 +381,14 @@ pub struct CronAddArgs {
     pub args: String,
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i16,
-    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS)]
+    #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS, allow_negative_numbers = true)]
     pub max_attempts: i32,
     /// Ticks missed while no worker ran: skip, latest (one job for the newest) or all.
     #[arg(long, default_value = "latest")]
     pub missed: String,
+    /// Replace a periodic job of the same name (without it, an existing name is refused).
+    #[arg(long)]
+    pub replace: bool,
     #[arg(long)]
     pub json: bool,
 }

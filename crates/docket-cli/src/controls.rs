@@ -180,11 +180,11 @@ pub async fn keys(ctx: &impl Open, cmd: KeysCommand) -> anyhow::Result<()> {
             if a.json {
                 output::json(&limit)?;
             } else if limit.max_running.is_none() && limit.rate.is_none() {
-                println!("key {} has no limits any more", a.key);
+                println!("key {} has no limits any more", output::safe(&a.key));
             } else {
                 println!(
                     "key {}: max running {}, rate {}",
-                    a.key,
+                    output::safe(&a.key),
                     show_or(limit.max_running),
                     show_or(limit.rate)
                 );
@@ -270,15 +270,33 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
             def.max_attempts = a.max_attempts;
             def.schedule()
                 .map_err(|e| CliError::invalid(e.to_string()))?;
-            let st = Open::existing(ctx, 1).await?.upsert_periodic(&def).await?;
+            let store = Open::existing(ctx, 1).await?;
+            if !a.replace
+                && store
+                    .list_periodic()
+                    .await?
+                    .iter()
+                    .any(|p| p.def.name == a.name)
+            {
+                return Err(CliError::new(
+                    crate::cli::exit::CONFLICT,
+                    format!(
+                        "a periodic job named {} exists; nothing was changed",
+                        output::safe(&a.name)
+                    ),
+                )
+                .hint("docket cron add ... --replace to replace it")
+                .into());
+            }
+            let st = store.upsert_periodic(&def).await?;
             if a.json {
                 output::json(&st)?;
             } else {
                 println!(
                     "periodic {} ({} in {}): next tick {}",
-                    a.name,
-                    a.cron,
-                    a.tz,
+                    output::safe(&a.name),
+                    output::safe(&a.cron),
+                    output::safe(&a.tz),
                     output::time(&st.next_tick_at)
                 );
             }
@@ -291,7 +309,7 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
             if a.json {
                 output::json(&serde_json::json!({"name": a.name, "removed": removed}))?;
             } else if removed {
-                println!("periodic {} removed", a.name);
+                println!("periodic {} removed", output::safe(&a.name));
             } else {
                 return Err(CliError::new(
                     crate::cli::exit::NOT_FOUND,

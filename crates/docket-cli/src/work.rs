@@ -60,8 +60,15 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     }
     let mut cfg = WorkerConfig::default().lease(lease);
     cfg.queues.clear();
-    for q in &a.queues {
+    for (i, q) in a.queues.iter().enumerate() {
         docket_core::validate::queue(q).map_err(|e| CliError::invalid(e.to_string()))?;
+        if a.queues[..i].contains(q) {
+            return Err(CliError::invalid(format!(
+                "--queue {:?} is given twice (a queue is served once; --concurrency sets its slots)",
+                crate::output::safe(q)
+            ))
+            .into());
+        }
         cfg = cfg.queue(q, a.concurrency);
     }
     cfg.max_runtime = max_runtime;

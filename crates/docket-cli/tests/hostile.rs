@@ -227,3 +227,70 @@ async fn worker_processes_started_by_bench_have_no_password_in_argv() {
     assert!(!out(&o).contains("hunter2") && !err(&o).contains("hunter2"));
     let _ = std::io::stdout().flush();
 }
+
+/// Operator mistakes the binary names instead of obeying silently: a seventh cron field, a
+/// periodic name that exists (without --replace), a queue served twice, a negative
+/// --max-attempts (a value, not an unknown flag), a 10 KB name (cut in the message), and
+/// both run_at and delay given to the SQL function (nothing written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mistakes_are_named_not_obeyed() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&["migrate"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert_fails(
+        &cli,
+        &[
+            "cron",
+            "add",
+            "n",
+            "--cron",
+            "0 9 * * * * 2030",
+            "--kind",
+            "k",
+        ],
+        5,
+        "7 fields",
+    );
+    let add = ["cron", "add", "n", "--cron", "0 9 * * *", "--kind", "k"];
+    assert_eq!(code(&cli.run(&add)), 0);
+    assert_fails(&cli, &add, 6, "exists");
+    let mut replace = add.to_vec();
+    replace.push("--replace");
+    assert_eq!(code(&cli.run(&replace)), 0);
+    assert_fails(
+        &cli,
+        &[
+            "work", "--queue", "cc", "--queue", "cc", "--exec", "true", "--drain",
+        ],
+        5,
+        "given twice",
+    );
+    assert_fails(
+        &cli,
+        &["enqueue", "--kind", "k", "--max-attempts", "-1"],
+        5,
+        "max_attempts -1",
+    );
+    let long = "q".repeat(10_000);
+    let o = cli.run(&["enqueue", "--queue", &long, "--kind", "k"]);
+    assert_eq!(code(&o), 5);
+    assert!(
+        err(&o).len() < 2_000,
+        "the name is echoed in full: {} bytes",
+        err(&o).len()
+    );
+    let e = sqlx::query(&format!(
+        "SELECT * FROM {}.enqueue_many(ARRAY['q'], ARRAY['k'], ARRAY['{{}}'::jsonb], NULL, ARRAY[now() + interval '1 hour'], ARRAY[5000::bigint])",
+        db.schema
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .expect_err("both run_at and delay");
+    assert!(e.to_string().contains("both given"), "{e}");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.jobs").await,
+        0,
+        "nothing written"
+    );
+}

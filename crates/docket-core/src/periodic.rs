@@ -77,6 +77,18 @@ impl CronSchedule {
             what: "time zone",
             reason: format!("{tz:?} is not an IANA time zone name (e.g. UTC, Europe/Berlin)"),
         })?;
+        // croner also takes 7 fields (a year last); Docket's schedules are 5 or 6, so a
+        // seventh is a mistake to name, not a year to obey silently.
+        let fields = expr.split_whitespace().count();
+        if !(5..=6).contains(&fields) && !expr.trim_start().starts_with('@') {
+            return Err(ValidationError::Other {
+                what: "cron expression",
+                reason: format!(
+                    "{} fields; use 5 (minute hour day month weekday) or 6 (seconds first)",
+                    fields
+                ),
+            });
+        }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()

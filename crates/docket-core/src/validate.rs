@@ -40,12 +40,27 @@ fn charset_ok(s: &str, max: usize, extra: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
 }
 
+/// A rejected name as an error message may quote it: at most 64 characters (then how long
+/// it was), so a 10 KB name is not echoed back in full. Debug-quoting in the message escapes
+/// control characters.
+pub fn shown(name: &str) -> String {
+    let n = name.chars().count();
+    if n <= 64 {
+        name.to_string()
+    } else {
+        format!(
+            "{}… ({n} characters)",
+            name.chars().take(64).collect::<String>()
+        )
+    }
+}
+
 /// Queue names: 1–64 of `A-Z a-z 0-9 _ . -`.
 pub fn queue(name: &str) -> Result<(), ValidationError> {
     if charset_ok(name, 64, b"_.-") {
         Ok(())
     } else {
-        Err(ValidationError::Queue(name.to_string()))
+        Err(ValidationError::Queue(shown(name)))
     }
 }
 
@@ -54,7 +69,7 @@ pub fn kind(name: &str) -> Result<(), ValidationError> {
     if charset_ok(name, 128, b"_.:/-") {
         Ok(())
     } else {
-        Err(ValidationError::Kind(name.to_string()))
+        Err(ValidationError::Kind(shown(name)))
     }
 }
 
@@ -331,5 +346,17 @@ mod tests {
             truncate_message("connect postgres://u:pw@h/db failed", 100),
             "connect postgres://u:***@h/db failed"
         );
+    }
+}
+
+#[cfg(test)]
+mod shown_tests {
+    #[test]
+    fn long_names_are_cut_in_messages() {
+        let e = super::queue(&"x".repeat(10_000)).unwrap_err().to_string();
+        assert!(e.len() < 200, "{e}");
+        assert!(e.contains("(10000 characters)"), "{e}");
+        let e = super::kind("a\u{1b}[31mred").unwrap_err().to_string();
+        assert!(!e.contains('\u{1b}'), "control characters are escaped: {e}");
     }
 }

@@ -560,11 +560,14 @@ BEGIN
        OR (t.md IS NOT NULL AND (jsonb_typeof(t.md) <> 'object' OR octet_length(t.md::text) > 16384))
        OR t.dl NOT BETWEEN 0 AND 315360000000
        OR NOT isfinite(t.ra) OR t.ra < '1970-01-01' OR t.ra >= '10000-01-01'
+       OR (t.ra IS NOT NULL AND t.dl IS NOT NULL)
     LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'docket: invalid job at position %: %', bad.o, CASE
             WHEN bad.a IS NULL THEN 'args is NULL'
             WHEN octet_length(bad.a::text) > 262144 THEN format('args is %s bytes, over the limit of 262144 bytes', octet_length(bad.a::text))
+            WHEN bad.ra IS NOT NULL AND bad.dl IS NOT NULL
+                THEN 'run_at and delay are both given: give one (the other is ignored otherwise)'
             WHEN bad.pr NOT BETWEEN -100 AND 100 THEN format('priority %s outside -100..100', bad.pr)
             WHEN bad.ma NOT BETWEEN 1 AND 1000 THEN format('max_attempts %s outside 1..1000', bad.ma)
             WHEN octet_length(bad.uk) NOT BETWEEN 1 AND 512 THEN 'unique key must be 1-512 bytes'
