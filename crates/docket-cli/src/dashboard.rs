@@ -134,13 +134,23 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
 /// process runs).
 pub async fn serve_metrics<S: docket_core::Store>(addr_text: &str, store: S) -> anyhow::Result<()> {
     let addr = addr("--metrics-listen", addr_text)?;
+    // Beyond loopback, like the dashboard: closed without a secret (from the environment).
+    let token = std::env::var("DOCKET_METRICS_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty());
+    if token.is_none() && !addr.ip().is_loopback() {
+        return Err(CliError::invalid(format!(
+            "refusing to serve /metrics on {addr} without authentication: set DOCKET_METRICS_TOKEN (scrapers send it as a bearer token) or listen on a loopback address"
+        ))
+        .into());
+    }
     let handle = docket_dashboard::metrics::install().map_err(CliError::invalid)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!(
         "docket: metrics on http://{}/metrics",
         listener.local_addr()?
     );
-    let app = docket_dashboard::metrics::router(store, handle);
+    let app = docket_dashboard::metrics::router_with_token(store, handle, token);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");

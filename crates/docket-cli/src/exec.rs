@@ -57,7 +57,11 @@ impl ExecSpec {
     /// percent-encoded.
     pub fn new(cmd: String, kill_grace: Duration, passwords: &[String]) -> ExecSpec {
         let mut raw: Vec<String> = passwords.to_vec();
-        for k in ["DOCKET_DASHBOARD_TOKEN", "DOCKET_DASHBOARD_PASSWORD"] {
+        for k in [
+            "DOCKET_DASHBOARD_TOKEN",
+            "DOCKET_DASHBOARD_PASSWORD",
+            "DOCKET_METRICS_TOKEN",
+        ] {
             if let Ok(v) = std::env::var(k) {
                 raw.push(v);
             }
@@ -84,6 +88,7 @@ impl ExecSpec {
                     "DATABASE_URL" | "MYSQL_URL" | "DOCKET_LISTEN_URL"
                 ) || k.starts_with("PG")
                     || k.starts_with("DOCKET_DASHBOARD_")
+                    || k == "DOCKET_METRICS_TOKEN"
                     || {
                         // A value may carry a secret encoded any way: compare decoded too.
                         let decoded = percent_encoding::percent_decode_str(&v).decode_utf8_lossy();

@@ -163,3 +163,47 @@ async fn the_dashboard_serves_pages_and_a_worker_exports_metrics() {
     signal(worker.id(), "TERM");
     assert!(worker.wait().unwrap().success());
 }
+
+/// A worker's /metrics beyond loopback is closed without DOCKET_METRICS_TOKEN (refused at
+/// start), and with it answers only the bearer token.
+#[tokio::test]
+async fn worker_metrics_beyond_loopback_need_a_token() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&["migrate"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let work = [
+        "work",
+        "--queue",
+        "mq",
+        "--exec",
+        "true",
+        "--metrics-listen",
+        "0.0.0.0:0",
+    ];
+    assert_fails(&cli, &work, 5, "without authentication");
+    let token = "a-metrics-token-of-the-test-123";
+    let mut c = cli.cmd();
+    c.args(work).env("DOCKET_METRICS_TOKEN", token);
+    let (mut worker, addr) = spawn_and_wait(c, "docket: metrics on http://");
+    let port = addr
+        .trim()
+        .split('/')
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    assert_eq!(get(&url).0, 401, "no token");
+    let o = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(format!("Authorization: Bearer {token}"))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200");
+    signal(worker.id(), "TERM");
+    assert!(worker.wait().unwrap().success());
+}

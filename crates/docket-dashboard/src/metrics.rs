@@ -101,6 +101,10 @@ fn describe() {
     );
     describe_gauge!("docket_queue_paused", "1 while the queue is paused.");
     describe_gauge!("docket_queue_workers", "Live workers serving the queue.");
+    describe_gauge!(
+        "docket_queue_series_dropped",
+        "Queues beyond the first 500 of the overview, which get no series of their own."
+    );
     describe_gauge!("docket_workers_live", "Live worker processes.");
     describe_gauge!("docket_table_live_tuples", "Live rows of the jobs table.");
     describe_gauge!(
@@ -129,10 +133,43 @@ fn describe() {
     );
 }
 
+/// Queues with series of their own at most: whoever can enqueue can create queues, and each
+/// costs a handful of series; the rest are counted in `docket_queue_series_dropped`.
+pub const MAX_QUEUE_SERIES: usize = 500;
+
+/// The queues whose database gauges this process last set, so that a queue that emptied
+/// and left the overview reads 0 rather than its last value for ever.
+static REPORTED: Mutex<Option<std::collections::BTreeSet<String>>> = Mutex::new(None);
+
+fn zero_queue_gauges(name: &str) {
+    for state in ["pending", "ready", "blocked", "running", "dead"] {
+        gauge!("docket_queue_jobs", "queue" => name.to_string(), "state" => state).set(0.0);
+    }
+    gauge!("docket_queue_oldest_ready_age_seconds", "queue" => name.to_string()).set(0.0);
+    gauge!("docket_queue_leases_near_expiry", "queue" => name.to_string()).set(0.0);
+    gauge!("docket_queue_paused", "queue" => name.to_string()).set(0.0);
+    gauge!("docket_queue_workers", "queue" => name.to_string()).set(0.0);
+}
+
 /// Reads the database gauges now.
 pub async fn record_db_gauges<S: Store>(store: &S) -> Result<(), docket_core::StoreError> {
     let o = store.overview(GAUGE_CAP).await?;
-    for q in &o.queues {
+    let shown: std::collections::BTreeSet<String> = o
+        .queues
+        .iter()
+        .take(MAX_QUEUE_SERIES)
+        .map(|q| q.queue.clone())
+        .collect();
+    {
+        let mut reported = REPORTED.lock().expect("poisoned");
+        for gone in reported.iter().flatten().filter(|q| !shown.contains(*q)) {
+            zero_queue_gauges(gone);
+        }
+        *reported = Some(shown);
+    }
+    gauge!("docket_queue_series_dropped")
+        .set(o.queues.len().saturating_sub(MAX_QUEUE_SERIES) as f64);
+    for q in o.queues.iter().take(MAX_QUEUE_SERIES) {
         let name = q.queue.clone();
         let set = |state: &'static str, v: i64| {
             gauge!("docket_queue_jobs", "queue" => name.clone(), "state" => state).set(v as f64)
@@ -235,12 +272,40 @@ pub async fn endpoint<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
 
 /// A router serving only `/metrics`, for a worker process or an application to mount.
 pub fn router<S: Store>(store: S, handle: PrometheusHandle) -> Router {
+    router_with_token(store, handle, None)
+}
+
+/// [`router`], answering only requests that carry `Authorization: Bearer <token>` when a
+/// token is given (Prometheus's `authorization` setting) — what `docket work
+/// --metrics-listen` requires beyond loopback — and, without one, only the loopback host
+/// names (a DNS-rebinding page gets 421).
+pub fn router_with_token<S: Store>(
+    store: S,
+    handle: PrometheusHandle,
+    token: Option<String>,
+) -> Router {
     let scraper = Scraper::new(store, handle);
+    let opts = crate::Options {
+        auth: match token {
+            Some(t) => crate::Auth::Token(t),
+            None => crate::Auth::Open,
+        },
+        ..Default::default()
+    };
     Router::new().route(
         "/metrics",
-        get(move || {
+        get(move |headers: axum::http::HeaderMap| {
             let s = scraper.clone();
-            async move { exposition(s.render().await) }
+            let opts = opts.clone();
+            async move {
+                if !crate::auth::host_allowed(&opts, &headers) {
+                    return (StatusCode::MISDIRECTED_REQUEST, "host not served").into_response();
+                }
+                if opts.auth.actor(&headers).is_none() {
+                    return (StatusCode::UNAUTHORIZED, "bearer token required").into_response();
+                }
+                exposition(s.render().await)
+            }
         }),
     )
 }
