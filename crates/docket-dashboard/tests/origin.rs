@@ -147,3 +147,41 @@ async fn serve_answers_at_the_base_path_it_prints() {
         .unwrap();
     assert_eq!(r.status(), 200);
 }
+
+/// "Replay all" of a dead group whose error has several lines: the browser sends the hidden
+/// field's line breaks as CRLF, the stored message has LF; the group is replayed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_line_error_group_is_replayed() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for _ in 0..3 {
+        s.enqueue(&NewJob::new("m", "k", json!({}))).await.unwrap();
+    }
+    let dead = kill_all(s, "m", "first line\nsecond line").await;
+    assert_eq!(dead.len(), 3);
+    let base = serve(s.clone(), Options::default()).await;
+    let c = client();
+    let page = c.get(format!("{base}/dead")).send().await.unwrap();
+    let token = csrf_of(&page.text().await.unwrap());
+    let r = post(
+        &c,
+        format!("{base}/bulk"),
+        format!("_csrf={token}&op=retry%3Amatching&kind=k&state=dead&error=first%20line%0D%0Asecond%20line"),
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    docket_testkit::eventually(
+        std::time::Duration::from_secs(30),
+        "the group replayed",
+        || async {
+            let mut n = 0;
+            for id in &dead {
+                if s.get(*id).await.unwrap().state == JobState::Pending {
+                    n += 1;
+                }
+            }
+            n == 3
+        },
+    )
+    .await;
+}

@@ -60,7 +60,10 @@ pub fn query_from<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<JobQuery,
         field: text("field")
             .map(|f| FieldEq::parse(f).map_err(|e| e.to_string()))
             .transpose()?,
-        last_error: get("error").filter(|v| !v.is_empty()).map(str::to_string),
+        // A browser sends a form field's line breaks as CRLF; stored messages have LF.
+        last_error: get("error")
+            .filter(|v| !v.is_empty())
+            .map(|v| v.replace("\r\n", "\n")),
         before_finished_at: text("before_at")
             .map(|s| parse_time("before_at", s))
             .transpose()?,
