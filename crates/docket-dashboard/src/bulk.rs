@@ -129,6 +129,24 @@ async fn run<S: Store>(
 ) {
     query.limit = BATCH;
     query.before = None;
+    // Recorded before the first change: a walk that dies part way (the process killed, the
+    // database gone) still leaves who started what in the audit log; the closing entry
+    // below adds what it did.
+    let filter = app
+        .tasks
+        .lock()
+        .expect("poisoned")
+        .get(&id)
+        .map(|t| t.filter.clone())
+        .unwrap_or_default();
+    audit(
+        &app,
+        &actor,
+        &format!("bulk.{}.start", action.as_str()),
+        format!("matching {filter}"),
+        serde_json::json!({"task": id}),
+    )
+    .await;
     let update = |f: &dyn Fn(&mut TaskState)| {
         if let Some(t) = app.tasks.lock().expect("poisoned").get_mut(&id) {
             f(t);
@@ -179,7 +197,7 @@ async fn run<S: Store>(
         &actor,
         &format!("bulk.{}", action.as_str()),
         format!("matching {}", state.filter),
-        serde_json::json!({"changed": state.changed, "skipped": state.skipped,
+        serde_json::json!({"task": id, "changed": state.changed, "skipped": state.skipped,
                            "scanned": state.scanned, "error": state.error}),
     )
     .await;

@@ -184,4 +184,22 @@ async fn a_multi_line_error_group_is_replayed() {
         },
     )
     .await;
+    // The walk was audited when it started, before its first change, and when it ended.
+    docket_testkit::eventually(
+        std::time::Duration::from_secs(30),
+        "the closing audit entry",
+        || async {
+            s.audit_log(10)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.action == "bulk.retry")
+        },
+    )
+    .await;
+    let log = s.audit_log(10).await.unwrap();
+    let start = log.iter().position(|e| e.action == "bulk.retry.start");
+    let end = log.iter().position(|e| e.action == "bulk.retry");
+    assert!(start.is_some() && end.is_some(), "{log:?}");
+    assert!(end < start, "newest first: the end after the start");
 }
