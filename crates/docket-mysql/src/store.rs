@@ -61,11 +61,26 @@ impl MySqlStore {
             opts.get_port(),
             opts.get_database().unwrap_or_default()
         );
+        // One connection first, alone: the pool retries a failed connect until its acquire
+        // time-out and then says only "pool timed out"; this says "connection refused" (or
+        // what else went wrong) at once.
+        {
+            use sqlx::ConnectOptions;
+            let first = opts.connect().await.map_err(db_err)?;
+            let _ = sqlx::Connection::close(first).await;
+        }
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(|c, _| {
                 Box::pin(async move {
+                    // The mode Docket's SQL is written for, whatever the server's global one
+                    // (`ORACLE`, `ANSI_QUOTES`, … change what a statement means): MariaDB's
+                    // and MySQL's shared strict defaults, and `||` as concatenation.
+                    c.execute(
+                        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,PIPES_AS_CONCAT'",
+                    )
+                    .await?;
                     c.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
                         .await?;
                     c.execute("SET SESSION innodb_lock_wait_timeout = 10")
