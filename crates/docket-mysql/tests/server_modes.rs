@@ -68,8 +68,7 @@ async fn a_refused_port_fails_at_once_with_its_cause() {
     let t = Instant::now();
     let e = MySqlStore::connect(&format!("mysql://root:pw@127.0.0.1:{port}/x"), 2)
         .await
-        .err()
-        .expect("nothing listens there");
+        .expect_err("nothing listens there");
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     let msg = e.to_string();
     assert!(msg.to_lowercase().contains("refused"), "{msg}");
