@@ -95,6 +95,31 @@ impl Open for SqliteCtx {
     }
 
     async fn bulk_file(&self, path: &str, json: bool) -> anyhow::Result<()> {
+        // SQLite has one writer: the write transaction must not wait for input. A pipe (or
+        // anything but a regular file) is first copied to a private temporary file, and
+        // every line is validated before the write lock is taken; the transaction then
+        // reads a local file it has already checked (memory stays bounded either way).
+        let regular = path != "-" && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        let spool = if regular {
+            None
+        } else {
+            let mut input: Box<dyn std::io::Read> = if path == "-" {
+                Box::new(std::io::stdin())
+            } else {
+                Box::new(std::fs::File::open(path).map_err(|e| {
+                    CliError::invalid(format!("cannot read {}: {e}", crate::output::safe(path)))
+                })?)
+            };
+            // tempfile creates it 0600 and removes it when dropped.
+            let mut f = tempfile::NamedTempFile::new()?;
+            std::io::copy(&mut input, f.as_file_mut())?;
+            Some(f)
+        };
+        let path = spool
+            .as_ref()
+            .map_or(path.to_string(), |f| f.path().display().to_string());
+        let path = path.as_str();
+        enqueue::bulk_lines(path, async |_chunk| Ok(Vec::new())).await?;
         let store = self.migrated(2).await?;
         let mut tx = store
             .pool()

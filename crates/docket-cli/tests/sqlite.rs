@@ -464,3 +464,42 @@ async fn the_engine_bench_runs_every_size_asked_for_against_its_own_floor() {
     assert_eq!(code(&o), 5, "{}", err(&o));
     assert!(err(&o).contains("--counts must be"), "{}", err(&o));
 }
+
+/// A bulk enqueue reading a slow pipe does not hold the file's one write lock while it waits
+/// for input: another enqueue goes through meanwhile, and the bulk file still goes in whole
+/// once its input ends.
+#[tokio::test]
+async fn a_bulk_enqueue_from_a_slow_pipe_blocks_no_writer() {
+    let f = File::new();
+    let o = f.run(&["migrate"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let mut bulk = f
+        .cmd()
+        .args(["enqueue", "--bulk", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = bulk.stdin.take().unwrap();
+    use std::io::Write;
+    writeln!(input, r#"{{"queue":"b","kind":"k","args":{{}}}}"#).unwrap();
+    input.flush().unwrap();
+    // The pipe stays open: the bulk command waits for more input. A single enqueue must not
+    // wait for it (before, it failed after the 10 s busy time-out).
+    let t = std::time::Instant::now();
+    let o = f.run(&["enqueue", "--queue", "s", "--kind", "k"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    writeln!(input, r#"{{"queue":"b","kind":"k","args":{{"n":2}}}}"#).unwrap();
+    drop(input);
+    let done = bulk.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&done.stdout).trim(), "2");
+    let s = f.store().await;
+    assert_eq!(scalar(&s, "SELECT count(*) FROM jobs").await, 3);
+}
