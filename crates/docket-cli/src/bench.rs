@@ -643,6 +643,26 @@ pub async fn latency_samples(
     Ok((ms, poll))
 }
 
+/// Sizes refused up front, before anything is created or measured (also before the
+/// embedded cluster is started: `crate::run` calls this first).
+pub fn check_sizes(a: &BenchArgs) -> anyhow::Result<()> {
+    let bad =
+        |what: &str, range: &str| Err(CliError::invalid(format!("{what} must be {range}")).into());
+    if a.workers == 0 || a.workers > 64 {
+        return bad("--workers", "1..=64");
+    }
+    if a.concurrency == 0 || a.concurrency > 10_000 {
+        return bad("--concurrency", "1..=10000");
+    }
+    if a.batch == 0 || a.batch > 10_000 {
+        return bad("--batch", "1..=10000");
+    }
+    if a.jobs.is_some_and(|n| n == 0 || n > 100_000_000) {
+        return bad("--jobs", "1..=100000000");
+    }
+    Ok(())
+}
+
 pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     if !["on", "off", "local", "remote_write", "remote_apply"]
         .contains(&a.synchronous_commit.as_str())
@@ -652,6 +672,7 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         )
         .into());
     }
+    check_sizes(&a)?;
     let ctx = bench_ctx(ctx, &a.synchronous_commit);
     let all = a.scenario == "all";
     let mut results = Vec::new();

@@ -229,6 +229,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Embedded(cmd) = &cli.command {
         return ops::embedded(cmd).await;
     }
+    if let Command::Bench(a) = &cli.command {
+        bench::check_sizes(a)?;
+    }
     // A blank DATABASE_URL is a mistake (an unset secret in a deployment), not a request for
     // the embedded cluster: only an absent one means that.
     let blank = |v: &str| v.trim().is_empty();

@@ -272,6 +272,14 @@ async fn mistakes_are_named_not_obeyed() {
         5,
         "max_attempts -1",
     );
+    for (flag, v) in [
+        ("--workers", "0"),
+        ("--jobs", "0"),
+        ("--batch", "0"),
+        ("--jobs", "1000000000"),
+    ] {
+        assert_fails(&cli, &["bench", flag, v], 5, flag);
+    }
     let long = "q".repeat(10_000);
     let o = cli.run(&["enqueue", "--queue", &long, "--kind", "k"]);
     assert_eq!(code(&o), 5);
