@@ -190,18 +190,55 @@ pub(crate) async fn bulk_lines(
         CliError::invalid(format!("line {n}: {msg}")).hint("nothing from this file was inserted")
     };
     let mut lines = BufReader::new(reader).lines().enumerate();
+    let (mut chunk_first, mut chunk_last) = (0usize, 0usize);
     loop {
         let next = lines.next();
         if let Some((i, line)) = &next {
             let n = i + 1;
             let line = line.as_ref().map_err(|e| bad(n, e.to_string()))?;
+            // A byte-order mark (some editors write one) is not part of the first line.
+            let line = if n == 1 {
+                line.strip_prefix('\u{feff}').unwrap_or(line)
+            } else {
+                line
+            };
             if !line.trim().is_empty() {
-                let parsed: Line = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
+                if line.trim_start().starts_with('[') {
+                    return Err(bad(
+                        n,
+                        "a JSON array; each line holds one job object (NDJSON), not a list of them"
+                            .into(),
+                    )
+                    .into());
+                }
+                let parsed: Line = serde_json::from_str(line)
+                    .map_err(|e| bad(n, format!("not a job object: {e}")))?;
+                if chunk.is_empty() {
+                    chunk_first = n;
+                }
                 chunk.push(parsed.into_job().map_err(|e| bad(n, e.message))?);
+                chunk_last = n;
             }
         }
         if chunk.len() >= CHUNK || (next.is_none() && !chunk.is_empty()) {
-            let res = send(&chunk).await?;
+            // What the database refuses is named by the lines it came from.
+            let res = send(&chunk).await.map_err(|e| {
+                if matches!(
+                    e.downcast_ref::<docket_core::StoreError>(),
+                    Some(docket_core::StoreError::Unavailable(_))
+                ) {
+                    return e;
+                }
+                let range = if chunk_first == chunk_last {
+                    format!("line {chunk_first}")
+                } else {
+                    format!("lines {chunk_first}-{chunk_last}")
+                };
+                let msg = docket_core::redact::redact(&format!("{e:#}"));
+                CliError::invalid(format!("{range}: {msg}"))
+                    .hint("nothing from this file was inserted")
+                    .into()
+            })?;
             let dups = res.iter().filter(|e| e.duplicate).count();
             duplicates += dups;
             inserted += res.len() - dups;

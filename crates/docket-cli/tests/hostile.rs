@@ -280,6 +280,18 @@ async fn mistakes_are_named_not_obeyed() {
     ] {
         assert_fails(&cli, &["bench", flag, v], 5, flag);
     }
+    // Bulk files: a byte-order mark is not part of the first line; a JSON array is named.
+    let o = cli.run_stdin(
+        &["enqueue", "--bulk", "-"],
+        "\u{feff}{\"queue\":\"bom\",\"kind\":\"k\"}\n",
+    );
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = cli.run_stdin(
+        &["enqueue", "--bulk", "-"],
+        "{\"kind\":\"k\"}\n[{\"kind\":\"k\"}]\n",
+    );
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("line 2: a JSON array"), "{}", err(&o));
     let long = "q".repeat(10_000);
     let o = cli.run(&["enqueue", "--queue", &long, "--kind", "k"]);
     assert_eq!(code(&o), 5);
@@ -297,7 +309,8 @@ async fn mistakes_are_named_not_obeyed() {
     .expect_err("both run_at and delay");
     assert!(e.to_string().contains("both given"), "{e}");
     assert_eq!(
-        db.scalar("SELECT count(*) FROM {schema}.jobs").await,
+        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE queue = 'q'")
+            .await,
         0,
         "nothing written"
     );
