@@ -4,36 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use docket_testkit::TestDb;
-
-/// Spawns `cmd` with stderr piped and returns the process and the first stderr line
-/// containing `marker` (the address it listens on), within 60 s.
-fn spawn_and_wait(mut cmd: Command, marker: &str) -> (Proc, String) {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut p = Proc::spawn(&mut cmd);
-    let stderr = p.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let marker = marker.to_string();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(i) = line.find(&marker) {
-                let _ = tx.send(line[i + marker.len()..].to_string());
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the process reports its address");
-    (p, line)
-}
 
 fn get(url: &str) -> (u16, String) {
     let o = Command::new("curl")

@@ -279,6 +279,16 @@ pub fn migrate_with<'a>(
             .await
             .map_err(db_err)?;
             if !usable {
+                // Nothing to apply needs no privilege: a least-privilege role (the worker's,
+                // the operator's) runs against a schema its owner migrated. Only pending
+                // migrations need CREATE.
+                let version = read_version(&mut tx, schema, migrator).await.ok().flatten();
+                if let Some(v) = version {
+                    if migrator.iter().all(|m| v.applied.contains(&m.version)) {
+                        check_compatible(schema, &v, known)?;
+                        return Ok(());
+                    }
+                }
                 return Err(SchemaError::NoPrivilege {
                     schema: schema.into(),
                     role,

@@ -87,8 +87,14 @@ GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS} TO \"{a}\";
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
--- Operator: read-only.
+-- The audit log is append-only for everyone but its owner: an entry, once written, is
+-- neither rewritten nor removed by the roles it records.
+REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";
+-- Nor is the migration history the worker's to change.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\"._sqlx_migrations, \"{s}\".schema_compat FROM \"{w}\";
+-- Operator: read-only (and the pure helpers its reports call: \"why\" reads token buckets).
 GRANT SELECT ON ALL TABLES IN SCHEMA \"{s}\" TO \"{o}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".bucket_tokens(double precision, timestamptz, integer, bigint), \"{s}\".lock_space(text), \"{s}\".backoff_delay(integer, bigint, bigint) TO \"{o}\";
 "
     ));
     Ok(sql)

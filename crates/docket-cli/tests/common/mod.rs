@@ -286,3 +286,26 @@ pub fn worker_log_tails(dir: &Path) -> String {
     }
     out
 }
+
+/// Spawns `cmd` with stderr piped and returns the process and the first stderr line
+/// containing `marker` (the address it listens on), within 60 s.
+pub fn spawn_and_wait(mut cmd: std::process::Command, marker: &str) -> (Proc, String) {
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut p = Proc::spawn(&mut cmd);
+    let stderr = p.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker = marker.to_string();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if let Some(i) = line.find(&marker) {
+                let _ = tx.send(line[i + marker.len()..].to_string());
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the process reports its address");
+    (p, line)
+}
