@@ -83,9 +83,19 @@ impl Ctx {
                         .downcast_ref::<docket_postgres::migrate::SchemaError>()
                         .is_some() =>
                 {
+                    // The hint fits the case: a missing schema is created by `docket
+                    // migrate`; one migrated by a newer release needs that release.
+                    let hint = match inner.downcast_ref::<docket_postgres::migrate::SchemaError>() {
+                        Some(docket_postgres::migrate::SchemaError::TooNew { .. }) => {
+                            "a newer release of docket migrated this schema: upgrade this binary"
+                        }
+                        Some(docket_postgres::migrate::SchemaError::Missing { .. }) => {
+                            "check --schema / DOCKET_SCHEMA; `docket migrate` creates it"
+                        }
+                        _ => "check --schema / DOCKET_SCHEMA and the migration history",
+                    };
                     anyhow::Error::from(
-                        CliError::new(cli::exit::FAILURE, inner.to_string())
-                            .hint("check --schema / DOCKET_SCHEMA; `docket migrate` creates it"),
+                        CliError::new(cli::exit::FAILURE, inner.to_string()).hint(hint),
                     )
                 }
                 other => anyhow::Error::from(other),

@@ -50,22 +50,7 @@ pub fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
 /// reorder what is shown) are printed as `\u{..}` escapes. JSON output needs none of this:
 /// serde escapes what JSON requires and the consumer is a program.
 pub fn safe(s: &str) -> String {
-    let bad = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
-    };
-    if !s.chars().any(bad) {
-        return s.to_string();
-    }
-    s.chars()
-        .map(|c| {
-            if bad(c) {
-                format!("\\u{{{:x}}}", c as u32)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    docket_core::validate::visible(s)
 }
 
 /// Bounded preview of JSON for tables (payloads can be large), terminal-safe.

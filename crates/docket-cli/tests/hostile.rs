@@ -292,6 +292,32 @@ async fn mistakes_are_named_not_obeyed() {
     );
     assert_eq!(code(&o), 5, "{}", err(&o));
     assert!(err(&o).contains("line 2: a JSON array"), "{}", err(&o));
+    // A key with an escape sequence is echoed visibly, not to the terminal.
+    let o = cli.run(&[
+        "keys",
+        "limit",
+        "t\u{1b}]0;owned\u{7}x",
+        "--max-running",
+        "1",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(!out(&o).contains('\u{1b}'), "{:?}", out(&o));
+    assert!(out(&o).contains("\\u{1b}"), "{:?}", out(&o));
+    // A schema a newer release migrated (not additively) asks for that release, not for
+    // `docket migrate`.
+    let reader = db
+        .scalar("SELECT max(min_reader)::bigint FROM {schema}.schema_compat")
+        .await;
+    db.exec("UPDATE {schema}.schema_compat SET min_reader = 9999")
+        .await;
+    let o = cli.run(&["stats"]);
+    assert_eq!(code(&o), 1, "{}", err(&o));
+    assert!(err(&o).contains("upgrade this binary"), "{}", err(&o));
+    assert!(!err(&o).contains("docket migrate` creates"), "{}", err(&o));
+    db.exec(&format!(
+        "UPDATE {{schema}}.schema_compat SET min_reader = {reader}"
+    ))
+    .await;
     let long = "q".repeat(10_000);
     let o = cli.run(&["enqueue", "--queue", &long, "--kind", "k"]);
     assert_eq!(code(&o), 5);

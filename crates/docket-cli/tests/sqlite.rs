@@ -503,3 +503,40 @@ async fn a_bulk_enqueue_from_a_slow_pipe_blocks_no_writer() {
     let s = f.store().await;
     assert_eq!(scalar(&s, "SELECT count(*) FROM jobs").await, 3);
 }
+
+/// `docket work --drain` on a file that is not a database ends with an error instead of
+/// retrying for ever.
+#[tokio::test]
+async fn drain_on_a_corrupt_file_fails_instead_of_retrying_for_ever() {
+    let f = File::new();
+    let o = f.run(&["migrate"]);
+    assert!(o.status.success(), "{}", err(&o));
+    // Overwrite the file's pages with garbage (the header stays, so it still opens).
+    let path = f.dir.join("jobs.db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    for b in bytes.iter_mut().skip(100) {
+        *b = 0xA5;
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let _ = std::fs::remove_file(f.dir.join("jobs.db-wal"));
+    let _ = std::fs::remove_file(f.dir.join("jobs.db-shm"));
+    let mut c = f.cmd();
+    c.args([
+        "work", "--queue", "q", "--exec", "true", "--drain", "--poll", "50ms",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut p = Proc::spawn(&mut c);
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = p.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "still retrying after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success());
+}

@@ -40,6 +40,30 @@ fn charset_ok(s: &str, max: usize, extra: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
 }
 
+/// Text from job data or keys made safe to show to a person, on a terminal or a page:
+/// control characters (C0, DEL, C1 — an escape sequence can rewrite a terminal's screen or
+/// title) and bidirectional overrides and isolates (which reorder what is shown, so a key can
+/// look like another) become visible `\u{..}` escapes. Everything else is kept as it is;
+/// HTML escaping is still the page's job.
+pub fn visible(s: &str) -> String {
+    let bad = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    };
+    if !s.chars().any(bad) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if bad(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A rejected name as an error message may quote it: at most 64 characters (then how long
 /// it was), so a 10 KB name is not echoed back in full. Debug-quoting in the message escapes
 /// control characters.

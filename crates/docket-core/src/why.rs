@@ -80,7 +80,7 @@ impl Gate {
         match self {
             Gate::NotPending { state } => format!("it is {state}"),
             Gate::ScheduledLater { run_at, in_s } => {
-                format!("scheduled for {} (in {in_s:.1}s)", time(run_at))
+                format!("scheduled for {} (in {})", time(run_at), human_secs(*in_s))
             }
             Gate::QueuePaused { since } => format!("queue {q} is paused (since {})", time(since)),
             Gate::QueueFull {
@@ -135,5 +135,38 @@ impl WhyReport {
     /// True when nothing holds it: the next claim of its queue (by a live worker) takes it.
     pub fn next_up(&self) -> bool {
         self.gates.is_empty()
+    }
+}
+
+/// A wait as a person reads it: "4.2s", "3m 20s", "5h 2m", "12d 3h", "7975y 40d" — never
+/// billions of seconds.
+pub fn human_secs(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return "0s".into();
+    }
+    if s < 60.0 {
+        return format!("{s:.1}s");
+    }
+    let t = s as u64;
+    let (m, h, d, y) = (60, 3_600, 86_400, 31_557_600);
+    match t {
+        _ if t < h => format!("{}m {}s", t / m, t % m),
+        _ if t < d => format!("{}h {}m", t / h, (t % h) / m),
+        _ if t < y => format!("{}d {}h", t / d, (t % d) / h),
+        _ => format!("{}y {}d", t / y, (t % y) / d),
+    }
+}
+
+#[cfg(test)]
+mod human_tests {
+    use super::human_secs;
+
+    #[test]
+    fn waits_read_as_people_say_them() {
+        assert_eq!(human_secs(4.25), "4.2s");
+        assert_eq!(human_secs(200.0), "3m 20s");
+        assert_eq!(human_secs(5.0 * 3600.0 + 130.0), "5h 2m");
+        assert_eq!(human_secs(251_605_794_632.9), "7972y 331d");
+        assert_eq!(human_secs(f64::NAN), "0s");
     }
 }

@@ -179,6 +179,7 @@ pub fn pretty(v: &serde_json::Value) -> String {
 
 /// At most `n` characters of `s`, with an ellipsis when cut.
 pub fn cut(s: &str, n: usize) -> String {
+    let s = &docket_core::validate::visible(s);
     if s.chars().count() <= n {
         s.to_string()
     } else {

@@ -203,3 +203,35 @@ async fn a_multi_line_error_group_is_replayed() {
     assert!(start.is_some() && end.is_some(), "{log:?}");
     assert!(end < start, "newest first: the end after the start");
 }
+
+/// Keys are shown as they are, except what would hide or reorder them: an escape sequence
+/// and a right-to-left override in a key appear as visible escapes, never as raw characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_keys_are_shown_visibly() {
+    let db = TestDb::new().await;
+    let id = db
+        .store
+        .enqueue(
+            &NewJob::new("q", "k", json!({}))
+                .ordering_key("ab\u{202e}cd")
+                .concurrency_key("x\u{1b}[2Jy"),
+        )
+        .await
+        .unwrap()
+        .id;
+    let base = serve(db.store.clone(), Options::default()).await;
+    let page = client()
+        .get(format!("{base}/jobs/{}", id.0))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains('\u{202e}') && !page.contains('\u{1b}'),
+        "raw control characters"
+    );
+    assert!(page.contains("ab\\u{202e}cd"), "the override shown");
+    assert!(page.contains("x\\u{1b}[2Jy"), "the escape shown");
+}

@@ -288,13 +288,14 @@ impl<S: Store> Worker<S> {
         // Wait for the stop request (or, draining, for the queues to empty) — or for a
         // service to die, which stops the worker too.
         let failed = tokio::select! {
-            _ = async {
+            r = async {
                 if drain {
-                    self.wait_drained(&shutdown).await;
+                    self.wait_drained(&shutdown).await
                 } else {
                     shutdown.graceful.cancelled().await;
+                    Ok(())
                 }
-            } => None,
+            } => r.err().map(|e| ("drain".to_string(), e.to_string())),
             f = sup.first_failure() => Some(f),
         };
         if let Some((service, reason)) = &failed {
@@ -393,7 +394,11 @@ impl<S: Store> Worker<S> {
     }
 
     /// Returns when nothing in this worker's queues is ready or running (or on shutdown).
-    async fn wait_drained(&self, shutdown: &Shutdown) {
+    /// Waits until the queues are empty and nothing is held. Fails when the drain check
+    /// fails for good (not a passing outage: a file that is not a database, a schema that is
+    /// gone) several times running, rather than retry for ever.
+    async fn wait_drained(&self, shutdown: &Shutdown) -> Result<(), docket_core::StoreError> {
+        let mut failures = 0;
         let queues: Vec<String> = self
             .shared
             .config
@@ -405,15 +410,19 @@ impl<S: Store> Worker<S> {
             tokio::select! {
                 _ = self.idle.notified() => {}
                 _ = tokio::time::sleep(self.shared.config.poll_interval) => {}
-                _ = shutdown.graceful.cancelled() => return,
+                _ = shutdown.graceful.cancelled() => return Ok(()),
             }
             if !self.shared.tracker.is_empty() {
                 continue;
             }
             match self.shared.store.any_active(&queues).await {
-                Ok(false) if self.shared.tracker.is_empty() => return,
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "drain check failed"),
+                Ok(false) if self.shared.tracker.is_empty() => return Ok(()),
+                Ok(_) => failures = 0,
+                Err(e) if !e.is_transient() && failures >= 4 => return Err(e),
+                Err(e) => {
+                    failures += 1;
+                    warn!(error = %e, "drain check failed");
+                }
             }
         }
     }

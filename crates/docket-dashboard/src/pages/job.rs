@@ -61,7 +61,7 @@ pub async fn page<S: Store>(
             @if w.next_up() {
                 p #why { "Nothing holds it: the next claim of queue " (w.queue) " takes it." }
             } @else {
-                ul.gates #why { @for g in &w.gates { li { (g.describe(&w.queue)) } } }
+                ul.gates #why { @for g in &w.gates { li { (docket_core::validate::visible(&g.describe(&w.queue))) } } }
             }
         }
         h2 { "Job" }
@@ -79,9 +79,9 @@ pub async fn page<S: Store>(
                 @else { "–" }
             }
             dt { "cancel requested" } dd { (layout::opt_time(&j.cancel_requested_at)) }
-            dt { "unique key" } dd { (j.unique_key.as_deref().unwrap_or("–")) }
-            dt { "ordering key" } dd { (j.ordering_key.as_deref().unwrap_or("–")) }
-            dt { "concurrency key" } dd { (j.concurrency_key.as_deref().unwrap_or("–")) }
+            dt { "unique key" } dd { (shown(&j.unique_key)) }
+            dt { "ordering key" } dd { (shown(&j.ordering_key)) }
+            dt { "concurrency key" } dd { (shown(&j.concurrency_key)) }
             dt { "blocked" } dd { (j.blocked) }
         }
         h2 { "Args" }
@@ -113,4 +113,10 @@ pub async fn page<S: Store>(
         layout::fragment(&headers),
         Some(started),
     )
+}
+
+/// A key as shown: control characters and bidi overrides visible, "–" for none.
+fn shown(k: &Option<String>) -> String {
+    k.as_deref()
+        .map_or_else(|| "–".to_string(), docket_core::validate::visible)
 }
