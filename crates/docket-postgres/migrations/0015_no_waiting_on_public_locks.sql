@@ -19,8 +19,9 @@
 --   out of tokens.
 -- * jobs_release_keys(): the next job of the key is left flagged blocked; the key sweeper
 --   (unblock_keys, every key_sweep_interval) hands the key on. The completion commits.
--- Operators' control changes (sql/queue_lock.sql) still wait for the lock, for at most 5 s,
--- and then fail with a clear error naming who holds it.
+-- Operators' control changes (sql/queue_lock.sql) still wait for the lock in the lock
+-- manager's queue (lock_exclusive_within(), so claims back off while they wait), for at most
+-- 5 s, and then fail with a clear error.
 
 CREATE FUNCTION lock_briefly(p_space integer, p_key integer, p_shared boolean, p_tries integer)
 RETURNS boolean
@@ -45,6 +46,30 @@ BEGIN
         PERFORM pg_sleep(0.001);
         i := i + 1;
     END LOOP;
+END
+$function$;
+
+-- An operator's exclusive lock, waited for in the lock manager's queue (so claims, which only
+-- try, back off while it waits and it is not starved by them), for at most p_timeout_ms;
+-- false when it could not be had (another session holds it). Operators' changes are rare:
+-- the subtransaction of the exception block costs nothing that matters here.
+CREATE FUNCTION lock_exclusive_within(p_space integer, p_key integer, p_timeout_ms integer)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $function$
+DECLARE
+    before text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
+    BEGIN
+        PERFORM pg_advisory_xact_lock(p_space, p_key);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', before, true);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', before, true);
+    RETURN true;
 END
 $function$;
 

@@ -751,6 +751,26 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.lock_exclusive_within(p_space integer, p_key integer, p_timeout_ms integer)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO '{{schema}}'
+AS $function$
+DECLARE
+    before text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
+    BEGIN
+        PERFORM pg_advisory_xact_lock(p_space, p_key);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', before, true);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', before, true);
+    RETURN true;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.lock_space(p_what text)
  RETURNS integer
  LANGUAGE sql

@@ -357,7 +357,8 @@ impl PgStore {
 }
 
 async fn lock_queue(store: &PgStore, conn: &mut PgConnection, queue: &str) -> Result<()> {
-    let got: bool = sqlx::query_scalar(&store.inner.q.queue_lock)
+    let got: bool = store
+        .query_scalar(&store.inner.q.queue_lock)
         .bind(queue)
         .fetch_one(conn)
         .await

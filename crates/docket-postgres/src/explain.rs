@@ -36,10 +36,24 @@ fn parts(claim: &str, controlled: &str) -> std::result::Result<Vec<Part>, String
         .ok_or("claim(): no ready path markers")?;
     let fast = between(claim, "-- fast path begin\n", "-- fast path end")
         .ok_or("claim(): no fast path markers")?;
-    let scan = between(controlled, "FOR r IN\n", "\n    LOOP")
+    // Up to the line that is only `LOOP` (the scan sits inside the passes' loop, indented).
+    let scan = controlled
+        .split_once("FOR r IN\n")
+        .and_then(|(_, rest)| {
+            let mut end = 0;
+            for line in rest.split_inclusive('\n') {
+                if line.trim() == "LOOP" {
+                    return Some(rest[..end].trim_end());
+                }
+                end += line.len();
+            }
+            None
+        })
         .ok_or("claim_controlled(): no candidate scan (FOR r IN … LOOP)")?;
-    // The scan's variables, as the parameters of a prepared statement.
+    // The scan's variables, as the parameters of a prepared statement (a first pass: no key
+    // left out yet).
     let scan = scan
+        .replace("rated_out", "'{}'::text[]")
         .replace("p_queue", "$1")
         .replace("p_starve_ms", "$5")
         .replace("LIMIT depth", "LIMIT ($2 * 4 + 200)");
