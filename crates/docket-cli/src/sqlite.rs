@@ -85,6 +85,16 @@ impl Open for SqliteCtx {
     }
 
     async fn migrated(&self, conns: u32) -> anyhow::Result<SqliteStore> {
+        // A command that writes cannot run on a file opened read-only: say so up front
+        // (otherwise SQLite's "attempt to write a readonly database" came back as exit 1).
+        let query = self.url.split_once('?').map_or("", |(_, q)| q);
+        if query.split('&').any(|kv| kv == "mode=ro") {
+            return Err(CliError::invalid(format!(
+                "{} is opened read-only (mode=ro) and this command writes",
+                crate::output::safe(&self.path())
+            ))
+            .into());
+        }
         let store = self.connect(conns).await?;
         store.migrate().await?;
         Ok(store)

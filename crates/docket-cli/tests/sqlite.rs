@@ -90,6 +90,14 @@ async fn commands_work_on_a_file_and_refuse_what_needs_postgres() {
         .output()
         .unwrap();
     assert_eq!(code(&o), 5, "{}", err(&o));
+    let o = f
+        .cmd()
+        .env("DATABASE_URL", format!("{}?mode=ro", f.url))
+        .args(["enqueue", "--queue", "q", "--kind", "k"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("read-only"), "{}", err(&o));
     let o = f.run(&[
         "enqueue",
         "--queue",

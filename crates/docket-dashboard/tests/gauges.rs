@@ -56,3 +56,29 @@ async fn a_vanished_queue_reads_zero_and_series_are_bounded() {
     // The 500 shown plus "gone", which still reads 0 until a restart.
     assert!(queues.len() <= 501, "{} queues have series", queues.len());
 }
+
+/// The queues page with 300 queues: the 200 busiest rows and a line saying how many more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queues_page_is_bounded_however_many_queues() {
+    let db = TestDb::new().await;
+    let jobs: Vec<NewJob> = (0..300)
+        .map(|i| NewJob::new(format!("many{i:03}"), "k", json!({})))
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    let app =
+        docket_dashboard::router(db.store.clone(), docket_dashboard::Options::default()).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let page = reqwest::get(format!("http://{addr}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(page.matches("data-queue=").count(), 200);
+    assert!(
+        page.contains("100 more queues"),
+        "the hidden ones are counted"
+    );
+}

@@ -69,6 +69,9 @@ fn limits_form<S: Store>(app: &App<S>, q: &docket_core::QueueSummary) -> Markup 
     }
 }
 
+/// Queue rows the page shows at most.
+const MAX_ROWS: usize = 200;
+
 /// `GET /`.
 pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
@@ -83,6 +86,17 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     let (done, wait) = series(&samples, now, None);
     let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
     let ro = app.opts.read_only;
+    // Whoever can enqueue can create queues: the page shows the busiest MAX_ROWS (work
+    // waiting, running or dead first), so thousands of queues cannot make it megabytes.
+    let mut shown: Vec<&docket_core::QueueSummary> = o.queues.iter().collect();
+    let weight = |q: &docket_core::QueueSummary| q.ready.n + q.running + q.dead.n + q.blocked.n;
+    shown.sort_by(|a, b| {
+        weight(b)
+            .cmp(&weight(a))
+            .then_with(|| a.queue.cmp(&b.queue))
+    });
+    let hidden = shown.len().saturating_sub(MAX_ROWS);
+    shown.truncate(MAX_ROWS);
     let body = html! {
         h1 { "Queues" }
         div.cards {
@@ -101,7 +115,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                 th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
-                @for q in &o.queues {
+                @for q in &shown {
                     @let enc = urlenc(&q.queue);
                     tr data-queue=(q.queue) {
                         td {
@@ -137,6 +151,10 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                 }
                 @if o.queues.is_empty() { tr { td colspan="14" .muted { "No queue has work, controls or workers yet." } } }
             }
+        }
+        @if hidden > 0 {
+            p #more-queues { (hidden) " more queues with less work are not shown; open one by name: "
+                a href=(app.href("/jobs")) { "jobs" } " → queue." }
         }
         p.muted { "Counts stop at " (o.cap) " (shown as " (o.cap) "+) so this page never counts a whole table." }
     };
