@@ -1,4 +1,4 @@
--- Docket migration 0016: enqueue_many() refuses a job with both run_at and delay.
+-- Docket migration 0015: enqueue_many() refuses a job with both run_at and delay.
 --
 -- Given both, the function used run_at and dropped the delay without a word; now the batch is
 -- refused with the position named and nothing written, as for every other bad value.
