@@ -209,7 +209,32 @@ pub fn json_payload(
     if size > limit {
         return Err(ValidationError::TooLarge { what, size, limit });
     }
+    if let Some(n) = longest_number(v).filter(|&n| n > MAX_NUMBER_TEXT) {
+        return Err(ValidationError::Other {
+            what,
+            reason: format!(
+                "a number is stored as {n} digits (PostgreSQL writes numbers out in full: \
+                 1e131000 is 131,001 characters); at most {MAX_NUMBER_TEXT}: send it as a string"
+            ),
+        });
+    }
     Ok(size)
+}
+
+/// The most characters one JSON number may take once stored. Without it a 31-byte document
+/// (`{"x":1e131000}`) came back as 131 KB: bounded by the payload limit, but an
+/// amplification no real number needs.
+pub const MAX_NUMBER_TEXT: usize = 1024;
+
+/// The stored length of the longest number in `v`.
+fn longest_number(v: &serde_json::Value) -> Option<usize> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => Some(numeric_text_len(&n.to_string())),
+        Value::Array(a) => a.iter().filter_map(longest_number).max(),
+        Value::Object(o) => o.values().filter_map(longest_number).max(),
+        _ => None,
+    }
 }
 
 /// Checks every field of a job to enqueue.
@@ -382,5 +407,20 @@ mod shown_tests {
         assert!(e.contains("(10000 characters)"), "{e}");
         let e = super::kind("a\u{1b}[31mred").unwrap_err().to_string();
         assert!(!e.contains('\u{1b}'), "control characters are escaped: {e}");
+    }
+}
+
+#[cfg(test)]
+mod number_tests {
+    #[test]
+    fn a_number_that_expands_past_the_bound_is_refused() {
+        let v: serde_json::Value = serde_json::from_str(r#"{"x":1e131000}"#).unwrap();
+        let e = super::json_payload("args", &v, 262_144)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("131001 digits") || e.contains("digits"), "{e}");
+        let ok: serde_json::Value =
+            serde_json::from_str(r#"{"amount":12345678901234567890.123456789,"e":1e300}"#).unwrap();
+        assert!(super::json_payload("args", &ok, 262_144).is_ok());
     }
 }
