@@ -1,7 +1,12 @@
 -- why_ahead: how many ready jobs of the queue a strict-order claim takes before the job (at
--- most 10,000 counted). Parameters: queue, now, id, priority, run_at, id.
+-- most 10,000 counted), leaving out jobs of keys out of tokens (the claim walks past them).
+-- Parameters: queue, now, id, priority, run_at, id, now.
 SELECT COUNT(*) FROM (
     SELECT 1 FROM jobs
     WHERE queue = ? AND state = 'pending' AND run_at <= ? AND id <> ?
       AND (priority, run_at, id) < (?, ?, ?)
+      AND NOT EXISTS (SELECT 1 FROM key_limits kl
+                      WHERE kl.ckey = jobs.concurrency_key AND kl.rate_limit IS NOT NULL
+                        AND LEAST(kl.rate_limit, kl.tokens + GREATEST(0, ? - kl.refilled_at)
+                                                 * kl.rate_limit / kl.rate_period_ms) < 1)
     LIMIT 10000) a

@@ -502,6 +502,7 @@ impl MySqlStore {
                 .bind(priority)
                 .bind(run_at)
                 .bind(id.0)
+                .bind(now)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(db_err)?;

@@ -38,6 +38,11 @@ SELECT j.state, j.queue, j.run_at, j.blocked,
                 WHERE r.state = 'pending' AND NOT r.blocked AND r.queue = j.queue
                   AND r.run_at <= now() AND r.id <> j.id
                   AND (r.priority, r.run_at, r.id) < (j.priority, j.run_at, j.id)
+                  -- A job of a key out of tokens does not go first: the claim walks past it.
+                  AND NOT EXISTS (SELECT 1 FROM {{schema}}.key_limits kl
+                                  WHERE kl.key = r.concurrency_key AND kl.rate_limit IS NOT NULL
+                                    AND {{schema}}.bucket_tokens(kl.tokens, kl.refilled_at,
+                                            kl.rate_limit, kl.rate_period_ms) < 1)
                 LIMIT 10000) ahead)
        END AS ahead,
        EXISTS (SELECT 1 FROM {{schema}}.workers w

@@ -296,6 +296,14 @@ pub async fn a_deep_backlog_of_a_held_key_holds_back_no_one<H: Harness>(h: &H) {
         put(s, job("t").concurrency_key("free")).await,
         put(s, job("t").ordering_key("o")).await,
     ];
+    // "Why is it not running?" counts what goes first: the limit-full tenant's 400 (a claim
+    // has not walked past them yet), not the 400 of the tenant out of tokens.
+    let why = s.why(others[0]).await.unwrap();
+    let ahead = why.gates.iter().find_map(|g| match g {
+        Gate::BehindInQueue { ahead } => Some(*ahead),
+        _ => None,
+    });
+    assert_eq!(ahead, Some(400), "{:?}", why.gates);
     // Claims as a worker makes them; a few may go to walking past the held keys' jobs.
     let mut got = Vec::new();
     for _ in 0..5 {
