@@ -10,20 +10,22 @@ use std::process::Command;
 use common::*;
 use docket_testkit::{fresh_schema, host_port, TestDb};
 
-/// `docket` as login role `user` (a member of `group`), on the test's schema.
-fn as_role(db: &TestDb, user: &str) -> Command {
+/// The test server's URL as login role `user`.
+fn role_url(db: &TestDb, user: &str) -> String {
     let (host, port) = host_port(&db.url);
     let o: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
-    c.env(
-        "DATABASE_URL",
-        format!(
-            "postgres://{user}@{host}:{port}/{}",
-            o.get_database().unwrap_or("postgres")
-        ),
+    format!(
+        "postgres://{user}@{host}:{port}/{}",
+        o.get_database().unwrap_or("postgres")
     )
-    .env("DOCKET_SCHEMA", &db.schema)
-    .env_remove("DOCKET_HOME");
+}
+
+/// `docket` as login role `user`, on the test's schema.
+fn as_role(db: &TestDb, user: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+    c.env("DATABASE_URL", role_url(db, user))
+        .env("DOCKET_SCHEMA", &db.schema)
+        .env_remove("DOCKET_HOME");
     c
 }
 
@@ -85,19 +87,7 @@ async fn every_command_as_each_role() {
     assert_eq!(code(&o), 0, "worker work: {}", err(&o));
 
     // The worker role appends to the audit log but never rewrites or removes an entry.
-    let wpool = docket_testkit::pool(
-        &{
-            let (host, port) = host_port(&db.url);
-            let o: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
-            format!(
-                "postgres://{wu}@{host}:{port}/{}",
-                o.get_database().unwrap_or("postgres")
-            )
-        },
-        "roles-test",
-        1,
-    )
-    .await;
+    let wpool = docket_testkit::pool(&role_url(&db, &wu), "roles-test", 1).await;
     let s = &db.schema;
     sqlx::query(&format!(
         "INSERT INTO {s}.operator_actions (actor, action, target, detail) VALUES ('w', 'x', 'y', '{{}}')"

@@ -1,5 +1,5 @@
 //! What the server's own settings cannot change: a server whose global `sql_mode` is
-//! `ORACLE` (or anything else unusual) still runs every operation, because each session pins
+//! `ORACLE` (or anything else unusual) still runs every operation, because each connection pins
 //! the mode Docket's SQL is written for; and a refused port fails at once, naming the cause.
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 -- Docket migration 0014: claims that do not churn, attempts that count runs, and no lock
--- another session can hold stops a claim or a completion.
+-- another connection can hold stops a claim or a completion.
 --
 -- A worker claims ahead of its free slots (its prefetch buffer) and gives back what waited
 -- too long. Two things made that expensive with real handlers:
@@ -87,7 +87,7 @@ $function$;
 
 -- An operator's exclusive lock, waited for in the lock manager's queue (so claims, which only
 -- try, back off while it waits and it is not starved by them), for at most p_timeout_ms;
--- false when it could not be had (another session holds it). Operators' changes are rare:
+-- false when it could not be had (another connection holds it). Operators' changes are rare:
 -- the subtransaction of the exception block costs nothing that matters here.
 CREATE FUNCTION lock_exclusive_within(p_space integer, p_key integer, p_timeout_ms integer)
 RETURNS boolean
@@ -289,7 +289,7 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     -- Not a wait: see lock_briefly(). Held by a pause or limit change in progress (or by any
-    -- session that took the computable key): this claim hands out nothing.
+    -- connection that took the computable key): this claim hands out nothing.
     IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND q.paused_at IS NOT NULL THEN RETURN; END IF;
@@ -381,7 +381,7 @@ BEGIN
     END IF;
     IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
         -- Not a wait: a key whose lock cannot be had at once is left to the key sweeper
-        -- (unblock_keys), so a session holding the key's lock never holds a completion.
+        -- (unblock_keys), so a connection holding the key's lock never holds a completion.
         IF lock_briefly(lock_space('key'), hashtext('o:' || OLD.ordering_key), true, 20) THEN
         UPDATE jobs SET blocked = false
         WHERE id = (SELECT id FROM jobs

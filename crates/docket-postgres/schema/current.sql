@@ -227,7 +227,7 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
     -- Not a wait: see lock_briefly(). Held by a pause or limit change in progress (or by any
-    -- session that took the computable key): this claim hands out nothing.
+    -- connection that took the computable key): this claim hands out nothing.
     IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND q.paused_at IS NOT NULL THEN RETURN; END IF;
@@ -702,7 +702,7 @@ BEGIN
     END IF;
     IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
         -- Not a wait: a key whose lock cannot be had at once is left to the key sweeper
-        -- (unblock_keys), so a session holding the key's lock never holds a completion.
+        -- (unblock_keys), so a connection holding the key's lock never holds a completion.
         IF lock_briefly(lock_space('key'), hashtext('o:' || OLD.ordering_key), true, 20) THEN
         UPDATE jobs SET blocked = false
         WHERE id = (SELECT id FROM jobs

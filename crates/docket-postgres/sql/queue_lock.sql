@@ -6,5 +6,5 @@
 -- before the change is written, so a claim never holds the control row while waiting for it
 -- (no deadlock). Waited for in the lock manager's queue, so claims (which only try) back off
 -- meanwhile, but bounded (lock_exclusive_within(), migration 0014): the key is computable and
--- any session may hold it, and an operator's command must say so rather than hang.
+-- any connection may hold it, and an operator's command must say so rather than hang.
 SELECT {{schema}}.lock_exclusive_within({{schema}}.lock_space('queue'), hashtext($1), 5000)

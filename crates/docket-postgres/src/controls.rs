@@ -366,7 +366,7 @@ async fn lock_queue(store: &PgStore, conn: &mut PgConnection, queue: &str) -> Re
     if !got {
         return Err(StoreError::Unavailable(
             format!(
-                "queue {queue:?}: its control lock is held by another database session (an advisory lock in pg_locks); nothing was changed, try again"
+                "queue {queue:?}: its control lock is held by another database connection (an advisory lock in pg_locks); nothing was changed, try again"
             )
             .into(),
         ));

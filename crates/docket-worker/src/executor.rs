@@ -73,10 +73,10 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     let Some(permit) = slot else {
         return;
     };
-    let run_slot = pace.clone().map(|pace| RunSlot {
+    let run_slot = RunSlot {
         _permit: permit,
-        pace,
-    });
+        pace: pace.clone(),
+    };
     // The attempt a handler sees counts runs: claims given back unrun (releases, snoozes)
     // raised the fencing token but are not attempts of the job.
     let (run, max_runs) =

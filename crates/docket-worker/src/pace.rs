@@ -114,12 +114,14 @@ impl QueuePace {
 /// A run slot held by an executing job; freeing it tells the queue's fetcher.
 pub(crate) struct RunSlot {
     pub _permit: OwnedSemaphorePermit,
-    pub pace: std::sync::Arc<QueuePace>,
+    pub pace: Option<std::sync::Arc<QueuePace>>,
 }
 
 impl Drop for RunSlot {
     fn drop(&mut self) {
-        self.pace.slot_freed.notify_one();
+        if let Some(p) = &self.pace {
+            p.slot_freed.notify_one();
+        }
     }
 }
 

@@ -292,7 +292,7 @@ async fn each_role_can_do_its_share_and_nothing_more() {
 /// behind a claim, a completion whose key lock is held still commits (the key sweeper hands
 /// the key on), and an operator's pause fails with a clear error instead of hanging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_any_session_can_hold_stop_no_claim_and_no_completion() {
+async fn locks_any_connection_can_hold_stop_no_claim_and_no_completion() {
     let db = TestDb::new().await;
     let role = format!("r{}", fresh_schema());
     let nobody = login_role(&db, &role, None).await;
