@@ -39,13 +39,16 @@ pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
     }
 }
 
-/// Runs `job` to its end and hands the outcome to the completer.
-pub(crate) async fn execute<S: Store>(
+/// Registers a claimed job with the tracker now and returns its run, to be spawned.
+/// Registered before the fetcher that claimed it returns: shutdown joins the fetchers and
+/// then reads the tracker, so a job claimed just as shutdown began is always seen (released
+/// or finished), never left leased by a task that had not yet started.
+pub(crate) fn execute<S: Store>(
     shared: Arc<Shared<S>>,
     job: ClaimedJob,
     permit: OwnedSemaphorePermit,
     deadline: std::time::Instant,
-) {
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
     let lease = job.lease();
     let labels = shared.telemetry.claimed(&job, shared.config.lease);
     let span = crate::telemetry::job_span(&job);
@@ -56,9 +59,9 @@ pub(crate) async fn execute<S: Store>(
         }
         warn!(job = %lease.id, attempt = lease.attempt,
               "claimed a job again that is still running here (an earlier claim was lost, as in a server crash); the running execution keeps it");
-        return;
+        return None;
     };
-    run(shared, job, entry).instrument(span).await
+    Some(run(shared, job, entry).instrument(span))
 }
 
 async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFlight>) {

@@ -132,7 +132,9 @@ impl<S: Store> Fetcher<S> {
         let n = jobs.len();
         for job in jobs {
             let permit = permits.pop().expect("one permit per claimed job");
-            tokio::spawn(execute(self.shared.clone(), job, permit, sent_at + lease));
+            if let Some(run) = execute(self.shared.clone(), job, permit, sent_at + lease) {
+                tokio::spawn(run);
+            }
         }
         Ok(Claimed { n, offered, free })
     }
