@@ -2,7 +2,7 @@
 # mutants.sh — proves that the tests behind Docket's guarantees can fail.
 #
 # Each mutant (crates/docket-core/src/mutants.rs) removes one guarantee: a fence from a SQL
-# statement, SKIP LOCKED from the claim, a check from the runtime. For each one this script
+# function, SKIP LOCKED from the claim, a check from the runtime. For each one this script
 # runs the tests that claim to prove that guarantee with DOCKET_MUTANT set (the test binaries
 # are built once with the test-only cargo feature `fault-injection`; the variable selects the
 # mutant at run time), and prints a table. A mutant that no test catches is a proof that
@@ -35,6 +35,7 @@ controlled_work_buffered|docket-worker:prefetch:keyed_work_is_claimed_only_for_f
 release_counts_run|docket-worker:prefetch:the_attempt_a_handler_sees_counts_runs
 claim_waits_on_public_lock|docket-worker:trust:locks_any_connection_can_hold_stop_no_claim_and_no_completion
 claim_walk_stops_at_held_keys|docket-postgres:conformance:a_deep_backlog_of_a_held_key_holds_back_no_one
+grant_keeps_job_writes|docket-cli:roles:every_command_as_each_role
 EOF
 )
 

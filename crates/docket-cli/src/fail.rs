@@ -69,6 +69,11 @@ pub fn classify(e: &anyhow::Error) -> (i32, String, Option<String>) {
                     ),
                 },
                 StoreError::LeaseLost(_) => (exit::CONFLICT, s.to_string(), None),
+                StoreError::Denied(_) => (
+                    exit::FAILURE,
+                    redact(&s.to_string()),
+                    Some("nothing was written; run this as a member of the worker role (`docket grant`)".into()),
+                ),
                 _ => (exit::FAILURE, redact(&s.to_string()), schema_hint(s)),
             };
         }

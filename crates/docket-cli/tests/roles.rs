@@ -29,6 +29,16 @@ fn as_role(db: &TestDb, user: &str) -> Command {
     c
 }
 
+/// `curl -s ARGS`, its standard output as text.
+fn curl(args: &[&str]) -> String {
+    let o = Command::new("curl")
+        .arg("-s")
+        .args(args)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn run(mut c: Command, args: &[&str]) -> std::process::Output {
     c.args(args).output().expect("run docket")
 }
@@ -104,7 +114,58 @@ async fn every_command_as_each_role() {
         let e = sqlx::query(&sql).execute(&wpool).await.expect_err(&sql);
         assert!(e.to_string().contains("permission denied"), "{sql}: {e}");
     }
+    // ... and writes a job row only through the state machine's functions (migration 0016):
+    // no statement of its own marks a job it never claimed succeeded, inserts a finished
+    // row or deletes one, and the fenced function changes nothing for a job it does not hold.
+    for sql in [
+        format!("UPDATE {s}.jobs SET state = 'succeeded', finished_at = now() WHERE id = {later}"),
+        format!("INSERT INTO {s}.jobs (queue, kind, state, finished_at) VALUES ('r', 'k', 'succeeded', now())"),
+        format!("DELETE FROM {s}.jobs WHERE id = {later}"),
+    ] {
+        let e = sqlx::query(&sql).execute(&wpool).await.expect_err(&sql);
+        assert!(e.to_string().contains("permission denied"), "{sql}: {e}");
+    }
+    let hit: Vec<(i64, i32)> = sqlx::query_as(&format!(
+        "SELECT id, attempt FROM {s}.complete_fenced(ARRAY[{later}]::bigint[], ARRAY[0], 'forged')"
+    ))
+    .fetch_all(&wpool)
+    .await
+    .unwrap();
+    assert!(hit.is_empty(), "a pending job cannot be completed: {hit:?}");
+    let state: String =
+        sqlx::query_scalar(&format!("SELECT state FROM {s}.jobs WHERE id = {later}"))
+            .fetch_one(&wpool)
+            .await
+            .unwrap();
+    assert_eq!(state, "pending");
     wpool.close().await;
+    // A bulk file of COPY size from the worker role goes through the functions (it may not
+    // COPY into the table), and every job of it is there.
+    let bulk = std::env::temp_dir().join(format!("roles-bulk-{suffix}.ndjson"));
+    std::fs::write(&bulk, "{\"queue\":\"bulk\",\"kind\":\"k\"}\n".repeat(1200)).unwrap();
+    let o = run(
+        as_role(&db, &wu),
+        &["enqueue", "--bulk", bulk.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&bulk);
+    assert_eq!(code(&o), 0, "worker bulk enqueue: {}", err(&o));
+    let n: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {s}.jobs WHERE queue = 'bulk'"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(n, 1200);
+    // The application role may not call them at all.
+    let apool = docket_testkit::pool(&role_url(&db, &au), "roles-test", 1).await;
+    let e = sqlx::query(&format!(
+        "SELECT * FROM {s}.complete_fenced(ARRAY[{later}]::bigint[], ARRAY[0], 'forged')"
+    ))
+    .execute(&apool)
+    .await
+    .expect_err("the application role completes nothing");
+    assert!(e.to_string().contains("permission denied"), "{e}");
+    apool.close().await;
 
     // The operator role reads everything.
     for args in [
@@ -174,6 +235,116 @@ async fn every_command_as_each_role() {
     }
     let _ = dash.kill();
     let _ = dash.wait();
+
+    // Every dashboard action as each writing role: the operator's is refused with 403 and
+    // "permission denied" and changes nothing; the worker's is done.
+    let mut dead = vec![];
+    for kind in ["one", "one", "walk", "walk"] {
+        let o = cli.run(&[
+            "enqueue",
+            "--queue",
+            "d",
+            "--kind",
+            kind,
+            "--max-attempts",
+            "1",
+        ]);
+        dead.push(out(&o).trim().to_string());
+    }
+    let o = cli.run(&[
+        "work", "--queue", "d", "--exec", "false", "--drain", "--poll", "100ms",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    for (i, (user, allowed)) in [(&ou, false), (&wu, true)].into_iter().enumerate() {
+        let (one, walked) = (&dead[i], &dead[2 + i]);
+        let o = cli.run(&["enqueue", "--queue", "a", "--kind", "k", "--delay", "1h"]);
+        let pending = out(&o).trim().to_string();
+        let mut c = as_role(&db, user);
+        c.args(["dashboard", "--listen", "127.0.0.1:0"]);
+        let (mut dash, addr) = spawn_and_wait(c, "docket: dashboard on http://");
+        let base = format!("http://{}", addr.trim().split(['/', ' ']).next().unwrap());
+        let page = curl(&[&format!("{base}/jobs/{pending}")]);
+        let at = page.find("name=\"_csrf\" value=\"").expect("a CSRF token") + 20;
+        let token = &page[at..at + 64];
+        for (path, form) in [
+            (format!("/jobs/{pending}/run-now"), String::new()),
+            (format!("/jobs/{pending}/cancel"), String::new()),
+            (format!("/jobs/{one}/retry"), String::new()),
+            ("/queues/a/pause".into(), String::new()),
+            ("/queues/a/resume".into(), String::new()),
+            ("/queues/a/limits".into(), "&max_running=3".into()),
+            (
+                "/bulk".into(),
+                format!("&op=cancel%3Aselected&ids={pending}"),
+            ),
+        ] {
+            let status = curl(&[
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--data",
+                &format!("_csrf={token}{form}"),
+                &format!("{base}{path}"),
+            ]);
+            let want = if allowed { "303" } else { "403" };
+            assert_eq!(status, want, "{user} POST {path}");
+        }
+        let state: String =
+            sqlx::query_scalar(&format!("SELECT state FROM {s}.jobs WHERE id = {pending}"))
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            state,
+            if allowed { "cancelled" } else { "pending" },
+            "{user}"
+        );
+        if !allowed {
+            // The refusal says why, in words.
+            let body = curl(&[
+                "--data",
+                &format!("_csrf={token}"),
+                &format!("{base}/jobs/{pending}/cancel"),
+            ]);
+            assert!(body.contains("permission denied"), "{body}");
+        }
+        // A bulk walk over every matching job: refused for the operator (the task reports the
+        // error and nothing changes), done for the worker.
+        let r = curl(&[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{redirect_url}",
+            "--data",
+            &format!("_csrf={token}&op=retry%3Amatching&state=dead&kind=walk&queue=d"),
+            &format!("{base}/bulk"),
+        ]);
+        assert!(r.contains("/tasks/"), "{user}: {r}");
+        let task = || curl(&["-H", "accept: application/json", &r]);
+        docket_testkit::eventually(
+            std::time::Duration::from_secs(30),
+            "the bulk task ends",
+            || async { task().contains("\"done\":true") },
+        )
+        .await;
+        let report = task();
+        let states: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT state FROM {s}.jobs WHERE id IN ({one}, {walked}) ORDER BY id"
+        ))
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        let dead_state = states.join(",");
+        if allowed {
+            assert_eq!(dead_state, "pending,pending", "{report}");
+        } else {
+            assert!(report.contains("permission denied"), "{report}");
+            assert_eq!(dead_state, "dead,dead", "{report}");
+        }
+        let _ = dash.kill();
+        let _ = dash.wait();
+    }
     // Roles are dropped with their grants (the shared server keeps nothing).
     for r in [&au, &wu, &ou] {
         db.exec(&format!("DROP ROLE {r}")).await;

@@ -97,6 +97,11 @@ pub enum StoreError {
     /// make a retry safe).
     #[error("database unavailable: {0}")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database role lacks the privilege for this operation; nothing was written. Its
+    /// own variant so a read-only operator's click or command says so plainly (the roles of
+    /// `docket grant`), not "database error".
+    #[error("permission denied: {0}")]
+    Denied(String),
     /// Any other database error.
     #[error("database error: {0}")]
     Database(#[source] Box<dyn std::error::Error + Send + Sync>),

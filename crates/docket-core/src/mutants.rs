@@ -51,6 +51,9 @@ pub enum Mutant {
     /// The claim's walk ends at its first pass: a deep backlog of a key out of tokens holds
     /// back the rest of its queue.
     ClaimWalkStopsAtHeldKeys,
+    /// `docket grant` leaves the worker role INSERT, UPDATE and DELETE on `jobs`: its members
+    /// can write rows past the state machine.
+    GrantKeepsJobWrites,
 }
 
 impl Mutant {
@@ -72,6 +75,7 @@ impl Mutant {
         Mutant::ReleaseCountsRun,
         Mutant::ClaimWaitsOnPublicLock,
         Mutant::ClaimWalkStopsAtHeldKeys,
+        Mutant::GrantKeepsJobWrites,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -93,73 +97,68 @@ impl Mutant {
             Mutant::ReleaseCountsRun => "release_counts_run",
             Mutant::ClaimWaitsOnPublicLock => "claim_waits_on_public_lock",
             Mutant::ClaimWalkStopsAtHeldKeys => "claim_walk_stops_at_held_keys",
+            Mutant::GrantKeepsJobWrites => "grant_keeps_job_writes",
         }
     }
 
-    /// Text replacements `(statement file, from, to)` that make this mutant out of the SQL
-    /// in `sql/*.sql`; empty for runtime mutants. `from` must occur in the statement (the
-    /// store panics otherwise, so a reworded statement cannot silently disarm a mutant).
-    pub fn sql_edits(self) -> &'static [(&'static str, &'static str, &'static str)] {
+    /// Text replacements `(function, from, to)` applied to the definitions of the schema's
+    /// SQL functions (after migrating, in the test's own schema): the fenced writes and the
+    /// claim live in functions (migration 0016), where every role's write must pass.
+    /// `docket-postgres`'s unit tests check that each `from` occurs in the function's current
+    /// definition (`schema/current.sql`), so a reworded function cannot disarm a mutant.
+    pub fn function_edits(self) -> &'static [(&'static str, &'static str, &'static str)] {
         const FENCE: &str =
-            "AND j.lease_owner = $3\n  AND j.lease_expires_at > statement_timestamp()";
+            "AND j.lease_owner = p_owner\n      AND j.lease_expires_at > statement_timestamp()";
         match self {
-            Mutant::CompleteNoAttemptCheck => &[("complete_many", "AND j.attempt = c.attempt", "")],
+            Mutant::CompleteNoAttemptCheck => {
+                &[("complete_fenced", "AND j.attempt = c.attempt", "")]
+            }
             Mutant::CompleteNoFence => &[
-                ("complete_many", "AND j.attempt = c.attempt", ""),
-                ("complete_many", FENCE, "AND j.state = 'running'"),
+                ("complete_fenced", "AND j.attempt = c.attempt", ""),
+                ("complete_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::CompleteAfterExpiry => &[(
-                "complete_many",
+                "complete_fenced",
                 "AND j.lease_expires_at > statement_timestamp()",
                 "",
             )],
             Mutant::CompleteDeleteNoFence => &[
-                ("complete_delete_many", "AND j.attempt = c.attempt", ""),
-                ("complete_delete_many", FENCE, "AND j.state = 'running'"),
+                ("complete_delete_fenced", "AND j.attempt = c.attempt", ""),
+                ("complete_delete_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::FailNoFence => &[
-                ("fail_many", "AND j.attempt = f.attempt", ""),
-                (
-                    "fail_many",
-                    "AND j.lease_owner = $6\n  AND j.lease_expires_at > statement_timestamp()",
-                    "AND j.state = 'running'",
-                ),
+                ("fail_fenced", "AND j.attempt = f.attempt", ""),
+                ("fail_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::SnoozeNoFence => &[
-                ("snooze_many", "AND j.attempt = s.attempt", ""),
-                (
-                    "snooze_many",
-                    "AND j.lease_owner = $4\n  AND j.lease_expires_at > statement_timestamp()",
-                    "AND j.state = 'running'",
-                ),
+                ("snooze_fenced", "AND j.attempt = s.attempt", ""),
+                ("snooze_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::HeartbeatNoFence => &[
-                ("heartbeat", "AND j.attempt = c.attempt", ""),
+                ("heartbeat_fenced", "AND j.attempt = c.attempt", ""),
                 (
-                    "heartbeat",
-                    "AND j.lease_owner = $3",
-                    "AND j.state = 'running'",
+                    "heartbeat_fenced",
+                    "AND j.lease_owner = p_owner\n",
+                    "AND j.state = 'running'\n",
                 ),
             ],
             Mutant::ReapUnexpired => &[(
-                "reap",
+                "reap_expired",
                 "lease_expires_at < now()",
                 "lease_expires_at < now() + interval '1 hour'",
             )],
-            _ => &[],
-        }
-    }
-
-    /// Text replacements applied to the definitions of the schema's SQL functions whose
-    /// names start with `claim` (after migrating, in the test's own schema).
-    pub fn function_edits(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Mutant::ClaimNoSkipLocked => &[("SKIP LOCKED", "")],
+            Mutant::ClaimNoSkipLocked => &[
+                ("claim", "SKIP LOCKED", ""),
+                ("claim_controlled", "SKIP LOCKED", ""),
+            ],
             Mutant::ClaimWaitsOnPublicLock => &[(
+                "claim",
                 "IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;",
                 "PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));",
             )],
-            Mutant::ClaimWalkStopsAtHeldKeys => &[("OR new_rated = 0 OR", "OR true OR")],
+            Mutant::ClaimWalkStopsAtHeldKeys => {
+                &[("claim_controlled", "OR new_rated = 0 OR", "OR true OR")]
+            }
             _ => &[],
         }
     }

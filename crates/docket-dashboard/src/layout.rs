@@ -117,6 +117,7 @@ pub fn error<S: Store>(app: &App<S>, e: &StoreError) -> Response {
         StoreError::Invalid(_) => StatusCode::BAD_REQUEST,
         StoreError::NotFound(_) => StatusCode::NOT_FOUND,
         StoreError::WrongState { .. } | StoreError::UniqueConflict { .. } => StatusCode::CONFLICT,
+        StoreError::Denied(_) => StatusCode::FORBIDDEN,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let body = html! { h1 { "Error" } p.error { (e.to_string()) } };

@@ -60,7 +60,7 @@ CREATE INDEX jobs_keyed_ready_idx ON {{schema}}.jobs USING btree (queue, run_at)
 CREATE INDEX jobs_lease_idx ON {{schema}}.jobs USING btree (lease_expires_at) WHERE (state = 'running'::text);
 CREATE INDEX jobs_ordering_idx ON {{schema}}.jobs USING btree (ordering_key, id) WHERE ((ordering_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text, 'dead'::text])));
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {{schema}}.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text])));
-CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, metadata, errors, priority, max_attempts, backoff_base_ms, backoff_cap_ms, ordering_key, concurrency_key, unique_key ON {{schema}}.jobs FOR EACH ROW WHEN (((((octet_length(new.queue) >= 1) AND (octet_length(new.queue) <= 64)) IS FALSE) OR (((octet_length(new.kind) >= 1) AND (octet_length(new.kind) <= 128)) IS FALSE) OR ((new.max_attempts > 0) IS FALSE) OR (((new.priority >= '-100'::integer) AND (new.priority <= 100)) IS FALSE) OR ((octet_length((new.args)::text) <= 262144) IS FALSE) OR ((jsonb_typeof(new.metadata) = 'object'::text) IS FALSE) OR ((octet_length((new.metadata)::text) <= 16384) IS FALSE) OR ((jsonb_typeof(new.errors) = 'array'::text) IS FALSE) OR ((octet_length((new.errors)::text) <= 262144) IS FALSE) OR (((octet_length(new.unique_key) >= 1) AND (octet_length(new.unique_key) <= 512)) IS FALSE) OR (((octet_length(new.ordering_key) >= 1) AND (octet_length(new.ordering_key) <= 512)) IS FALSE) OR (((octet_length(new.concurrency_key) >= 1) AND (octet_length(new.concurrency_key) <= 512)) IS FALSE) OR ((COALESCE(((new.backoff_base_ms >= 1) AND (new.backoff_base_ms <= 604800000)), true) AND COALESCE(((new.backoff_cap_ms >= COALESCE(new.backoff_base_ms, (1)::bigint)) AND (new.backoff_cap_ms <= '2592000000'::bigint)), true)) IS FALSE))) EXECUTE FUNCTION {{schema}}.jobs_input_rejected();
+CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, metadata, errors, priority, max_attempts, backoff_base_ms, backoff_cap_ms, ordering_key, concurrency_key, unique_key ON {{schema}}.jobs FOR EACH ROW WHEN (((((octet_length(new.queue) >= 1) AND (octet_length(new.queue) <= 64)) IS FALSE) OR (((octet_length(new.kind) >= 1) AND (octet_length(new.kind) <= 128)) IS FALSE) OR ((new.max_attempts > 0) IS FALSE) OR (((new.priority >= '-100'::integer) AND (new.priority <= 100)) IS FALSE) OR ((octet_length((new.args)::text) <= 262144) IS FALSE) OR ((jsonb_typeof(new.metadata) = 'object'::text) IS FALSE) OR ((octet_length((new.metadata)::text) <= 16384) IS FALSE) OR ((jsonb_typeof(new.errors) = 'array'::text) IS FALSE) OR ((octet_length((new.errors)::text) <= 262144) IS FALSE) OR (((octet_length(new.unique_key) >= 1) AND (octet_length(new.unique_key) <= 512)) IS FALSE) OR (((octet_length(new.ordering_key) >= 1) AND (octet_length(new.ordering_key) <= 512)) IS FALSE) OR (((octet_length(new.concurrency_key) >= 1) AND (octet_length(new.concurrency_key) <= 512)) IS FALSE) OR ((octet_length((new.args)::text) > 1024) AND {{schema}}.jsonb_has_long_number(new.args)) OR ((octet_length((new.metadata)::text) > 1024) AND {{schema}}.jsonb_has_long_number(new.metadata)) OR ((COALESCE(((new.backoff_base_ms >= 1) AND (new.backoff_base_ms <= 604800000)), true) AND COALESCE(((new.backoff_cap_ms >= COALESCE(new.backoff_base_ms, (1)::bigint)) AND (new.backoff_cap_ms <= '2592000000'::bigint)), true)) IS FALSE))) EXECUTE FUNCTION {{schema}}.jobs_input_rejected();
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.state = 'running'::text) AND ((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 
@@ -210,10 +210,40 @@ AS $function$
                  * p_rate / p_period_ms)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.cancel_job(p_id bigint)
+ RETURNS TABLE(previous_state text)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- A pending job is cancelled at once; a running one is flagged and stays running (lease
+    -- and token unchanged) until its worker records the cancellation through a fenced write
+    -- or the reaper takes it back. The request is kept in the job's history with the
+    -- database role that asked (session_user: the login role, not this function's owner).
+    WITH cur AS (
+        SELECT c.id, c.state FROM jobs AS c WHERE c.id = p_id FOR UPDATE
+    )
+    UPDATE jobs AS j
+    SET state = CASE WHEN cur.state = 'pending' THEN 'cancelled' ELSE j.state END,
+        finished_at = CASE WHEN cur.state = 'pending' THEN now() ELSE j.finished_at END,
+        cancel_requested_at = coalesce(j.cancel_requested_at, now()),
+        errors = CASE WHEN j.cancel_requested_at IS NULL
+                      THEN push_error(j.errors, jsonb_build_object(
+                           'attempt', j.attempt - j.released, 'at', now(), 'class', 'cancel_requested',
+                           'owner', session_user::text,
+                           'message', 'cancel requested by role ' || session_user::text))
+                      ELSE j.errors END,
+        blocked = false
+    FROM cur
+    WHERE j.id = cur.id AND cur.state IN ('pending', 'running')
+    RETURNING cur.state
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false, p_controlled integer DEFAULT NULL::integer)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
- SET search_path TO '{{schema}}'
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
@@ -309,7 +339,8 @@ $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.claim_controlled(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_controlled integer DEFAULT NULL::integer)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
- SET search_path TO '{{schema}}'
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
  SET plan_cache_mode TO 'auto'
 AS $function$
 DECLARE
@@ -467,6 +498,59 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.complete_delete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
+    -- complete_fenced, unchanged. A keyed job releases its keys through the trigger
+    -- jobs_release_keys_on_delete (migration 0013).
+    RETURN QUERY
+    DELETE FROM jobs AS j
+    USING unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
+    -- planner scan jobs_lease_idx (every running lease plus its dead entries) and hash-join
+    -- it instead, which measured 8x slower per row under load; the owner test carries it
+    -- (CHECK jobs_running_has_lease). coalesce( …, false) keeps the planner from estimating
+    -- the owner test from column statistics (analysed while nothing ran, they say no row has
+    -- an owner, and a custom plan scanned the whole table once per id).
+    -- `attempt = c.attempt` is a no-op while the fence holds and makes a write that slipped
+    -- past a broken fence visible to the invariant checker's audit trigger.
+    RETURN QUERY
+    UPDATE jobs AS j
+    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+        lease_owner = NULL, lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_kind text, p_args jsonb DEFAULT '{}'::jsonb, p_priority smallint DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_attempts integer DEFAULT 25, p_unique_key text DEFAULT NULL::text, p_metadata jsonb DEFAULT '{}'::jsonb, p_ordering_key text DEFAULT NULL::text, p_concurrency_key text DEFAULT NULL::text)
  RETURNS TABLE(id bigint, duplicate boolean)
  LANGUAGE sql
@@ -517,6 +601,7 @@ $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queues text[], p_kinds text[], p_args jsonb[], p_priorities smallint[] DEFAULT NULL::smallint[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays_ms bigint[] DEFAULT NULL::bigint[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_backoff_base_ms bigint[] DEFAULT NULL::bigint[], p_backoff_cap_ms bigint[] DEFAULT NULL::bigint[])
  RETURNS TABLE(ord integer, id bigint, duplicate boolean)
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 DECLARE
@@ -657,10 +742,84 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[], p_messages text[], p_delays_ms bigint[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
+    -- retry with attempt >= max_attempts -> dead; retry otherwise -> pending at now() +
+    -- delay (backoff grows with the recorded failures, not with attempt). Every failure
+    -- appends to the bounded history. A class other than the three is refused.
+    IF EXISTS (SELECT 1 FROM unnest(p_classes) AS k(c)
+               WHERE k.c IS NULL OR k.c NOT IN ('retry', 'discard', 'cancel')) THEN
+        RAISE EXCEPTION 'docket: a failure class is retry, discard or cancel'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    UPDATE jobs AS j
+    SET attempt = f.attempt,
+        state = CASE
+            WHEN f.class = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+            WHEN f.class = 'discard' OR j.attempt >= j.max_attempts THEN 'dead'
+            ELSE 'pending' END,
+        run_at = CASE
+            WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
+            THEN now() + coalesce(f.delay_ms * interval '1 millisecond',
+                                  backoff_delay(jsonb_array_length(j.errors) + 1,
+                                                j.backoff_base_ms, j.backoff_cap_ms))
+            ELSE j.run_at END,
+        finished_at = CASE
+            WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
+            THEN NULL
+            ELSE now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        errors = push_error(j.errors, jsonb_build_object(
+            'attempt', j.attempt - j.released, 'at', now(), 'class', f.class,
+            'message', left(f.message, 4096), 'owner', p_owner))
+    FROM unnest(p_ids, p_attempts, p_classes, p_messages, p_delays_ms)
+         AS f(id, attempt, class, message, delay_ms)
+    WHERE j.id = f.id
+      AND j.attempt = f.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text, p_lease_ms bigint)
+ RETURNS TABLE(id bigint, attempt integer, lease_expires_at timestamp with time zone, cancel_requested boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- A lease that already expired is not revived (the reaper may be handing the job to
+    -- someone else), so the worker must stop.
+    RETURN QUERY
+    UPDATE jobs AS j
+    SET attempt = c.attempt, lease_owner = p_owner,
+        lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
+    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_input_rejected()
  RETURNS trigger
  LANGUAGE plpgsql
- SET search_path TO 'pg_catalog'
+ SET search_path TO 'pg_catalog', '{{schema}}'
 AS $function$
 DECLARE
     rule text;
@@ -678,6 +837,9 @@ BEGIN
         WHEN (octet_length(NEW.unique_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_unique_key_length'
         WHEN (octet_length(NEW.ordering_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_ordering_key_length'
         WHEN (octet_length(NEW.concurrency_key) BETWEEN 1 AND 512) IS FALSE THEN 'jobs_concurrency_key_length'
+        WHEN (octet_length(NEW.args::text) > 1024 AND jsonb_has_long_number(NEW.args))
+          OR (octet_length(NEW.metadata::text) > 1024 AND jsonb_has_long_number(NEW.metadata))
+            THEN 'jobs_number_length'
         ELSE 'jobs_backoff_range'
     END;
     -- No DETAIL with the row: the client's message must never carry job data.
@@ -723,6 +885,17 @@ BEGIN
     PERFORM pg_notify(current_schema() || '_wakeup', OLD.queue);
     RETURN NULL;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.jsonb_has_long_number(p_doc jsonb)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog'
+AS $function$
+    SELECT EXISTS (
+        SELECT 1 FROM jsonb_path_query(p_doc, 'strict $.** ? (@.type() == "number")') AS n(v)
+        WHERE octet_length(n.v::text) > 1024)
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.lock_briefly(p_space integer, p_key integer, p_shared boolean, p_tries integer)
@@ -780,6 +953,29 @@ AS $function$
     SELECT hashtext(current_schema() || '/' || p_what)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.prune_finished(p_states text[], p_retention_ms bigint, p_batch bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- Only terminal rows, past their retention by finished_at (database clock); SKIP LOCKED
+    -- so it never waits on an operator's retry; bounded so each statement stays small.
+    WITH doomed AS (
+        SELECT d.id
+        FROM jobs AS d
+        WHERE d.state = ANY(p_states)
+          AND d.state IN ('succeeded', 'dead', 'cancelled')
+          AND d.finished_at IS NOT NULL
+          AND d.finished_at < now() - p_retention_ms * interval '1 millisecond'
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.push_error(p_errors jsonb, p_entry jsonb)
  RETURNS jsonb
  LANGUAGE sql
@@ -790,10 +986,136 @@ AS $function$
                 ELSE p_errors || jsonb_build_array(p_entry) END
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.reap_expired(p_batch bigint)
+ RETURNS TABLE(id bigint, attempt integer, lease_owner text, state text, queue text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- Candidates in expiry order, FOR UPDATE SKIP LOCKED (a row being completed is locked by
+    -- its completer and skipped); the UPDATE re-checks the lease on the locked version. A
+    -- crash consumes the attempt it was claimed with; a job an operator asked to cancel is
+    -- cancelled rather than requeued.
+    RETURN QUERY
+    WITH expired AS (
+        SELECT e.id, e.lease_owner
+        FROM jobs AS e
+        WHERE e.state = 'running' AND e.lease_expires_at < now()
+        ORDER BY e.lease_expires_at
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobs AS j
+    SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      WHEN j.attempt >= j.max_attempts THEN 'dead'
+                      ELSE 'pending' END,
+        run_at = CASE WHEN j.attempt >= j.max_attempts OR j.cancel_requested_at IS NOT NULL THEN j.run_at
+                      ELSE now() + backoff_delay(jsonb_array_length(j.errors) + 1,
+                                                 j.backoff_base_ms, j.backoff_cap_ms) END,
+        finished_at = CASE WHEN j.attempt >= j.max_attempts OR j.cancel_requested_at IS NOT NULL
+                           THEN now() ELSE NULL END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        errors = push_error(j.errors, jsonb_build_object(
+            'attempt', j.attempt - j.released, 'at', now(), 'class', 'lease_expired',
+            'message', 'lease expired: the worker crashed, stalled or lost its connection',
+            'owner', expired.lease_owner))
+    FROM expired
+    WHERE j.id = expired.id
+      AND j.state = 'running'
+      AND j.lease_expires_at < now()
+    RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.retry_job(p_id bigint, p_extra integer)
+ RETURNS TABLE(id bigint)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- A dead or cancelled job back to pending now, keeping its id, attempt counter and
+    -- history; exactly p_extra (1..1000) more claims are allowed. A unique key already held
+    -- by another live job raises unique_violation.
+    UPDATE jobs AS j
+    SET state = 'pending',
+        run_at = now(),
+        finished_at = NULL,
+        cancel_requested_at = NULL,
+        max_attempts = j.attempt + p_extra
+    WHERE j.id = p_id AND j.state IN ('dead', 'cancelled') AND p_extra BETWEEN 1 AND 1000
+    RETURNING j.id
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.run_job_now(p_id bigint)
+ RETURNS TABLE(queue text)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- Only a pending job scheduled for later; attempt and budget untouched.
+    UPDATE jobs AS j
+    SET run_at = now()
+    WHERE j.id = p_id AND j.state = 'pending' AND j.run_at > now()
+    RETURNING j.queue
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.skip_job(p_id bigint)
+ RETURNS TABLE(id bigint)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- A dead job is set aside as cancelled, with an entry in its history.
+    UPDATE jobs AS j
+    SET state = 'cancelled',
+        finished_at = now(),
+        errors = push_error(j.errors, jsonb_build_object(
+            'attempt', j.attempt - j.released, 'at', now(), 'class', 'skipped',
+            'message', 'skipped by an operator'))
+    WHERE j.id = p_id AND j.state = 'dead'
+    RETURNING j.id
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.snooze_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- Back to pending after a delay without using the retry budget (also the release of
+    -- buffered jobs, delay 0): attempt, the fencing token, never goes down, so the budget is
+    -- given back by raising max_attempts, and `released` counts a claim that did not run.
+    -- A job an operator asked to cancel is cancelled instead.
+    RETURN QUERY
+    UPDATE jobs AS j
+    SET attempt = s.attempt,
+        state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        run_at = now() + greatest(s.delay_ms, 0) * interval '1 millisecond',
+        max_attempts = j.max_attempts + 1,
+        released = j.released + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts, p_delays_ms) AS s(id, attempt, delay_ms)
+    WHERE j.id = s.id
+      AND j.attempt = s.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.unblock_keys(p_batch integer)
  RETURNS integer
  LANGUAGE plpgsql
- SET search_path TO '{{schema}}'
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 DECLARE
     total integer := 0;

@@ -171,11 +171,19 @@ impl PgStore {
         conn: &mut PgConnection,
         jobs: &[NewJob],
     ) -> Result<Vec<Enqueued>> {
-        if copy_worthwhile(jobs) {
+        if copy_worthwhile(jobs) && self.may_copy(conn).await? {
             self.enqueue_copy(conn, jobs).await
         } else {
             self.enqueue_many_on(conn, jobs).await
         }
+    }
+
+    /// Whether the connection's role may COPY into jobs (`sql/may_copy.sql`).
+    async fn may_copy(&self, conn: &mut PgConnection) -> Result<bool> {
+        self.query_scalar(&self.inner.q.may_copy)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err)
     }
 
     /// The COPY path. Must run inside a transaction (ids, rows and wake-up commit together).

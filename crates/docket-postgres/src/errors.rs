@@ -30,6 +30,12 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
                     what: "job",
                     reason: check_message(d.constraint().unwrap_or(""), d.message()),
                 })
+            } else if code == INSUFFICIENT_PRIVILEGE {
+                // The server's message names the table or function, never a row.
+                StoreError::Denied(format!(
+                    "{} (this database role may not do this; see `docket grant` for what each role may)",
+                    d.message()
+                ))
             } else if is_connection_class(&code) {
                 StoreError::Unavailable(Box::new(e))
             } else {
@@ -40,6 +46,8 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
     }
 }
 
+/// SQLSTATE of a missing privilege (table, function or schema).
+const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// SQLSTATE of a CHECK constraint violation.
 const CHECK_VIOLATION: &str = "23514";
 /// SQLSTATE of a number `jsonb` or `numeric` cannot hold (e.g. `1e1000000` in args).
@@ -57,6 +65,9 @@ fn check_message(constraint: &str, message: &str) -> String {
         "jobs_args_size" => "args is over the limit of 262144 bytes (as stored)".into(),
         "jobs_metadata_size" => "metadata is over the limit of 16384 bytes (as stored)".into(),
         "jobs_errors_size" => "error history is over 262144 bytes".into(),
+        "jobs_number_length" => {
+            "a number in args or metadata would be stored as more than 1024 characters; send it as a string".into()
+        }
         "jobs_backoff_range" => "backoff base must be 1 ms..7 days and cap base..30 days".into(),
         "" => message.to_string(),
         other => format!("violates {other}"),

@@ -357,20 +357,21 @@ pub fn migrate_with<'a>(
     })
 }
 
-/// Rewrites the schema's `claim*` functions into the mutant `m` (test builds only; see
+/// Rewrites the schema's functions into the mutant `m` (test builds only; see
 /// [`docket_core::mutants`]). Idempotent: a schema mutated before has nothing left to edit.
 async fn mutate_functions(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     schema: &str,
     m: docket_core::mutants::Mutant,
 ) -> Result<(), StoreError> {
-    for (from, to) in m.function_edits() {
+    for (func, from, to) in m.function_edits() {
         let defs: Vec<String> = sqlx::query_scalar(
             "SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-             WHERE n.nspname = $1 AND p.proname LIKE 'claim%' AND p.prokind = 'f'",
+             WHERE n.nspname = $1 AND p.proname = $2 AND p.prokind = 'f'",
         )
         .persistent(false)
         .bind(schema)
+        .bind(func)
         .fetch_all(&mut **tx)
         .await
         .map_err(db_err)?;

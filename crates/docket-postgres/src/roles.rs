@@ -5,7 +5,7 @@
 //! | role | may | may not |
 //! |---|---|---|
 //! | application (`<schema>_app`) | enqueue, through `enqueue()` / `enqueue_jobs()` (SECURITY DEFINER, validated, `search_path` pinned) | read any job, change any job, insert rows directly, claim |
-//! | worker (`<schema>_worker`) | everything the runtime does: claim, complete, heartbeat, reap, prune, cron, controls, bulk enqueue by COPY | create or alter objects |
+//! | worker (`<schema>_worker`) | everything the runtime does: claim, complete, heartbeat, reap, prune, cron, controls; job rows only through the functions that are the state machine's transitions (migration 0016) | write a job row directly (mark a job it never claimed succeeded, insert finished rows, delete history), create or alter objects, rewrite the audit log |
 //! | operator (`<schema>_operator`) | read every table (`docket stats`, `jobs list/show`, `explain`) | write anything |
 //!
 //! Whatever a role may write, the table's CHECK constraints (migration 0008) keep every row
@@ -68,6 +68,12 @@ pub fn grant_script(schema: &str, roles: &Roles) -> Result<String, ValidationErr
     validate::schema(schema)?;
     roles.validate()?;
     let (s, a, w, o) = (schema, &roles.app, &roles.worker, &roles.operator);
+    let keep_jobs =
+        if docket_core::mutants::active(docket_core::mutants::Mutant::GrantKeepsJobWrites) {
+            String::new()
+        } else {
+            format!("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".jobs FROM \"{w}\";\n")
+        };
     let mut sql = String::new();
     for r in [a, w, o] {
         sql.push_str(&format!(
@@ -83,11 +89,13 @@ GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
 -- Application: enqueue through the validating definer functions, nothing else.
 REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
 GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS} TO \"{a}\";
--- Worker: the runtime's reads and writes.
+-- Worker: the runtime's reads and writes; a job row only through the functions that are
+-- the state machine's transitions (claim, the fenced completions, reap, prune, controls:
+-- migration 0016), never by a statement of its own.
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
--- The audit log is append-only for everyone but its owner: an entry, once written, is
+{keep_jobs}-- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";
 -- Nor is the migration history the worker's to change.

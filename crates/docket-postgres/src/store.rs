@@ -650,18 +650,18 @@ impl Store for PgStore {
             (vec!["dead"], retention.dead, &mut report.dead),
         ] {
             loop {
-                let n = self
+                let n: i64 = self
                     .run(async |c: &mut PgConnection| {
-                        self.query(&self.inner.q.prune)
+                        self.query_scalar(&self.inner.q.prune)
                             .bind(&states)
                             .bind(ms(keep))
                             .bind(batch)
-                            .execute(&mut *c)
+                            .fetch_one(&mut *c)
                             .await
                             .map_err(db_err)
                     })
-                    .await?
-                    .rows_affected();
+                    .await?;
+                let n = u64::try_from(n).unwrap_or(0);
                 *counter += n;
                 if n < batch as u64 {
                     break;

@@ -380,6 +380,14 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
         ),
         ("jobs_backoff_range", "backoff_base_ms", "0".into()),
         ("jobs_backoff_range", "backoff_cap_ms", "2592000001".into()),
+        // 31 bytes in, 131 KB stored (migration 0016), in args and in metadata.
+        ("jobs_number_length", "args", "'{\"x\":1e131000}'".into()),
+        (
+            "jobs_number_length",
+            "args",
+            "'[1, {\"y\": [-0.5e2000]}]'".into(),
+        ),
+        ("jobs_number_length", "metadata", "'{\"x\":1e1100}'".into()),
     ] {
         // The three required columns, with the one under test in its place.
         let cols = ["queue", "kind", "args"];
@@ -412,6 +420,24 @@ async fn every_input_rule_refuses_a_direct_insert_and_update_by_name() {
             assert!(!e.to_string().contains("xxxxxxxx"), "no job data: {e}");
         }
     }
+    // The SQL enqueue functions (what the application role may call) are bound by the same
+    // rule, with the client's words; a long number in a string and a long number of 1,024
+    // characters pass.
+    let e = sqlx::query(&format!(
+        "SELECT {s}.enqueue('q', 'k', '{{\"x\":1e131000}}'::jsonb)"
+    ))
+    .execute(&db.pool)
+    .await
+    .expect_err("a 131 KB number");
+    let e = docket_postgres::errors::db_err(e).to_string();
+    assert!(e.contains("more than 1024 characters"), "{e}");
+    let n1024 = format!("1{}", "0".repeat(1023));
+    sqlx::query(&format!(
+        "SELECT {s}.enqueue('q', 'k', jsonb_build_object('n', {n1024}::numeric, 's', '1e131000', 'pad', repeat('x', 2000)))"
+    ))
+    .execute(&db.pool)
+    .await
+    .expect("a number of 1,024 characters and a string are fine");
     // The one rule a pending job cannot break alone (the budget CHECKs come first): a
     // finished job's max_attempts.
     let e = sqlx::query(&format!(
