@@ -123,6 +123,12 @@ pub struct DashboardArgs {
     /// Mark the login cookie Secure (when a TLS-terminating proxy serves the dashboard).
     #[arg(long)]
     pub secure_cookie: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key; the cookie is Secure).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -110,14 +110,22 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
             .into());
         }
     }
-    // Checked before connecting: a bad base path writes nothing.
+    // Checked before connecting: a bad base path or certificate writes nothing.
     docket_dashboard::check_base_path(&opts.base_path)
         .map_err(|e| CliError::invalid(e.to_string()))?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            docket_dashboard::tls::server_config(cert, key)
+                .map_err(|e| CliError::invalid(crate::output::safe(&e.to_string())))?,
+        ),
+        _ => None,
+    };
     // An operator command: it never creates or migrates a schema (`docket migrate` does).
     let store = ctx.existing(8).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!(
-        "docket: dashboard on http://{}{}{}",
+        "docket: dashboard on {}://{}{}{}",
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?,
         if a.base_path.is_empty() {
             "/"
@@ -126,7 +134,12 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
         },
         if a.read_only { " (read-only)" } else { "" }
     );
-    docket_dashboard::serve(listener, store, opts, stop_signal()).await?;
+    match tls {
+        Some(config) => {
+            docket_dashboard::serve_tls(listener, config, store, opts, stop_signal()).await?
+        }
+        None => docket_dashboard::serve(listener, store, opts, stop_signal()).await?,
+    }
     Ok(())
 }
 

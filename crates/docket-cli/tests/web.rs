@@ -182,3 +182,148 @@ async fn worker_metrics_beyond_loopback_need_a_token() {
     signal(worker.id(), "TERM");
     assert!(worker.wait().unwrap().success());
 }
+
+/// `--tls-cert`/`--tls-key`: the dashboard serves HTTPS itself (a client that trusts the CA
+/// reads its pages; plain HTTP gets nothing), the login cookie is `Secure` without
+/// `--secure-cookie`, and a certificate that cannot be used is refused before anything
+/// starts, naming the file and never printing its content.
+#[tokio::test]
+async fn the_dashboard_serves_https_with_its_own_certificate() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let dir = tempfile::tempdir().unwrap();
+    let ca = docket_testkit::tls::TestCa::new("dashboard-test-ca");
+    let ca_file = ca.write_cert(dir.path(), "ca.crt");
+    let (cert, key) = ca.leaf(&["127.0.0.1"], false);
+    let (cert_file, key_file) = (dir.path().join("d.crt"), dir.path().join("d.key"));
+    std::fs::write(&cert_file, &cert).unwrap();
+    std::fs::write(&key_file, &key).unwrap();
+    let (cert_arg, key_arg) = (cert_file.to_str().unwrap(), key_file.to_str().unwrap());
+
+    let token = "a-token-of-the-tls-test-1234567890";
+    let mut c = cli.cmd();
+    c.args([
+        "dashboard",
+        "--listen",
+        "0.0.0.0:0",
+        "--tls-cert",
+        cert_arg,
+        "--tls-key",
+        key_arg,
+    ])
+    .env("DOCKET_DASHBOARD_TOKEN", token);
+    let (_dash, addr) = spawn_and_wait(c, "docket: dashboard on https://");
+    let port = addr
+        .split(['/', ' '])
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let https = format!("https://127.0.0.1:{port}");
+    let curl = |args: &[&str]| {
+        let o = Command::new("curl")
+            .arg("-s")
+            .args(args)
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let page = curl(&[
+        "--cacert",
+        ca_file.to_str().unwrap(),
+        "-H",
+        &format!("Authorization: Bearer {token}"),
+        "-w",
+        "\n%{http_code}",
+        &format!("{https}/"),
+    ]);
+    assert!(page.ends_with("\n200"), "HTTPS answers: {page}");
+    assert!(page.contains("Docket"), "{page}");
+    // The login cookie is Secure (the dashboard knows it serves TLS).
+    let headers = curl(&[
+        "--cacert",
+        ca_file.to_str().unwrap(),
+        "-D",
+        "-",
+        "-o",
+        "/dev/null",
+        "--data",
+        &format!("token={token}"),
+        &format!("{https}/login"),
+    ]);
+    let cookie = headers
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie"))
+        .unwrap_or_else(|| panic!("a login cookie: {headers}"));
+    assert!(cookie.contains("Secure"), "{cookie}");
+    // Plain HTTP on the same port gets no page; a client that does not trust the CA neither.
+    let plain = curl(&[
+        "-w",
+        "%{http_code}",
+        "-o",
+        "/dev/null",
+        &format!("http://127.0.0.1:{port}/"),
+    ]);
+    assert_ne!(plain, "200", "plain HTTP");
+    let untrusted = curl(&[
+        "-w",
+        "%{http_code}",
+        "-o",
+        "/dev/null",
+        &format!("{https}/"),
+    ]);
+    assert_eq!(untrusted, "000", "an unknown CA fails the handshake");
+
+    // Unusable files: refused at once (exit 5), naming the file, never echoing its content.
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate \u{1b}[31m secret-looking-text").unwrap();
+    for (args, what) in [
+        (
+            vec!["--tls-cert", junk.to_str().unwrap(), "--tls-key", key_arg],
+            "--tls-cert",
+        ),
+        (
+            vec!["--tls-cert", cert_arg, "--tls-key", junk.to_str().unwrap()],
+            "--tls-key",
+        ),
+        (
+            vec!["--tls-cert", key_arg, "--tls-key", key_arg],
+            "--tls-cert",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                ca_file.to_str().unwrap(),
+                "--tls-key",
+                key_arg,
+            ],
+            "do not go together",
+        ),
+        (
+            vec!["--tls-cert", "/nonexistent/cert.pem", "--tls-key", key_arg],
+            "--tls-cert",
+        ),
+    ] {
+        let mut all = vec!["dashboard", "--listen", "127.0.0.1:0"];
+        all.extend(args);
+        let o = cli.run(&all);
+        assert_eq!(code(&o), 5, "{all:?}: {}", err(&o));
+        assert!(err(&o).contains(what), "{all:?}: {}", err(&o));
+        assert!(
+            !err(&o).contains("secret-looking") && !err(&o).contains("PRIVATE KEY"),
+            "{}",
+            err(&o)
+        );
+    }
+    // Half a pair is a usage error.
+    let o = cli.run(&[
+        "dashboard",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert_arg,
+    ]);
+    assert_eq!(code(&o), 2, "{}", err(&o));
+}

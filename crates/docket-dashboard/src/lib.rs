@@ -35,6 +35,7 @@ pub mod layout;
 pub mod live;
 pub mod metrics;
 mod pages;
+pub mod tls;
 
 pub use auth::Auth;
 
@@ -207,7 +208,7 @@ pub fn check_exposure(addr: SocketAddr, auth: &Auth) -> Result<(), DashboardErro
     Ok(())
 }
 
-/// Serves the dashboard on `listener` until `shutdown` completes.
+/// Serves the dashboard on `listener` (plain HTTP) until `shutdown` completes.
 pub async fn serve<S: Store>(
     listener: tokio::net::TcpListener,
     store: S,
@@ -215,6 +216,34 @@ pub async fn serve<S: Store>(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), DashboardError> {
     check_exposure(listener.local_addr()?, &opts.auth)?;
+    serve_on(listener, store, opts, shutdown).await
+}
+
+/// Serves the dashboard over HTTPS on `listener` until `shutdown` completes (see [`tls`]).
+/// The login cookie is `Secure`.
+pub async fn serve_tls<S: Store>(
+    listener: tokio::net::TcpListener,
+    config: std::sync::Arc<rustls::ServerConfig>,
+    store: S,
+    mut opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), DashboardError> {
+    check_exposure(listener.local_addr()?, &opts.auth)?;
+    opts.secure_cookie = true;
+    let listener = tls::TlsListener::new(listener, config)?;
+    serve_on(listener, store, opts, shutdown).await
+}
+
+async fn serve_on<S: Store, L>(
+    listener: L,
+    store: S,
+    opts: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), DashboardError>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     // Served under its base path, so the printed URL is the one that answers (a proxy in
     // front passes the path on unchanged).
     let base = opts.base_path.clone();
