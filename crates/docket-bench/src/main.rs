@@ -6,11 +6,15 @@
 //! - `docket-bench scale`: claim cost against the ready backlog with finished rows kept.
 //! - `docket-bench churn --duration 10m --rate 2000`: steady enqueue with pruning; table size
 //!   and dead tuples over time, and a chart with `--chart-dir`.
+//! - `docket-bench pin --rate 2000 --slots 50 --pin-at 2m --pin-for 10m --duration 15m`: a
+//!   snapshot held open while one worker with the library defaults serves a steady rate, on a
+//!   private cluster with the server's defaults (`pin.rs`).
 //! - `docket-bench charts [--chart-dir docs]`: drain throughput against concurrency with the
 //!   SQL floor, and the pickup-latency distribution, as PNGs.
 
 mod chart;
 mod churn;
+mod pin;
 mod scale;
 
 use std::path::PathBuf;
@@ -46,6 +50,10 @@ enum Command {
     Churn(BenchArgs),
     /// Throughput against concurrency and the latency distribution, as PNGs.
     Charts(BenchArgs),
+    /// A REPEATABLE READ snapshot held for `--pin-for` while one worker (library defaults,
+    /// `--slots`) serves `--rate` jobs/s; samples every 10 s. On a private cluster with the
+    /// server's defaults (never DATABASE_URL's: the pin holds back vacuum cluster-wide).
+    Pin(PinArgs),
     /// `docket bench --scenario concurrency` (one process, library defaults, `--levels`),
     /// drawn as jobs/s against slots beside the floor (`bench-concurrency.png`).
     ConcurrencyChart(BenchArgs),
@@ -54,7 +62,95 @@ enum Command {
     BenchWorker(BenchWorkerArgs),
 }
 
+/// `docket-bench pin`.
+#[derive(Debug, clap::Args)]
+struct PinArgs {
+    /// Jobs offered per second.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    rate: u64,
+    /// The worker's slots.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    slots: u64,
+    /// The whole run.
+    #[arg(long, default_value = "15m")]
+    duration: String,
+    /// When the snapshot is taken.
+    #[arg(long, default_value = "2m")]
+    pin_at: String,
+    /// How long it is held.
+    #[arg(long, default_value = "10m")]
+    pin_for: String,
+    /// Keep succeeded jobs (`keep_succeeded(true)`, 24 h retention) instead of deleting them.
+    #[arg(long)]
+    keep_succeeded: bool,
+    /// Write `bench-pin.png` (or `bench-pin-keep.png`) here.
+    #[arg(long)]
+    chart_dir: Option<PathBuf>,
+    /// Print JSON lines (every sample, then the summary).
+    #[arg(long)]
+    json: bool,
+}
+
+async fn run_pin(a: PinArgs, schema: String) -> anyhow::Result<()> {
+    let d = |what: &'static str, v: &str| {
+        docket_core::duration::parse_bounded(
+            what,
+            v,
+            Duration::ZERO,
+            Duration::from_secs(24 * 3600),
+        )
+        .map_err(|e| CliError::invalid(e.to_string()))
+    };
+    let plan = pin::PinPlan {
+        rate: a.rate,
+        slots: a.slots as usize,
+        duration: d("--duration", &a.duration)?,
+        pin_at: d("--pin-at", &a.pin_at)?,
+        pin_for: d("--pin-for", &a.pin_for)?,
+        keep_succeeded: a.keep_succeeded,
+    };
+    if plan.duration < Duration::from_secs(20) || plan.pin_at + plan.pin_for > plan.duration {
+        return Err(CliError::invalid(
+            "--duration must be at least 20s and cover --pin-at + --pin-for",
+        )
+        .into());
+    }
+    if let Some(d) = &a.chart_dir {
+        std::fs::create_dir_all(d)?;
+    }
+    // A private cluster with the server's defaults, removed afterwards.
+    let dir = tempfile::tempdir()?;
+    let cluster = docket_localpg::LocalCluster::at(dir.path(), docket_localpg::free_port()?)?;
+    cluster.init(&[])?;
+    cluster.start()?;
+    let ctx = Ctx {
+        url: cluster.url("postgres"),
+        schema,
+    };
+    let name = if plan.keep_succeeded {
+        "bench-pin-keep.png"
+    } else {
+        "bench-pin.png"
+    };
+    let chart = a.chart_dir.as_ref().map(|d| d.join(name));
+    let res = pin::pin(&ctx, &plan, chart.as_deref()).await;
+    let _ = cluster.stop(docket_localpg::StopMode::Fast);
+    let (r, samples) = res?;
+    if a.json {
+        for s in &samples {
+            println!(
+                "{}",
+                serde_json::json!({"scenario": "pin_sample", "sample": s})
+            );
+        }
+    }
+    print(&[r], a.json)
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
+    if let Command::Pin(a) = args.command {
+        return run_pin(a, args.schema).await;
+    }
     let url = match args.database_url {
         Some(u) if !u.trim().is_empty() => u,
         Some(_) => return Err(CliError::invalid("DATABASE_URL is set but blank").into()),
@@ -106,6 +202,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let ctx = bench_ctx(&ctx, &a.synchronous_commit);
             charts(&ctx, &a).await
         }
+        // Handled above, before a URL is resolved; kept whole here for the match.
+        Command::Pin(a) => run_pin(a, ctx.schema).await,
         Command::ConcurrencyChart(a) => {
             let ctx = bench_ctx(&ctx, &a.synchronous_commit);
             concurrency_chart(&ctx, &a).await
