@@ -38,11 +38,12 @@ for d in "${dbs[@]}"; do
 done
 [ -n "$VARIANT" ] && psql "$base/docket_harness_variant" -qAtX -v ON_ERROR_STOP=1 -f "$VARIANT" >/dev/null
 
-# The statements of crates/docket-postgres/sql/claim.sql and complete_many.sql, with the
-# worker's defaults (lease 30 s, starvation bound 60 s).
+# The statements of crates/docket-postgres/sql/claim.sql and complete_many.sql (the fenced
+# function complete_fenced(), migration 0016), with the worker's defaults (lease 30 s,
+# starvation bound 60 s).
 cat >"$work/loop.sql" <<SQL
 SELECT coalesce(array_agg(id), '{}')::text AS ids, coalesce(array_agg(attempt), '{}')::text AS atts FROM docket.claim('bench', $B, 'harness', 30000, 60000, true) \gset
-UPDATE docket.jobs AS j SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(), lease_owner = NULL, lease_expires_at = NULL FROM unnest(CAST(':ids' AS bigint[]), CAST(':atts' AS int[])) AS c(id, attempt) WHERE j.id = c.id AND j.attempt = c.attempt AND j.lease_owner = 'harness' AND j.lease_expires_at > statement_timestamp();
+SELECT count(*) FROM docket.complete_fenced(CAST(':ids' AS bigint[]), CAST(':atts' AS int[]), 'harness');
 SQL
 per=$(( (N + B * C - 1) / (B * C) ))
 

@@ -19,9 +19,21 @@
 -- the history a failure appends.
 --
 -- The bodies are the statements that were in sql/*.sql (those files now call these), with
--- their plan notes; PL/pgSQL for the hot writes so each keeps a cached plan per connection,
--- as the prepared statements did. A function call adds no round trip: still one per batch.
+-- their plan notes; PL/pgSQL for the hot writes so each keeps a cached plan per connection.
+-- A function call adds no round trip: still one per batch.
 --
+-- The fenced writes lock a batch's rows in id order, whatever the table's size and the
+-- plan cache's phase. Callers pass ids sorted; a primary-key probe per id in the array's
+-- order keeps that order, but PL/pgSQL plans a statement's first five calls with the values
+-- and may then switch to a generic plan, and on a small table either plan may hash-join
+-- over a scan of the heap instead — heap order, which differs between two statements
+-- whose snapshots saw different row versions. Two connections then locked the same leases
+-- in opposite orders and deadlocked (a second lost to deadlock_timeout; seen in
+-- conformance::a_call_dropped_at_any_await_leaves_no_transaction_open, one run in four).
+-- So these functions plan with sequential scans, hash and merge joins off (and always
+-- the generic plan): what is left is the probe per id in array order, or a walk of the
+-- primary key — id order either way. It is the plan they had on a large table anyway.
+
 -- Every function here starts without EXECUTE for PUBLIC (they are definers); the roles that
 -- could write `jobs` before this migration (by a grant on the table) are given EXECUTE, so
 -- an upgraded deployment keeps working before `docket grant` is re-run. Re-running it then
@@ -34,7 +46,9 @@
 
 CREATE FUNCTION complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
@@ -61,7 +75,9 @@ $$;
 
 CREATE FUNCTION complete_delete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
@@ -82,7 +98,9 @@ $$;
 CREATE FUNCTION fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[],
     p_messages text[], p_delays_ms bigint[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
@@ -130,7 +148,9 @@ $$;
 CREATE FUNCTION snooze_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[],
     p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- Back to pending after a delay without using the retry budget (also the release of
@@ -160,7 +180,9 @@ $$;
 CREATE FUNCTION heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text,
     p_lease_ms bigint)
 RETURNS TABLE (id bigint, attempt integer, lease_expires_at timestamptz, cancel_requested boolean)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- A lease that already expired is not revived (the reaper may be handing the job to
@@ -181,7 +203,9 @@ $$;
 
 CREATE FUNCTION reap_expired(p_batch bigint)
 RETURNS TABLE (id bigint, attempt integer, lease_owner text, state text, queue text)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 #variable_conflict use_column
 BEGIN
     -- Candidates in expiry order, FOR UPDATE SKIP LOCKED (a row being completed is locked by

@@ -502,6 +502,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_delete_fenced(p_ids bigint[], p_a
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -525,6 +529,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -746,6 +754,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.fail_fenced(p_ids bigint[], p_attempts int
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -796,6 +808,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempt
  RETURNS TABLE(id bigint, attempt integer, lease_expires_at timestamp with time zone, cancel_requested boolean)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -990,6 +1006,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.reap_expired(p_batch bigint)
  RETURNS TABLE(id bigint, attempt integer, lease_owner text, state text, queue text)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
@@ -1083,6 +1103,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.snooze_fenced(p_ids bigint[], p_attempts i
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 #variable_conflict use_column
