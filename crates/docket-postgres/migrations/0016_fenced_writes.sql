@@ -19,20 +19,17 @@
 -- the history a failure appends.
 --
 -- The bodies are the statements that were in sql/*.sql (those files now call these), with
--- their plan notes; PL/pgSQL for the hot writes so each keeps a cached plan per connection.
--- A function call adds no round trip: still one per batch.
+-- their plan notes. A function call adds no round trip: still one per batch.
 --
--- The fenced writes lock a batch's rows in id order, whatever the table's size and the
--- plan cache's phase. Callers pass ids sorted; a primary-key probe per id in the array's
--- order keeps that order, but PL/pgSQL plans a statement's first five calls with the values
--- and may then switch to a generic plan, and on a small table either plan may hash-join
--- over a scan of the heap instead — heap order, which differs between two statements
--- whose snapshots saw different row versions. Two connections then locked the same leases
--- in opposite orders and deadlocked (a second lost to deadlock_timeout; seen in
--- conformance::a_call_dropped_at_any_await_leaves_no_transaction_open, one run in four).
--- So these functions plan with sequential scans, hash and merge joins off (and always
--- the generic plan): what is left is the probe per id in array order, or a walk of the
--- primary key — id order either way. It is the plan they had on a large table anyway.
+-- SQL functions, not PL/pgSQL: a SQL function's statement is planned at every call with
+-- the arguments' values, as the client's statement was. PL/pgSQL caches a plan per
+-- connection and switches to a generic one after five calls; on a small table the two
+-- plans lock a batch's rows in different orders (the array's, or the heap's — and heap
+-- order differs between statements whose snapshots saw different row versions), so two
+-- connections in different phases deadlocked on the same leases
+-- (conformance::a_call_dropped_at_any_await_leaves_no_transaction_open, one run in four).
+-- Pinning the PL/pgSQL plan with planner settings avoided that but cost 15-20 % of a
+-- no-op drain (docs/benchmarks.md, 2026-12-05).
 
 -- Every function here starts without EXECUTE for PUBLIC (they are definers); the roles that
 -- could write `jobs` before this migration (by a grant on the table) are given EXECUTE, so
@@ -46,11 +43,7 @@
 
 CREATE FUNCTION complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
     -- planner scan jobs_lease_idx (every running lease plus its dead entries) and hash-join
     -- it instead, which measured 8x slower per row under load; the owner test carries it
@@ -59,7 +52,6 @@ BEGIN
     -- an owner, and a custom plan scanned the whole table once per id).
     -- `attempt = c.attempt` is a no-op while the fence holds and makes a write that slipped
     -- past a broken fence visible to the invariant checker's audit trigger.
-    RETURN QUERY
     UPDATE jobs AS j
     SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
         lease_owner = NULL, lease_expires_at = NULL
@@ -69,21 +61,15 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $$;
 
 CREATE FUNCTION complete_delete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
     -- complete_fenced, unchanged. A keyed job releases its keys through the trigger
     -- jobs_release_keys_on_delete (migration 0013).
-    RETURN QUERY
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
     WHERE j.id = c.id
@@ -91,28 +77,17 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $$;
 
 CREATE FUNCTION fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[],
     p_messages text[], p_delays_ms bigint[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
     -- retry with attempt >= max_attempts -> dead; retry otherwise -> pending at now() +
     -- delay (backoff grows with the recorded failures, not with attempt). Every failure
-    -- appends to the bounded history. A class other than the three is refused.
-    IF EXISTS (SELECT 1 FROM unnest(p_classes) AS k(c)
-               WHERE k.c IS NULL OR k.c NOT IN ('retry', 'discard', 'cancel')) THEN
-        RAISE EXCEPTION 'docket: a failure class is retry, discard or cancel'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN QUERY
+    -- appends to the bounded history. A class other than the three writes nothing.
     UPDATE jobs AS j
     SET attempt = f.attempt,
         state = CASE
@@ -137,27 +112,22 @@ BEGIN
     FROM unnest(p_ids, p_attempts, p_classes, p_messages, p_delays_ms)
          AS f(id, attempt, class, message, delay_ms)
     WHERE j.id = f.id
+      AND f.class IN ('retry', 'discard', 'cancel')
       AND j.attempt = f.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $$;
 
 CREATE FUNCTION snooze_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[],
     p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- Back to pending after a delay without using the retry budget (also the release of
     -- buffered jobs, delay 0): attempt, the fencing token, never goes down, so the budget is
     -- given back by raising max_attempts, and `released` counts a claim that did not run.
     -- A job an operator asked to cancel is cancelled instead.
-    RETURN QUERY
     UPDATE jobs AS j
     SET attempt = s.attempt,
         state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
@@ -173,21 +143,15 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $$;
 
 CREATE FUNCTION heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text,
     p_lease_ms bigint)
 RETURNS TABLE (id bigint, attempt integer, lease_expires_at timestamptz, cancel_requested boolean)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- A lease that already expired is not revived (the reaper may be handing the job to
     -- someone else), so the worker must stop.
-    RETURN QUERY
     UPDATE jobs AS j
     SET attempt = c.attempt, lease_owner = p_owner,
         lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
@@ -197,22 +161,16 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
-END
+    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
 $$;
 
 CREATE FUNCTION reap_expired(p_batch bigint)
 RETURNS TABLE (id bigint, attempt integer, lease_owner text, state text, queue text)
-LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-SET enable_hashjoin = off SET enable_mergejoin = off AS $$
-#variable_conflict use_column
-BEGIN
+LANGUAGE sql VOLATILE AS $$
     -- Candidates in expiry order, FOR UPDATE SKIP LOCKED (a row being completed is locked by
     -- its completer and skipped); the UPDATE re-checks the lease on the locked version. A
     -- crash consumes the attempt it was claimed with; a job an operator asked to cancel is
     -- cancelled rather than requeued.
-    RETURN QUERY
     WITH expired AS (
         SELECT e.id, e.lease_owner
         FROM jobs AS e
@@ -240,8 +198,7 @@ BEGIN
     WHERE j.id = expired.id
       AND j.state = 'running'
       AND j.lease_expires_at < now()
-    RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue;
-END
+    RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue
 $$;
 
 CREATE FUNCTION prune_finished(p_states text[], p_retention_ms bigint, p_batch bigint)

@@ -500,20 +500,13 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.complete_delete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
     -- complete_fenced, unchanged. A keyed job releases its keys through the trigger
     -- jobs_release_keys_on_delete (migration 0013).
-    RETURN QUERY
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
     WHERE j.id = c.id
@@ -521,22 +514,15 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
     -- planner scan jobs_lease_idx (every running lease plus its dead entries) and hash-join
     -- it instead, which measured 8x slower per row under load; the owner test carries it
@@ -545,7 +531,6 @@ BEGIN
     -- an owner, and a custom plan scanned the whole table once per id).
     -- `attempt = c.attempt` is a no-op while the fence holds and makes a write that slipped
     -- past a broken fence visible to the invariant checker's audit trigger.
-    RETURN QUERY
     UPDATE jobs AS j
     SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
         lease_owner = NULL, lease_expires_at = NULL
@@ -555,8 +540,7 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_kind text, p_args jsonb DEFAULT '{}'::jsonb, p_priority smallint DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_attempts integer DEFAULT 25, p_unique_key text DEFAULT NULL::text, p_metadata jsonb DEFAULT '{}'::jsonb, p_ordering_key text DEFAULT NULL::text, p_concurrency_key text DEFAULT NULL::text)
@@ -752,26 +736,14 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[], p_messages text[], p_delays_ms bigint[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
     -- retry with attempt >= max_attempts -> dead; retry otherwise -> pending at now() +
     -- delay (backoff grows with the recorded failures, not with attempt). Every failure
-    -- appends to the bounded history. A class other than the three is refused.
-    IF EXISTS (SELECT 1 FROM unnest(p_classes) AS k(c)
-               WHERE k.c IS NULL OR k.c NOT IN ('retry', 'discard', 'cancel')) THEN
-        RAISE EXCEPTION 'docket: a failure class is retry, discard or cancel'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN QUERY
+    -- appends to the bounded history. A class other than the three writes nothing.
     UPDATE jobs AS j
     SET attempt = f.attempt,
         state = CASE
@@ -796,29 +768,22 @@ BEGIN
     FROM unnest(p_ids, p_attempts, p_classes, p_messages, p_delays_ms)
          AS f(id, attempt, class, message, delay_ms)
     WHERE j.id = f.id
+      AND f.class IN ('retry', 'discard', 'cancel')
       AND j.attempt = f.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text, p_lease_ms bigint)
  RETURNS TABLE(id bigint, attempt integer, lease_expires_at timestamp with time zone, cancel_requested boolean)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- A lease that already expired is not revived (the reaper may be handing the job to
     -- someone else), so the worker must stop.
-    RETURN QUERY
     UPDATE jobs AS j
     SET attempt = c.attempt, lease_owner = p_owner,
         lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
@@ -828,8 +793,7 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
-END
+    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_input_rejected()
@@ -1004,21 +968,14 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.reap_expired(p_batch bigint)
  RETURNS TABLE(id bigint, attempt integer, lease_owner text, state text, queue text)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- Candidates in expiry order, FOR UPDATE SKIP LOCKED (a row being completed is locked by
     -- its completer and skipped); the UPDATE re-checks the lease on the locked version. A
     -- crash consumes the attempt it was claimed with; a job an operator asked to cancel is
     -- cancelled rather than requeued.
-    RETURN QUERY
     WITH expired AS (
         SELECT e.id, e.lease_owner
         FROM jobs AS e
@@ -1046,8 +1003,7 @@ BEGIN
     WHERE j.id = expired.id
       AND j.state = 'running'
       AND j.lease_expires_at < now()
-    RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue;
-END
+    RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.retry_job(p_id bigint, p_extra integer)
@@ -1101,21 +1057,14 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.snooze_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
- SET enable_seqscan TO 'off'
- SET enable_hashjoin TO 'off'
- SET enable_mergejoin TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-#variable_conflict use_column
-BEGIN
     -- Back to pending after a delay without using the retry budget (also the release of
     -- buffered jobs, delay 0): attempt, the fencing token, never goes down, so the budget is
     -- given back by raising max_attempts, and `released` counts a claim that did not run.
     -- A job an operator asked to cancel is cancelled instead.
-    RETURN QUERY
     UPDATE jobs AS j
     SET attempt = s.attempt,
         state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
@@ -1131,8 +1080,7 @@ BEGIN
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt;
-END
+    RETURNING j.id, j.attempt
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.unblock_keys(p_batch integer)
