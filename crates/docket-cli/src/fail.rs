@@ -72,7 +72,7 @@ pub fn classify(e: &anyhow::Error) -> (i32, String, Option<String>) {
                 StoreError::Denied(_) => (
                     exit::FAILURE,
                     redact(&s.to_string()),
-                    Some("nothing was written; run this as a member of the worker role (`docket grant`)".into()),
+                    Some("nothing was written; what each role of `docket grant` may do: docs/guarantees.md, the trust model".into()),
                 ),
                 _ => (exit::FAILURE, redact(&s.to_string()), schema_hint(s)),
             };

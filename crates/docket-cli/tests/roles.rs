@@ -167,6 +167,65 @@ async fn every_command_as_each_role() {
     assert!(e.to_string().contains("permission denied"), "{e}");
     apool.close().await;
 
+    // Every command that changes something, as the worker role (the role an operator who
+    // acts must use), and each refused to the operator role with a clear error.
+    let o = cli.run(&["enqueue", "--queue", "c", "--kind", "k", "--delay", "1h"]);
+    let ctl = out(&o).trim().to_string();
+    let changes: Vec<Vec<&str>> = vec![
+        vec!["migrate"],
+        vec!["queues", "pause", "c"],
+        vec!["queues", "resume", "c"],
+        vec!["queues", "limit", "c", "--max-running", "3"],
+        vec!["keys", "limit", "tenant-1", "--max-running", "2"],
+        vec![
+            "cron",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--kind",
+            "k",
+            "--queue",
+            "c",
+        ],
+        vec!["cron", "remove", "nightly"],
+        vec!["jobs", "cancel", &ctl],
+        vec!["jobs", "retry", &ctl],
+        vec!["reap"],
+        vec!["prune", "--older-than", "1h", "--dead-older-than", "1h"],
+    ];
+    for args in &changes {
+        let o = run(as_role(&db, &wu), args);
+        assert_eq!(code(&o), 0, "worker {args:?}: {}", err(&o));
+    }
+    for args in changes.iter().filter(|a| a[0] != "migrate") {
+        let o = run(as_role(&db, &ou), args);
+        assert!(
+            ![0, 101].contains(&code(&o)),
+            "operator {args:?}: {}",
+            err(&o)
+        );
+        assert!(
+            err(&o).starts_with("error: "),
+            "operator {args:?}: {}",
+            err(&o)
+        );
+    }
+
+    // `explain` runs the claim's own statements (rolled back): the owner's tool, and the
+    // other roles are told so.
+    let o = cli.run(&["explain", "--queue", "c"]);
+    assert_eq!(code(&o), 0, "owner explain: {}", err(&o));
+    for user in [&wu, &ou] {
+        let o = run(as_role(&db, user), &["explain", "--queue", "c"]);
+        assert_eq!(code(&o), 1, "{user} explain: {}", err(&o));
+        assert!(
+            err(&o).contains("schema's owner"),
+            "{user} explain: {}",
+            err(&o)
+        );
+    }
+
     // The operator role reads everything.
     for args in [
         vec!["jobs", "list"],

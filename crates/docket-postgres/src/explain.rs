@@ -85,6 +85,22 @@ pub(crate) async fn explain_claim(
 ) -> Result<String> {
     validate::queue(queue)?;
     validate::schema(schema)?;
+    // The statements are explained as the claim runs them (an UPDATE, rows locked FOR
+    // UPDATE), and PostgreSQL checks UPDATE on jobs even for a plain EXPLAIN. Since
+    // migration 0016 only the schema's owner has it (the worker role writes jobs through
+    // functions): say so instead of the server's bare "permission denied".
+    let may: bool =
+        sqlx::query_scalar("SELECT has_table_privilege(format('%I.jobs', $1::text), 'UPDATE')")
+            .persistent(false)
+            .bind(schema)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err)?;
+    if !may {
+        return Err(StoreError::Denied(
+            "`explain` runs the claim's own statements (rolled back), which needs UPDATE on jobs: run it as the schema's owner".into(),
+        ));
+    }
     let def = |name: &'static str| {
         sqlx::query_scalar::<_, String>(
             "SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | application (`<schema>_app`) | enqueue, through `enqueue()` / `enqueue_jobs()` (SECURITY DEFINER, validated, `search_path` pinned) | read any job, change any job, insert rows directly, claim |
 //! | worker (`<schema>_worker`) | everything the runtime does: claim, complete, heartbeat, reap, prune, cron, controls; job rows only through the functions that are the state machine's transitions (migration 0016) | write a job row directly (mark a job it never claimed succeeded, insert finished rows, delete history), create or alter objects, rewrite the audit log |
-//! | operator (`<schema>_operator`) | read every table (`docket stats`, `jobs list/show`, `explain`) | write anything |
+//! | operator (`<schema>_operator`) | read every table (`docket stats`, `jobs list/show/why`, the dashboard's pages) | write anything; `explain` (it runs the claim's statements, rolled back: the owner's tool) |
 //!
 //! Whatever a role may write, the table's CHECK constraints (migration 0008) keep every row
 //! within the invariants, and no session setting changes a limit.
