@@ -29,16 +29,6 @@ fn as_role(db: &TestDb, user: &str) -> Command {
     c
 }
 
-/// `curl -s ARGS`, its standard output as text.
-fn curl(args: &[&str]) -> String {
-    let o = Command::new("curl")
-        .arg("-s")
-        .args(args)
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 fn run(mut c: Command, args: &[&str]) -> std::process::Output {
     c.args(args).output().expect("run docket")
 }

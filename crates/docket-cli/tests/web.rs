@@ -222,14 +222,6 @@ async fn the_dashboard_serves_https_with_its_own_certificate() {
         .unwrap()
         .to_string();
     let https = format!("https://127.0.0.1:{port}");
-    let curl = |args: &[&str]| {
-        let o = Command::new("curl")
-            .arg("-s")
-            .args(args)
-            .output()
-            .expect("curl");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
     let page = curl(&[
         "--cacert",
         ca_file.to_str().unwrap(),

@@ -309,3 +309,14 @@ pub fn spawn_and_wait(mut cmd: std::process::Command, marker: &str) -> (Proc, St
         .expect("the process reports its address");
     (p, line)
 }
+
+/// `curl -s ARGS`, its standard output as text.
+#[allow(dead_code)]
+pub fn curl(args: &[&str]) -> String {
+    let o = std::process::Command::new("curl")
+        .arg("-s")
+        .args(args)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
