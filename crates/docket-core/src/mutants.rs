@@ -54,6 +54,9 @@ pub enum Mutant {
     /// `docket grant` leaves the worker role INSERT, UPDATE and DELETE on `jobs`: its members
     /// can write rows past the state machine.
     GrantKeepsJobWrites,
+    /// A finishing keyed job whose key's lock is held (by a claim flagging the next job)
+    /// records no hand-over: the next job waits for the full key sweep.
+    HandoverLost,
 }
 
 impl Mutant {
@@ -76,6 +79,7 @@ impl Mutant {
         Mutant::ClaimWaitsOnPublicLock,
         Mutant::ClaimWalkStopsAtHeldKeys,
         Mutant::GrantKeepsJobWrites,
+        Mutant::HandoverLost,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -98,6 +102,7 @@ impl Mutant {
             Mutant::ClaimWaitsOnPublicLock => "claim_waits_on_public_lock",
             Mutant::ClaimWalkStopsAtHeldKeys => "claim_walk_stops_at_held_keys",
             Mutant::GrantKeepsJobWrites => "grant_keeps_job_writes",
+            Mutant::HandoverLost => "handover_lost",
         }
     }
 
@@ -159,6 +164,12 @@ impl Mutant {
             Mutant::ClaimWalkStopsAtHeldKeys => {
                 &[("claim_controlled", "OR new_rated = 0 OR", "OR true OR")]
             }
+            // Both branches (ordering and concurrency keys): the edit replaces every match.
+            Mutant::HandoverLost => &[(
+                "jobs_release_keys",
+                "IF NOT v_done THEN",
+                "IF false THEN",
+            )],
             _ => &[],
         }
     }

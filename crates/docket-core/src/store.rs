@@ -279,6 +279,15 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// each kind); returns how many jobs it unflagged.
     fn unblock_keys(&self, batch: i32) -> impl Future<Output = Result<u64>> + Send;
 
+    /// Hands on the keys whose release could not be done when their job finished (the key's
+    /// lock was held: see migration 0017 of docket-postgres), at most `batch`; returns how
+    /// many jobs it unflagged. Run by the leader at every reap interval. Engines that decide
+    /// every key inside the finishing transaction record none: the default does nothing.
+    fn hand_over_keys(&self, batch: i32) -> impl Future<Output = Result<u64>> + Send {
+        let _ = batch;
+        async { Ok(0) }
+    }
+
     // ---- Periodic jobs ----
 
     /// Creates or updates a definition. The schedule restarts from now only when the

@@ -64,6 +64,14 @@ CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, met
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.state = 'running'::text) AND ((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 
+CREATE TABLE {{schema}}.key_handovers (
+    id bigint NOT NULL DEFAULT nextval('{{schema}}.key_handovers_id_seq'::regclass),
+    key text NOT NULL,
+    queue text NOT NULL,
+    noted_at timestamp with time zone NOT NULL DEFAULT now()
+);
+ALTER TABLE {{schema}}.key_handovers ADD CONSTRAINT key_handovers_pkey PRIMARY KEY (id);
+
 CREATE TABLE {{schema}}.key_limits (
     key text NOT NULL,
     max_running integer,
@@ -776,6 +784,37 @@ AS $function$
     RETURNING j.id, j.attempt
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.hand_over_keys(p_batch integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    total integer := 0;
+    r record;
+BEGIN
+    -- The rows read here committed before this statement, so the releases below (later
+    -- snapshots) see the jobs that finished; only those rows are deleted.
+    FOR r IN SELECT h.key, min(h.queue) AS queue, array_agg(h.id) AS ids
+             FROM (SELECT k.id, k.key, k.queue FROM key_handovers k
+                   ORDER BY k.id LIMIT greatest(p_batch, 1)
+                   FOR UPDATE SKIP LOCKED) h
+             GROUP BY h.key LOOP
+        -- The key's lock as a finishing job takes it (shared, never waited for long): held
+        -- by a claim, the claim commits first and the next pass sees what it flagged.
+        CONTINUE WHEN NOT lock_briefly(lock_space('key'), hashtext(r.key), true, 20);
+        IF left(r.key, 2) = 'o:' THEN
+            total := total + release_ordering_key(substr(r.key, 3));
+        ELSE
+            total := total + release_concurrency_key(substr(r.key, 3), r.queue, greatest(p_batch, 1));
+        END IF;
+        DELETE FROM key_handovers WHERE id = ANY (r.ids);
+    END LOOP;
+    RETURN total;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text, p_lease_ms bigint)
  RETURNS TABLE(id bigint, attempt integer, lease_expires_at timestamp with time zone, cancel_requested boolean)
  LANGUAGE sql
@@ -832,32 +871,51 @@ $function$;
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_release_keys()
  RETURNS trigger
  LANGUAGE plpgsql
- SET search_path TO '{{schema}}'
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 DECLARE
     -- The state the job ended in: a deleted running row (there is no NEW row to read) ended
     -- as a success would have.
     v_state text := 'succeeded';
+    -- Whether the next job was unflagged here (FOUND would carry over between the branches).
+    v_done boolean;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
         v_state := NEW.state;
     END IF;
     IF OLD.ordering_key IS NOT NULL AND v_state IN ('succeeded', 'cancelled') THEN
-        -- Not a wait: a key whose lock cannot be had at once is left to the key sweeper
-        -- (unblock_keys), so a connection holding the key's lock never holds a completion.
+        v_done := false;
+        -- Not a wait: a key whose lock or next row cannot be had at once is recorded for
+        -- hand_over_keys(), so a connection holding the key's lock never holds a completion.
+        -- Without the lock the record is unconditional: the holder may be a claim flagging
+        -- the next job right now, a write this transaction cannot see.
         IF lock_briefly(lock_space('key'), hashtext('o:' || OLD.ordering_key), true, 20) THEN
-        UPDATE jobs SET blocked = false
-        WHERE id = (SELECT id FROM jobs
-                    WHERE ordering_key = OLD.ordering_key AND state = 'pending' AND blocked
-                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+            UPDATE jobs SET blocked = false
+            WHERE id = (SELECT id FROM jobs
+                        WHERE ordering_key = OLD.ordering_key AND state = 'pending' AND blocked
+                        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED);
+            -- Nothing unflagged: none flagged, or the next one's row was busy.
+            v_done := FOUND OR NOT EXISTS (SELECT 1 FROM jobs WHERE ordering_key = OLD.ordering_key
+                                             AND state = 'pending' AND blocked);
+        END IF;
+        IF NOT v_done THEN
+            INSERT INTO key_handovers (key, queue) VALUES ('o:' || OLD.ordering_key, OLD.queue);
         END IF;
     END IF;
     IF OLD.concurrency_key IS NOT NULL AND OLD.state = 'running' THEN
+        v_done := false;
         IF lock_briefly(lock_space('key'), hashtext('c:' || OLD.concurrency_key), true, 20) THEN
-        UPDATE jobs SET blocked = false
-        WHERE id = (SELECT id FROM jobs
-                    WHERE concurrency_key = OLD.concurrency_key AND state = 'pending' AND blocked
-                    ORDER BY priority, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);
+            UPDATE jobs SET blocked = false
+            WHERE id = (SELECT id FROM jobs
+                        WHERE concurrency_key = OLD.concurrency_key AND state = 'pending' AND blocked
+                        ORDER BY priority, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED);
+            -- Nothing unflagged: none flagged, or the next one's row was busy.
+            v_done := FOUND OR NOT EXISTS (SELECT 1 FROM jobs WHERE concurrency_key = OLD.concurrency_key
+                                             AND state = 'pending' AND blocked);
+        END IF;
+        IF NOT v_done THEN
+            INSERT INTO key_handovers (key, queue) VALUES ('c:' || OLD.concurrency_key, OLD.queue);
         END IF;
     END IF;
     -- Workers no longer buffer keyed work (it is claimed only for free slots), so a key that
@@ -1006,6 +1064,62 @@ AS $function$
     RETURNING j.id, j.attempt, expired.lease_owner, j.state, j.queue
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.release_concurrency_key(p_key text, p_queue text, p_unlimited integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    n integer;
+    lim integer;
+    free integer;
+BEGIN
+    -- As many flagged jobs as the key has free slots (its own limit, else its queue's key
+    -- limit, else p_unlimited), counting the unflagged ones already waiting.
+    lim := (SELECT max_running FROM key_limits WHERE key = p_key);
+    IF lim IS NULL THEN
+        lim := (SELECT key_max_running FROM queues WHERE name = p_queue);
+    END IF;
+    free := coalesce(lim, p_unlimited)
+          - (SELECT count(*) FROM jobs WHERE state = 'running' AND concurrency_key = p_key)
+          - (SELECT count(*) FROM jobs WHERE state = 'pending' AND NOT blocked AND concurrency_key = p_key);
+    IF free <= 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE jobs SET blocked = false
+    WHERE id IN (SELECT b.id FROM jobs b
+                 WHERE b.concurrency_key = p_key AND b.state = 'pending' AND b.blocked
+                 ORDER BY b.priority, b.run_at, b.id LIMIT free
+                 FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.release_ordering_key(p_key text)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    n integer;
+BEGIN
+    -- The key's head (its oldest pending, running or dead job) is unflagged when it is
+    -- pending and flagged and nothing of the key runs; a dead head keeps the key held.
+    UPDATE jobs SET blocked = false
+    WHERE id = (SELECT h.id FROM (SELECT o.id, o.state, o.blocked FROM jobs o
+                                  WHERE o.ordering_key = p_key
+                                    AND o.state IN ('pending', 'running', 'dead')
+                                  ORDER BY o.id LIMIT 1) h
+                WHERE h.state = 'pending' AND h.blocked)
+      AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = p_key AND o.state = 'running');
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.retry_job(p_id bigint, p_extra integer)
  RETURNS TABLE(id bigint)
  LANGUAGE sql
@@ -1091,42 +1205,19 @@ CREATE OR REPLACE FUNCTION {{schema}}.unblock_keys(p_batch integer)
 AS $function$
 DECLARE
     total integer := 0;
-    n integer;
-    free integer;
-    lim integer;
     r record;
 BEGIN
-    -- Ordering keys whose head (oldest unfinished job) is pending but flagged.
+    -- The full sweep: every kind of flagged job whose key could run now, at most p_batch
+    -- keys of each kind. Recorded hand-overs go first (hand_over_keys()).
+    total := hand_over_keys(p_batch);
     FOR r IN SELECT DISTINCT ordering_key AS key FROM jobs
              WHERE state = 'pending' AND blocked AND ordering_key IS NOT NULL LIMIT p_batch LOOP
-        UPDATE jobs SET blocked = false
-        WHERE id = (SELECT h.id FROM (SELECT o.id, o.state, o.blocked FROM jobs o
-                                      WHERE o.ordering_key = r.key AND o.state IN ('pending', 'running', 'dead')
-                                      ORDER BY o.id LIMIT 1) h
-                    WHERE h.state = 'pending' AND h.blocked)
-          AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.ordering_key = r.key AND o.state = 'running');
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
+        total := total + release_ordering_key(r.key);
     END LOOP;
-    -- Concurrency keys: as many jobs as the key has free slots (up to p_batch without a limit).
     FOR r IN SELECT DISTINCT ON (concurrency_key) concurrency_key AS key, queue FROM jobs
              WHERE state = 'pending' AND blocked AND concurrency_key IS NOT NULL
              ORDER BY concurrency_key LIMIT p_batch LOOP
-        lim := (SELECT max_running FROM key_limits WHERE key = r.key);
-        IF lim IS NULL THEN
-            lim := (SELECT key_max_running FROM queues WHERE name = r.queue);
-        END IF;
-        free := coalesce(lim, p_batch)
-              - (SELECT count(*) FROM jobs WHERE state = 'running' AND concurrency_key = r.key)
-              - (SELECT count(*) FROM jobs WHERE state = 'pending' AND NOT blocked AND concurrency_key = r.key);
-        CONTINUE WHEN free <= 0;
-        UPDATE jobs SET blocked = false
-        WHERE id IN (SELECT b.id FROM jobs b
-                     WHERE b.concurrency_key = r.key AND b.state = 'pending' AND b.blocked
-                     ORDER BY b.priority, b.run_at, b.id LIMIT free
-                     FOR UPDATE SKIP LOCKED);
-        GET DIAGNOSTICS n = ROW_COUNT;
-        total := total + n;
+        total := total + release_concurrency_key(r.key, r.queue, p_batch);
     END LOOP;
     RETURN total;
 END

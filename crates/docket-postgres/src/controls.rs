@@ -242,6 +242,19 @@ impl PgStore {
         Ok(n.max(0) as u64)
     }
 
+    pub(crate) async fn hand_over_keys_impl(&self, batch: i32) -> Result<u64> {
+        let n: i64 = self
+            .run(async |c: &mut PgConnection| {
+                self.query_scalar(&self.inner.q.hand_over_keys)
+                    .bind(batch.max(1))
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        Ok(n.max(0) as u64)
+    }
+
     pub(crate) async fn upsert_periodic_impl(&self, def: &Periodic) -> Result<PeriodicState> {
         let schedule = def.schedule()?;
         let now: DateTime<Utc> = self

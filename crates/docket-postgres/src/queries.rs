@@ -65,6 +65,7 @@ queries!(
     blocked_keys,
     skip,
     unblock_keys,
+    hand_over_keys,
     db_now,
     why,
     worker_beat,

@@ -934,6 +934,10 @@ impl Store for PgStore {
     async fn unblock_keys(&self, batch: i32) -> Result<u64> {
         self.unblock_keys_impl(batch).await
     }
+
+    async fn hand_over_keys(&self, batch: i32) -> Result<u64> {
+        self.hand_over_keys_impl(batch).await
+    }
     async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
         self.upsert_periodic_impl(def).await
     }

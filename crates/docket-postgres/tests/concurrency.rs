@@ -184,3 +184,99 @@ async fn a_starving_job_goes_to_exactly_one_of_many_concurrent_multi_slot_claims
         "the starving job went to exactly one claim"
     );
 }
+
+/// The race a key's release loses: a claim holds the key's lock while it flags the next job
+/// blocked behind the one now finishing (it saw that one still running), so the finishing
+/// transaction cannot unflag it (it does not wait for a lock anyone can hold). The release
+/// is recorded with the finishing transaction and handed on by `hand_over_keys` under the
+/// same lock once the claim has committed — not left for the full sweep, a minute later.
+/// Ordering keys and concurrency keys alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_meets_a_claim_holding_the_key_is_handed_over_not_lost() {
+    for kind in ["o", "c"] {
+        let db = TestDb::new().await;
+        let keyed = |j: NewJob| match kind {
+            "o" => j.ordering_key("k"),
+            _ => j.concurrency_key("k"),
+        };
+        if kind == "c" {
+            db.store
+                .set_key_limit(&KeyLimit {
+                    key: "k".into(),
+                    max_running: Some(1),
+                    rate: None,
+                })
+                .await
+                .unwrap();
+        }
+        let first = db
+            .store
+            .enqueue(&keyed(NewJob::new("q", "k", json!(1))))
+            .await
+            .unwrap()
+            .id;
+        let next = db
+            .store
+            .enqueue(&keyed(NewJob::new("q", "k", json!(2))))
+            .await
+            .unwrap()
+            .id;
+        let req = ClaimRequest {
+            queue: "q".into(),
+            limit: 10,
+            owner: "w".into(),
+            lease: Duration::from_secs(60),
+            starvation: None,
+            controlled: None,
+        };
+        let got = db.store.claim(&req).await.unwrap();
+        assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
+        // The claim in the way: the key's lock, and the flag it writes under it.
+        let mut claim = db.pool.begin().await.unwrap();
+        sqlx::query(&format!(
+            "SELECT pg_advisory_xact_lock(hashtext('{}/key'), hashtext('{kind}:k'))",
+            db.schema
+        ))
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+        sqlx::query(&format!(
+            "UPDATE {}.jobs SET blocked = true WHERE id = $1",
+            db.schema
+        ))
+        .bind(next.0)
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+        // The first job finishes meanwhile, without waiting for the claim.
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            db.store.complete_many("w", &[got[0].lease()]),
+        )
+        .await
+        .expect("a completion waited for the key's lock")
+        .unwrap();
+        assert_eq!(done.applied.len(), 1);
+        claim.commit().await.unwrap();
+        // Nothing of the key runs, and its next job is flagged: only the hand-over frees it.
+        assert!(db.store.claim(&req).await.unwrap().is_empty(), "{kind}");
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM {schema}.key_handovers")
+                .await,
+            1,
+            "{kind}: the release was not recorded"
+        );
+        assert_eq!(db.store.hand_over_keys(100).await.unwrap(), 1, "{kind}");
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM {schema}.key_handovers")
+                .await,
+            0
+        );
+        let got = db.store.claim(&req).await.unwrap();
+        assert_eq!(
+            got.iter().map(|j| j.id).collect::<Vec<_>>(),
+            vec![next],
+            "{kind}"
+        );
+    }
+}

@@ -212,3 +212,27 @@ impl<S: Store> KeySweeper<S> {
         Ok(n)
     }
 }
+
+/// Hands on the keys whose release could not be done when their job finished (the key's
+/// lock was held by a claim flagging the next job): recorded in the finishing transaction,
+/// handed on here at every reap interval instead of waiting for the full sweep.
+pub struct KeyHandOver<S: Store> {
+    store: S,
+    batch: i32,
+}
+
+impl<S: Store> KeyHandOver<S> {
+    /// A pass handing on up to `batch` recorded keys.
+    pub fn new(store: S, batch: i32) -> Self {
+        KeyHandOver { store, batch }
+    }
+
+    /// One pass; returns how many jobs were unflagged.
+    pub async fn run_once(&self) -> Result<u64, StoreError> {
+        let n = self.store.hand_over_keys(self.batch).await?;
+        if n > 0 {
+            info!(unblocked = n, "recorded key hand-overs done");
+        }
+        Ok(n)
+    }
+}

@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::maintenance::{KeySweeper, Leader, Pruner, Reaper, Scheduler};
+use crate::maintenance::{KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler};
 use crate::supervisor::Phase;
 
 /// A runtime service.
@@ -66,7 +66,7 @@ macro_rules! leader_task {
     )*};
 }
 
-leader_task!(Reaper => "reaper", Pruner => "pruner", Scheduler => "scheduler", KeySweeper => "sweeper");
+leader_task!(Reaper => "reaper", Pruner => "pruner", Scheduler => "scheduler", KeySweeper => "sweeper", KeyHandOver => "handover");
 
 /// When a periodic service may run.
 #[derive(Clone)]

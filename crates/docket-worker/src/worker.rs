@@ -16,7 +16,7 @@ use crate::completer::{Completer, CompleterService};
 use crate::config::WorkerConfig;
 use crate::fetcher::Fetcher;
 use crate::heartbeat::{BeatReport, Heartbeater};
-use crate::maintenance::{KeySweeper, Leader, Pruner, Reaper, Scheduler};
+use crate::maintenance::{KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::notifier::Notifier;
 use crate::registry::Registry;
@@ -378,6 +378,14 @@ impl<S: Store> Worker<S> {
                 task: Pruner::new(store.clone(), cfg.retention),
                 leader: leader.clone(),
                 cadence: cadence(cfg.prune_interval),
+            });
+            // A release the finishing job could not do (its key's lock was held) is
+            // recorded and handed on here, within a reap interval; the full sweep is only
+            // the safety net.
+            sup.start(WhileLeading {
+                task: KeyHandOver::new(store.clone(), 1000),
+                leader: leader.clone(),
+                cadence: cadence(cfg.reap_interval),
             });
             sup.start(WhileLeading {
                 task: KeySweeper::new(store.clone(), 1000),
