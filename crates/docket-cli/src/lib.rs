@@ -291,7 +291,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// The `docket` binary's entry point (`src/main.rs`): parses the command line, runs it, and
 /// exits with the code its error maps to.
+/// `docket jobs list | head -1`: once the reader has gone, writing to stdout fails with EPIPE
+/// and `println!` panics (Rust ignores SIGPIPE so that a closed socket is an error, not the
+/// death of a worker; restoring SIGPIPE for the whole process would bring that back). A
+/// closed stdout instead ends the command quietly with status 141, as a shell tool killed
+/// by SIGPIPE ends; every other panic is reported as before. Written by hand: the 78 places
+/// that print would each need the same check, and a crate that restores SIGPIPE would kill
+/// `docket work` on a dropped Unix-socket connection.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // std's message: "failed printing to stdout: Broken pipe (os error 32)".
+        if message.starts_with("failed printing to stdout")
+            && message.to_ascii_lowercase().contains("broken pipe")
+        {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 pub fn main() {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -341,3 +341,41 @@ async fn mistakes_are_named_not_obeyed() {
         "nothing written"
     );
 }
+
+/// `docket jobs list | head -1`: the reader goes after one line; the command ends quietly
+/// (status 141, as a tool killed by SIGPIPE; no panic, no message) instead of panicking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_a_command_quietly() {
+    use docket_core::{NewJob, Store as _};
+    let db = TestDb::new().await;
+    let jobs: Vec<NewJob> = (0..2000)
+        .map(|i| {
+            NewJob::new(
+                "q",
+                "k",
+                serde_json::json!({ "n": i, "pad": "x".repeat(200) }),
+            )
+        })
+        .collect();
+    db.store.enqueue_many(&jobs).await.unwrap();
+    for args in [
+        &["jobs", "list", "--limit", "2000"][..],
+        &["jobs", "list", "--limit", "2000", "--json"][..],
+    ] {
+        let mut child = docket(&db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 64];
+        std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+        drop(stdout);
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.trim().is_empty(), "{args:?}: {stderr}");
+        assert_eq!(o.status.code(), Some(141), "{args:?}: {stderr}");
+    }
+}
