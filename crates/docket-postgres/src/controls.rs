@@ -230,22 +230,18 @@ impl PgStore {
     }
 
     pub(crate) async fn unblock_keys_impl(&self, batch: i32) -> Result<u64> {
-        let n: i64 = self
-            .run(async |c: &mut PgConnection| {
-                self.query_scalar(&self.inner.q.unblock_keys)
-                    .bind(batch.max(1))
-                    .fetch_one(&mut *c)
-                    .await
-                    .map_err(db_err)
-            })
-            .await?;
-        Ok(n.max(0) as u64)
+        self.unflag_pass(&self.inner.q.unblock_keys, batch).await
     }
 
     pub(crate) async fn hand_over_keys_impl(&self, batch: i32) -> Result<u64> {
+        self.unflag_pass(&self.inner.q.hand_over_keys, batch).await
+    }
+
+    /// One pass of a statement that unflags blocked jobs (`$1` = batch), returning how many.
+    async fn unflag_pass(&self, sql: &str, batch: i32) -> Result<u64> {
         let n: i64 = self
             .run(async |c: &mut PgConnection| {
-                self.query_scalar(&self.inner.q.hand_over_keys)
+                self.query_scalar(sql)
                     .bind(batch.max(1))
                     .fetch_one(&mut *c)
                     .await

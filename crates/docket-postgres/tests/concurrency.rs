@@ -232,22 +232,7 @@ async fn a_release_that_meets_a_claim_holding_the_key_is_handed_over_not_lost() 
         let got = db.store.claim(&req).await.unwrap();
         assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![first]);
         // The claim in the way: the key's lock, and the flag it writes under it.
-        let mut claim = db.pool.begin().await.unwrap();
-        sqlx::query(&format!(
-            "SELECT pg_advisory_xact_lock(hashtext('{}/key'), hashtext('{kind}:k'))",
-            db.schema
-        ))
-        .execute(&mut *claim)
-        .await
-        .unwrap();
-        sqlx::query(&format!(
-            "UPDATE {}.jobs SET blocked = true WHERE id = $1",
-            db.schema
-        ))
-        .bind(next.0)
-        .execute(&mut *claim)
-        .await
-        .unwrap();
+        let claim = db.claim_holding_key(&format!("{kind}:k"), next).await;
         // The first job finishes meanwhile, without waiting for the claim.
         let done = tokio::time::timeout(
             Duration::from_secs(5),

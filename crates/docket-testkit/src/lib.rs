@@ -184,6 +184,32 @@ impl TestDb {
         }
     }
 
+    /// A claim in the middle of its work, as a finishing job of the same key meets it: an
+    /// open transaction holding the key's advisory lock (`lock` is `o:KEY` or `c:KEY`, as
+    /// the claim names it) and flagging job `id` blocked under it. Commit it to let go.
+    pub async fn claim_holding_key(
+        &self,
+        lock: &str,
+        id: docket_core::JobId,
+    ) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = self.pool.begin().await.expect("begin");
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1 || '/key'), hashtext($2))")
+            .bind(&self.schema)
+            .bind(lock)
+            .execute(&mut *tx)
+            .await
+            .expect("key lock");
+        sqlx::query(&format!(
+            "UPDATE {}.jobs SET blocked = true WHERE id = $1",
+            self.schema
+        ))
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await
+        .expect("flag");
+        tx
+    }
+
     /// Terminates every backend of this test's schema (all pools tagged with it), except the
     /// one running the statement. Returns how many were terminated.
     pub async fn terminate_backends(&self) -> i64 {

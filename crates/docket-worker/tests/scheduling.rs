@@ -685,22 +685,7 @@ async fn a_release_that_meets_a_held_key_lock_is_handed_on_within_a_reap_interva
     cfg.prune_interval = Duration::from_secs(3600);
     let w = start(&db, r, cfg).await;
     started.notified().await;
-    let mut claim = db.pool.begin().await.unwrap();
-    sqlx::query(&format!(
-        "SELECT pg_advisory_xact_lock(hashtext('{}/key'), hashtext('o:k'))",
-        db.schema
-    ))
-    .execute(&mut *claim)
-    .await
-    .unwrap();
-    sqlx::query(&format!(
-        "UPDATE {}.jobs SET blocked = true WHERE id = $1",
-        db.schema
-    ))
-    .bind(next.0)
-    .execute(&mut *claim)
-    .await
-    .unwrap();
+    let claim = db.claim_holding_key("o:k", next).await;
     finish.notify_one();
     eventually(
         Duration::from_secs(20),
