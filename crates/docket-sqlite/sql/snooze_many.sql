@@ -19,4 +19,4 @@ WHERE jobs.id = c.id
   AND jobs.attempt = c.attempt
   AND jobs.lease_owner = ?2
   AND jobs.lease_expires_at > ?3
-RETURNING id, attempt
+RETURNING id, attempt, queue

@@ -21,12 +21,10 @@
 //! `docs/engines.md` for what this engine can and cannot do.
 
 mod claim;
-mod controls;
 mod enqueue;
 mod errors;
-mod inspect;
+mod exec;
 mod migrate;
-mod rows;
 mod store;
 mod tx;
 mod writes;

@@ -60,10 +60,6 @@ fn gate(key: &str) -> Arc<tokio::sync::Mutex<()>> {
     g.entry(key.to_string()).or_default().clone()
 }
 
-pub(crate) fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// Runs `attempt` until it is not refused for a file another process holds locked, up to
 /// [`BUSY_TIMEOUT`]. The writer connection has no busy handler (SQLite's sleeps in growing
 /// steps up to 100 ms); this retries every 0.2–2 ms, jittered, so the writer gets in soon
@@ -235,11 +231,6 @@ impl SqliteStore {
         crate::migrate::applied(&self.inner.pool).await
     }
 
-    /// Tells this process's workers (a hint; see [`crate::LocalHints`]).
-    pub(crate) fn hint(&self, w: Wake) {
-        let _ = self.inner.wake.send(w);
-    }
-
     /// Begins a write transaction (`BEGIN IMMEDIATE`): this process's turn first (see
     /// [`WriteTx`]), then the file's write lock, retried every millisecond or two while
     /// another process holds it, up to [`BUSY_TIMEOUT`] (then [`StoreError::Unavailable`]).
@@ -269,29 +260,14 @@ impl SqliteStore {
         Ok(WriteTx {
             tx: tx?,
             _turn: turn,
+            now: 0,
         })
-    }
-
-    /// Runs `f` in one write transaction ([`SqliteStore::begin_write`]) with the database's
-    /// now (ms), read once inside it; commits when `f` succeeds, rolls back otherwise.
-    pub(crate) async fn write<T>(
-        &self,
-        f: impl AsyncFnOnce(&mut SqliteConnection, i64) -> Result<T>,
-    ) -> Result<T> {
-        let mut tx = self.begin_write().await?;
-        let now: i64 = sqlx::query_scalar(NOW)
-            .fetch_one(tx.conn())
-            .await
-            .map_err(db_err)?;
-        let out = f(tx.conn(), now).await?;
-        tx.commit().await?;
-        Ok(out)
     }
 
     /// Runs one write statement on its own, in autocommit: SQLite takes the file's write
     /// lock as the statement starts and commits as it ends, so it is a transaction of one
     /// statement without the three extra hand-offs to the connection's thread (BEGIN, the
-    /// clock, COMMIT) that [`SqliteStore::write`] costs. This process's turn first, as
+    /// clock, COMMIT) that a transaction of the rules costs. This process's turn first, as
     /// there; a file locked by another process is retried like `begin_write`'s BEGIN (a
     /// statement refused at its start has written nothing). `query` builds the statement
     /// afresh for each try (a query's bound values are spent by running it). The statement
@@ -321,14 +297,6 @@ impl SqliteStore {
         let _turn = self.inner.gate.clone().lock_owned().await;
         busy_retry(|| query().fetch_all(&self.inner.writer)).await
     }
-
-    /// The database's now (ms) for a read.
-    pub(crate) async fn now_ms(&self) -> Result<i64> {
-        sqlx::query_scalar(NOW)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db_err)
-    }
 }
 
 /// An open write transaction: this process's write turn and the file's write lock, held
@@ -337,6 +305,18 @@ impl SqliteStore {
 pub struct WriteTx {
     tx: sqlx::Transaction<'static, sqlx::Sqlite>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+    /// The database's now (ms) when the rules began it (0 for the application's own).
+    pub(crate) now: i64,
+}
+
+impl docket_local::Tx for WriteTx {
+    fn now(&self) -> i64 {
+        self.now
+    }
+
+    async fn commit(self) -> Result<()> {
+        WriteTx::commit(self).await
+    }
 }
 
 impl WriteTx {
@@ -356,219 +336,95 @@ impl WriteTx {
     }
 }
 
-impl Store for SqliteStore {
-    type Listener = LocalHints;
+impl docket_local::Engine for SqliteStore {
+    type Tx = WriteTx;
+    type ReadTx = crate::exec::ReadTx;
+    type Reader = crate::exec::Reader;
+
+    fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    fn actor(&self) -> String {
+        self.inner.actor.clone()
+    }
+
+    fn hint(&self, w: Wake) {
+        let _ = self.inner.wake.send(w);
+    }
+
+    fn hints(&self) -> LocalHints {
+        LocalHints::new(&self.inner.wake)
+    }
+
+    async fn begin(&self) -> Result<WriteTx> {
+        let mut tx = self.begin_write().await?;
+        tx.now = sqlx::query_scalar(NOW)
+            .fetch_one(tx.conn())
+            .await
+            .map_err(db_err)?;
+        Ok(tx)
+    }
+
+    async fn begin_read(&self) -> Result<crate::exec::ReadTx> {
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let now = sqlx::query_scalar(NOW)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        Ok(crate::exec::ReadTx { tx, now })
+    }
+
+    fn reader(&self) -> crate::exec::Reader {
+        crate::exec::Reader(self.inner.pool.clone())
+    }
+
+    async fn detach<T: Send + 'static>(
+        &self,
+        op: impl std::future::Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        // Inline: every write begins in a task of its own already (see begin_write).
+        op.await
+    }
+
+    async fn lock_queue(_tx: &mut WriteTx, _queue: &str) -> Result<()> {
+        // The write transaction holds the file's only write lock.
+        Ok(())
+    }
 
     async fn migrate(&self) -> Result<()> {
         crate::migrate::run(&self.inner.pool).await
-    }
-
-    async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        self.leader_try_impl(owner, ttl).await
-    }
-
-    async fn leader_resign(&self, owner: &str) -> Result<()> {
-        self.leader_resign_impl(owner).await
-    }
-
-    fn listen_support(&self, _direct_url: Option<&str>) -> ListenSupport {
-        // Hints come from this process only; other processes' enqueues are found by polling.
-        ListenSupport::Yes
-    }
-
-    async fn listen(&self, _direct_url: Option<&str>) -> Result<LocalHints> {
-        Ok(LocalHints::new(&self.inner.wake))
-    }
-
-    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let mut v = self.enqueue_many(std::slice::from_ref(job)).await?;
-        Ok(v.remove(0))
-    }
-
-    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        self.enqueue_many_impl(jobs).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
         self.claim_impl(req).await
     }
 
-    async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        self.complete_many_impl(owner, leases).await
+    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+        self.complete_impl(owner, sorted).await
     }
 
-    async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        self.complete_delete_many_impl(owner, leases).await
+    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+        self.complete_delete_impl(owner, sorted).await
     }
 
-    async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
-        self.fail_many_impl(owner, failures).await
+    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
+        self.snooze_impl(owner, sorted).await
     }
 
-    async fn snooze_many(&self, owner: &str, snoozes: &[Snooze]) -> Result<BatchOutcome> {
-        self.snooze_many_impl(owner, snoozes).await
-    }
-
-    async fn heartbeat(
+    async fn extend(
         &self,
         owner: &str,
-        leases: &[Lease],
+        sorted: &[Lease],
         lease: Duration,
-    ) -> Result<HeartbeatOutcome> {
-        self.heartbeat_impl(owner, leases, lease).await
-    }
-
-    async fn release_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        let snoozes: Vec<Snooze> = leases
-            .iter()
-            .map(|&lease| Snooze {
-                lease,
-                delay: Duration::ZERO,
-            })
-            .collect();
-        self.snooze_many_impl(owner, &snoozes).await
-    }
-
-    async fn reap(&self, batch: i64) -> Result<ReapReport> {
-        self.reap_impl(batch).await
-    }
-
-    async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
-        self.prune_impl(retention).await
-    }
-
-    async fn retry(&self, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
-        self.retry_impl(id, extra_attempts).await
-    }
-
-    async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
-        self.cancel_impl(id).await
-    }
-
-    async fn get(&self, id: JobId) -> Result<JobRecord> {
-        self.get_impl(id).await
-    }
-
-    async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
-        self.worker_beat_impl(beat, ttl).await
-    }
-
-    async fn worker_gone(&self, owner: &str) -> Result<()> {
-        self.worker_gone_impl(owner).await
-    }
-
-    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        self.workers_impl().await
-    }
-
-    async fn why(&self, id: JobId) -> Result<WhyReport> {
-        self.why_impl(id).await
-    }
-
-    async fn search(&self, query: &JobQuery) -> Result<JobPage> {
-        self.search_impl(query).await
-    }
-
-    async fn overview(&self, cap: i64) -> Result<Overview> {
-        self.overview_impl(cap).await
-    }
-
-    async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
-        self.dead_groups_impl(limit).await
-    }
-
-    async fn run_now(&self, id: JobId) -> Result<JobRecord> {
-        self.run_now_impl(id).await
-    }
-
-    async fn record_samples(&self, samples: &[Sample]) -> Result<()> {
-        self.record_samples_impl(samples).await
-    }
-
-    async fn samples(&self, window: Duration) -> Result<Vec<Sample>> {
-        self.samples_impl(window).await
-    }
-
-    async fn audit(&self, entry: &AuditEntry) -> Result<()> {
-        self.audit_impl(entry).await
-    }
-
-    async fn audit_log(&self, limit: i64) -> Result<Vec<AuditEntry>> {
-        self.audit_log_impl(limit).await
-    }
-
-    async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.list_impl(filter).await
-    }
-
-    async fn active_count(&self, queues: &[String]) -> Result<i64> {
-        self.active_count_impl(queues).await
-    }
-
-    async fn any_active(&self, queues: &[String]) -> Result<bool> {
-        self.any_active_impl(queues).await
+    ) -> Result<(Vec<(Lease, bool)>, i64)> {
+        self.extend_impl(owner, sorted, lease).await
     }
 
     async fn table_health(&self) -> Result<Option<TableStats>> {
         // SQLite keeps no tuple or vacuum statistics.
         Ok(None)
     }
-
-    async fn stats(&self) -> Result<Stats> {
-        self.stats_impl().await
-    }
-
-    async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {
-        self.pause_queue_impl(queue).await
-    }
-
-    async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
-        self.resume_queue_impl(queue).await
-    }
-
-    async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
-        self.set_queue_limits_impl(queue, limits).await
-    }
-
-    async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
-        self.queue_controls_impl().await
-    }
-
-    async fn set_key_limit(&self, limit: &KeyLimit) -> Result<()> {
-        self.set_key_limit_impl(limit).await
-    }
-
-    async fn key_limits(&self) -> Result<Vec<KeyLimit>> {
-        self.key_limits_impl().await
-    }
-
-    async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
-        self.blocked_keys_impl(limit).await
-    }
-
-    async fn skip(&self, id: JobId) -> Result<JobRecord> {
-        self.skip_impl(id).await
-    }
-
-    async fn unblock_keys(&self, _batch: i32) -> Result<u64> {
-        // Nothing is ever flagged here: the claim decides every key inside its own write
-        // transaction (see migration 0001), so there is nothing to sweep.
-        Ok(0)
-    }
-
-    async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
-        self.upsert_periodic_impl(def).await
-    }
-
-    async fn remove_periodic(&self, name: &str) -> Result<bool> {
-        self.remove_periodic_impl(name).await
-    }
-
-    async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
-        self.list_periodic_impl().await
-    }
-
-    async fn enqueue_due_periodic(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
-        self.enqueue_due_periodic_impl(limit).await
-    }
 }
+
+docket_local::store_impl!(SqliteStore);

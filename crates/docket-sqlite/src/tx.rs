@@ -11,10 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use docket_core::*;
+use docket_local::{args, Conn};
 use sqlx::sqlite::SqliteConnection;
-use sqlx::Row;
 
 use crate::errors::db_err;
+use crate::exec::Caller;
 use crate::store::SqliteStore;
 
 /// An open transaction owned by the runtime (a handler writes through it).
@@ -78,9 +79,6 @@ pub(crate) async fn on_commit(
     Ok(())
 }
 
-const COMPLETE_ONE: &str = include_str!("../sql/complete_many.sql");
-const ENQUEUED_IN: &str = include_str!("../sql/enqueued_in.sql");
-
 impl InTransaction for SqliteStore {
     type Tx = SqliteTx;
     type Conn = SqliteConnection;
@@ -95,23 +93,18 @@ impl InTransaction for SqliteStore {
     }
 
     async fn complete_in(&self, tx: &mut SqliteTx, owner: &str, lease: Lease) -> Result<()> {
-        let now: i64 = sqlx::query_scalar(crate::store::NOW)
-            .fetch_one(tx.conn())
-            .await
-            .map_err(db_err)?;
-        let n = sqlx::query(COMPLETE_ONE)
-            .bind(format!("[[{},{}]]", lease.id.0, lease.attempt))
-            .bind(owner)
-            .bind(now)
-            .execute(tx.conn())
-            .await
-            .map_err(db_err)?
-            .rows_affected();
+        let now: i64 = tx.scalar("now", args![]).await?;
+        let pair = format!("[[{},{}]]", lease.id.0, lease.attempt);
+        let n = tx
+            .execute("complete_many", args![pair.as_str(), owner, now])
+            .await?;
         if n == 0 {
-            let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
-                lease,
-                reason: LostReason::Expired,
-            });
+            let out = docket_local::writes::lease_lost(self, lease)
+                .await
+                .unwrap_or(LeaseLost {
+                    lease,
+                    reason: LostReason::Expired,
+                });
             return Err(out.into());
         }
         Ok(())
@@ -143,14 +136,12 @@ impl InTransaction for SqliteStore {
             .unwrap_or_default();
         let mut out = Vec::new();
         for id in ids {
-            let row = sqlx::query(ENQUEUED_IN)
-                .bind(id)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db_err)?;
+            let row = Caller(&mut *conn)
+                .fetch_optional("enqueued_in", args![id])
+                .await?;
             if let Some(r) = row {
-                if r.try_get::<String, _>("kind").map_err(db_err)? == kind {
-                    out.push(crate::rows::json(&r, "args")?);
+                if r.get::<String>("kind")? == kind {
+                    out.push(docket_local::rows::json(&r, "args")?);
                 }
             }
         }

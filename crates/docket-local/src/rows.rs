@@ -4,39 +4,42 @@
 
 use chrono::{DateTime, Utc};
 use docket_core::{ClaimedJob, ErrorEntry, JobId, JobRecord, JobState, Lease, StoreError};
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 
-use crate::errors::{corrupt, db_err};
+use crate::exec::{corrupt, Row};
 
 /// Milliseconds since the epoch into a time, or why not.
-pub(crate) fn at(ms: i64, column: &str) -> Result<DateTime<Utc>, String> {
+pub fn at(ms: i64, column: &str) -> Result<DateTime<Utc>, String> {
     DateTime::<Utc>::from_timestamp_millis(ms)
         .ok_or_else(|| format!("{column} is out of range ({ms} ms)"))
 }
 
 /// A time into milliseconds since the epoch.
-pub(crate) fn ms_of(t: DateTime<Utc>) -> i64 {
+pub fn ms_of(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-pub(crate) fn state(s: &str) -> Result<JobState, StoreError> {
+/// A duration in milliseconds (saturating).
+pub fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A stored state's name.
+pub fn state(s: &str) -> Result<JobState, StoreError> {
     s.parse().map_err(|e| StoreError::Database(Box::new(e)))
 }
 
 /// A stored time column (integer ms), tolerating a value of the wrong type.
-fn ms_col(r: &SqliteRow, col: &str) -> Result<Option<i64>, String> {
-    r.try_get::<Option<i64>, _>(col)
-        .map_err(|e| format!("{col}: {e}"))
+fn ms_col(r: &Row, col: &str) -> Result<Option<i64>, String> {
+    r.get::<Option<i64>>(col).map_err(|e| e.to_string())
 }
 
-fn json_col(r: &SqliteRow, col: &str) -> Result<serde_json::Value, String> {
-    let text: String = r.try_get(col).map_err(|e| format!("{col}: {e}"))?;
+fn json_col(r: &Row, col: &str) -> Result<serde_json::Value, String> {
+    let text: String = r.get(col).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{col} is not JSON: {e}"))
 }
 
 /// A row that could not be decoded into a job a handler can run.
-pub(crate) struct Undecodable {
+pub struct Undecodable {
     pub lease: Lease,
     pub reason: String,
 }
@@ -62,7 +65,7 @@ struct Wire(
 /// Each element is decoded on its own (a bad one cannot hide the others), straight into
 /// typed fields; only an element that does not fit is read again as a plain JSON value to
 /// find its id and attempt (the lease to fail it with) and the reason.
-pub(crate) fn claimed_all(text: &str) -> Result<Vec<Result<ClaimedJob, Undecodable>>, StoreError> {
+pub fn claimed_all(text: &str) -> Result<Vec<Result<ClaimedJob, Undecodable>>, StoreError> {
     let raws: Vec<&serde_json::value::RawValue> =
         serde_json::from_str(text).map_err(|e| corrupt(format!("claimed rows: {e}")))?;
     Ok(raws.into_iter().map(|r| claimed(r.get())).collect())
@@ -70,7 +73,7 @@ pub(crate) fn claimed_all(text: &str) -> Result<Vec<Result<ClaimedJob, Undecodab
 
 /// One claimed job, a JSON array by position (claimed_rows.sql's element, claim_fast.sql's
 /// row): a job a handler can run, or why it cannot.
-pub(crate) fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
+pub fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
     let typed = serde_json::from_str::<Wire>(text).map_err(|e| e.to_string());
     let w = match typed {
         Ok(w) => w,
@@ -136,8 +139,38 @@ pub(crate) fn claimed(text: &str) -> Result<ClaimedJob, Undecodable> {
     })
 }
 
+/// A claimed job from a row of claimed_rows.sql's columns, or why it cannot run.
+pub fn claimed_row(r: &Row) -> Result<Result<ClaimedJob, Undecodable>, StoreError> {
+    let id = JobId(r.get("id")?);
+    let attempt: i32 = r.get("attempt")?;
+    let rest = || -> Result<ClaimedJob, String> {
+        let e = |x: StoreError| x.to_string();
+        let time = |c: &str| -> Result<DateTime<Utc>, String> {
+            at(ms_col(r, c)?.ok_or_else(|| format!("{c} is NULL"))?, c)
+        };
+        Ok(ClaimedJob {
+            id,
+            attempt,
+            max_attempts: r.get("max_attempts").map_err(e)?,
+            queue: r.get("queue").map_err(e)?,
+            kind: r.get("kind").map_err(e)?,
+            args: json_col(r, "args")?,
+            metadata: json_col(r, "metadata")?,
+            priority: r.get("priority").map_err(e)?,
+            run_at: time("run_at")?,
+            created_at: time("created_at")?,
+            lease_expires_at: time("lease_expires_at")?,
+            released: r.get("released").map_err(e)?,
+        })
+    };
+    Ok(rest().map_err(|reason| Undecodable {
+        lease: Lease { id, attempt },
+        reason,
+    }))
+}
+
 /// A whole job row for operators; what cannot be decoded is shown as a note.
-pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
+pub fn record(r: &Row) -> Result<JobRecord, StoreError> {
     let mut notes = Vec::new();
     let mut time = |c: &str| -> Option<DateTime<Utc>> {
         match ms_col(r, c) {
@@ -184,7 +217,7 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
         })
     };
     let mut narrow = |c: &str| -> Result<i32, StoreError> {
-        let v: i64 = r.try_get(c).map_err(db_err)?;
+        let v: i64 = r.get(c)?;
         Ok(i32::try_from(v).unwrap_or_else(|_| {
             notes.push(format!("{c} is out of range ({v})"));
             i32::MAX
@@ -193,27 +226,27 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
     let attempt = narrow("attempt")?;
     let max_attempts = narrow("max_attempts")?;
     let released = narrow("released")?;
-    let st: String = r.try_get("state").map_err(db_err)?;
+    let st: String = r.get("state")?;
     Ok(JobRecord {
-        id: JobId(r.try_get("id").map_err(db_err)?),
-        queue: r.try_get("queue").map_err(db_err)?,
-        kind: r.try_get("kind").map_err(db_err)?,
+        id: JobId(r.get("id")?),
+        queue: r.get("queue")?,
+        kind: r.get("kind")?,
         state: state(&st)?,
         attempt,
         max_attempts,
         released,
-        priority: r.try_get("priority").map_err(db_err)?,
+        priority: r.get("priority")?,
         run_at,
         created_at,
         attempted_at,
         finished_at,
-        lease_owner: r.try_get("lease_owner").map_err(db_err)?,
+        lease_owner: r.get("lease_owner")?,
         lease_expires_at,
         cancel_requested_at,
-        unique_key: r.try_get("unique_key").map_err(db_err)?,
-        ordering_key: r.try_get("ordering_key").map_err(db_err)?,
-        concurrency_key: r.try_get("concurrency_key").map_err(db_err)?,
-        blocked: r.try_get::<i64, _>("blocked").map_err(db_err)? != 0,
+        unique_key: r.get("unique_key")?,
+        ordering_key: r.get("ordering_key")?,
+        concurrency_key: r.get("concurrency_key")?,
+        blocked: r.get::<i64>("blocked")? != 0,
         args,
         metadata,
         errors,
@@ -222,18 +255,18 @@ pub(crate) fn record(r: &SqliteRow) -> Result<JobRecord, StoreError> {
 }
 
 /// A required time column of a non-job table.
-pub(crate) fn time(r: &SqliteRow, col: &str) -> Result<DateTime<Utc>, StoreError> {
-    let ms: i64 = r.try_get(col).map_err(db_err)?;
+pub fn time(r: &Row, col: &str) -> Result<DateTime<Utc>, StoreError> {
+    let ms: i64 = r.get(col)?;
     at(ms, col).map_err(corrupt)
 }
 
 /// An optional time column of a non-job table.
-pub(crate) fn time_opt(r: &SqliteRow, col: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-    let ms: Option<i64> = r.try_get(col).map_err(db_err)?;
+pub fn time_opt(r: &Row, col: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+    let ms: Option<i64> = r.get(col)?;
     ms.map(|ms| at(ms, col).map_err(corrupt)).transpose()
 }
 
 /// A JSON text column of a non-job table.
-pub(crate) fn json(r: &SqliteRow, col: &str) -> Result<serde_json::Value, StoreError> {
+pub fn json(r: &Row, col: &str) -> Result<serde_json::Value, StoreError> {
     json_col(r, col).map_err(corrupt)
 }

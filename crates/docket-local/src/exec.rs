@@ -1,0 +1,313 @@
+//! The one thing the rules ask of an engine's connection: run a named statement with
+//! positional arguments, and give rows back as plain values.
+//!
+//! Why values and not sqlx's own types: the rules are written once for two drivers whose
+//! sqlx types differ (and whose generic bounds make shared code unreadable); a job row is a
+//! few dozen values, copied once, next to a round trip to the database. Written by hand
+//! because no crate offers a driver-neutral row (sqlx's `Any` driver cannot hand back the
+//! SQLite connection the commit hooks need).
+//!
+//! A statement is named by its file (`queue_pause` for `sql/queue_pause.sql`); each engine
+//! keeps its own text. Arguments are positional in the order the rules list them; an
+//! engine's SQL refers to them as `?1`, `?2`, … (or plain `?` when it uses each once, in
+//! order), so one argument list serves both dialects whatever order and repetition each
+//! needs. A list argument ([`Arg::Ints`], [`Arg::Texts`]) is one JSON array on SQLite and
+//! expands to one placeholder per element on MariaDB.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use docket_core::{Result, StoreError};
+
+/// One bound value.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+    /// A list of ids (see the module docs).
+    Ints(&'a [i64]),
+    /// A list of names or keys (see the module docs).
+    Texts(&'a [String]),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<i32> for Arg<'_> {
+    fn from(v: i32) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<i16> for Arg<'_> {
+    fn from(v: i16) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<u32> for Arg<'_> {
+    fn from(v: u32) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::Int(v.into())
+    }
+}
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::Float(v)
+    }
+}
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(v)
+    }
+}
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(v)
+    }
+}
+impl<'a> From<&'a [i64]> for Arg<'a> {
+    fn from(v: &'a [i64]) -> Self {
+        Arg::Ints(v)
+    }
+}
+impl<'a> From<&'a [String]> for Arg<'a> {
+    fn from(v: &'a [String]) -> Self {
+        Arg::Texts(v)
+    }
+}
+impl<'a, T: Into<Arg<'a>>> From<Option<T>> for Arg<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Arg::Null, Into::into)
+    }
+}
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        v.as_deref().map_or(Arg::Null, Arg::Text)
+    }
+}
+
+/// `args![a, b, c]`: the arguments of one statement, in the rules' order.
+#[macro_export]
+macro_rules! args {
+    ($($v:expr),* $(,)?) => { &[$($crate::exec::Arg::from($v)),*][..] };
+}
+
+/// One column's value as the database returned it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+/// One row: its columns' names (shared by the rows of one result) and values.
+#[derive(Debug, Clone)]
+pub struct Row {
+    names: Arc<[String]>,
+    values: Vec<Value>,
+}
+
+impl Row {
+    /// A row of `values` under `names` (same length).
+    pub fn new(names: Arc<[String]>, values: Vec<Value>) -> Self {
+        Row { names, values }
+    }
+
+    fn value(&self, col: &str) -> Result<&Value> {
+        self.names
+            .iter()
+            .position(|n| n == col)
+            .map(|i| &self.values[i])
+            .ok_or_else(|| corrupt(format!("no column {col:?} in the row")))
+    }
+
+    /// Column `col` as `T`; a missing column or a value of another type is an error that
+    /// names the column.
+    pub fn get<T: FromValue>(&self, col: &str) -> Result<T> {
+        T::from_value(self.value(col)?).map_err(|e| corrupt(format!("{col}: {e}")))
+    }
+
+    /// The first column as `T` (a scalar query).
+    pub fn first<T: FromValue>(&self) -> Result<T> {
+        let v = self.values.first().ok_or_else(|| corrupt("an empty row"))?;
+        T::from_value(v).map_err(|e| corrupt(format!("{}: {e}", self.names[0])))
+    }
+}
+
+/// Types a column decodes into.
+pub trait FromValue: Sized {
+    fn from_value(v: &Value) -> std::result::Result<Self, String>;
+}
+
+impl FromValue for i64 {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        match v {
+            Value::Int(i) => Ok(*i),
+            Value::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(*f as i64),
+            Value::Text(t) => t.parse().map_err(|_| format!("{t:?} is not an integer")),
+            other => Err(format!("expected an integer, found {other:?}")),
+        }
+    }
+}
+impl FromValue for i32 {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        let i = i64::from_value(v)?;
+        i32::try_from(i).map_err(|_| format!("{i} is out of range"))
+    }
+}
+impl FromValue for i16 {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        let i = i64::from_value(v)?;
+        i16::try_from(i).map_err(|_| format!("{i} is out of range"))
+    }
+}
+impl FromValue for bool {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        Ok(i64::from_value(v)? != 0)
+    }
+}
+impl FromValue for f64 {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        match v {
+            Value::Int(i) => Ok(*i as f64),
+            Value::Float(f) => Ok(*f),
+            Value::Text(t) => t.parse().map_err(|_| format!("{t:?} is not a number")),
+            Value::Null => Err("expected a number, found NULL".into()),
+        }
+    }
+}
+impl FromValue for String {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        match v {
+            Value::Text(t) => Ok(t.clone()),
+            other => Err(format!("expected text, found {other:?}")),
+        }
+    }
+}
+impl<T: FromValue> FromValue for Option<T> {
+    fn from_value(v: &Value) -> std::result::Result<Self, String> {
+        match v {
+            Value::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
+    }
+}
+
+/// What an insert that may meet a unique key did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    /// The new row's id.
+    Id(i64),
+    /// A unique index refused the row (only this statement was undone).
+    Duplicate,
+}
+
+/// A connection (or a pool, or a transaction) an engine runs the rules' statements on.
+pub trait Conn: Send {
+    /// Runs statement `name`; the rows it changed.
+    fn execute(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Runs statement `name`; the rows it returned.
+    fn fetch_all(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Row>>> + Send;
+
+    /// Runs insert `name`; the new row's id, or that a unique index refused it.
+    fn insert(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Inserted>> + Send;
+
+    /// The first row `name` returns, if any.
+    fn fetch_optional(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Option<Row>>> + Send {
+        async move { Ok(self.fetch_all(name, args).await?.into_iter().next()) }
+    }
+
+    /// The first row `name` returns; none is an error.
+    fn fetch_one(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Row>> + Send {
+        async move {
+            self.fetch_optional(name, args)
+                .await?
+                .ok_or_else(|| corrupt(format!("{name} returned no row")))
+        }
+    }
+
+    /// The first column of the first row `name` returns.
+    fn scalar<T: FromValue + Send>(
+        &mut self,
+        name: &'static str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<T>> + Send {
+        async move { self.fetch_one(name, args).await?.first() }
+    }
+}
+
+/// A value the store wrote itself but cannot read back (a hand-edited row).
+pub fn corrupt(what: impl Into<String>) -> StoreError {
+    StoreError::Database(what.into().into())
+}
+
+/// Statement `name`'s text from an engine's table, or an error naming it.
+pub fn text_of(
+    table: fn(&str) -> Option<&'static str>,
+    name: &'static str,
+) -> Result<&'static str> {
+    table(name).ok_or_else(|| corrupt(format!("this engine has no statement {name:?}")))
+}
+
+/// `statements!("extra", …)`: the engine's `sql(name)` table — every statement the rules
+/// run (listed here, once) and the engine's own extras — each embedded from the engine
+/// crate's `sql/NAME.sql`. An engine missing a file the rules need does not compile.
+#[macro_export]
+macro_rules! statements {
+    ($($extra:literal),* $(,)?) => {
+        $crate::statements!(@table
+            "active_count", "any_active", "audit_insert", "audit_list", "blocked_keys",
+            "cancel", "dead_groups", "enqueue_insert", "fenced_row", "finish_attempt", "get",
+            "job_state", "key_limit", "key_limit_delete", "key_limit_set", "key_limits_list",
+            "key_running", "key_tokens_spend", "leader_get", "leader_insert",
+            "leader_resign", "leader_update", "lease_status", "list", "now",
+            "ordering_behind", "overview", "periodic_advance", "periodic_due",
+            "periodic_list", "periodic_remove", "periodic_upsert", "prune", "queue_control",
+            "queue_limits", "queue_pause", "queue_resume", "queue_tokens_spend",
+            "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",
+            "samples_forget", "samples_list", "samples_record", "search", "search_finished",
+            "search_window", "search_window_scan", "skip", "stats_queues", "unique_holder",
+            "why_ahead", "why_job", "why_ordering", "why_served", "worker_beat",
+            "worker_forget", "worker_gone", "workers_list"
+            $(, $extra)*
+        );
+    };
+    (@table $($name:literal),*) => {
+        /// Statement `name`'s text (`sql/NAME.sql`).
+        pub(crate) fn sql(name: &str) -> Option<&'static str> {
+            match name {
+                $($name => Some(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/sql/", $name, ".sql"))),)*
+                _ => None,
+            }
+        }
+    };
+}

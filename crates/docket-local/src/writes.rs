@@ -1,0 +1,512 @@
+//! The fenced writes after a claim (the batch frame around each engine's complete, snooze
+//! and heartbeat; fail in full), the reaper, pruning, and the operator's single-job
+//! actions (retry, cancel, skip, run now). PostgreSQL's versions are its SQL functions
+//! `fail_jobs`, `reap_expired`, `retry_job`, `cancel_job`, … (schema/current.sql).
+//!
+//! Every fenced write compares the claim's attempt, its owner and the lease's expiry on the
+//! database's clock, so a worker that lost its lease — reaped, reclaimed, or simply late —
+//! can never overwrite its successor; what it could not apply comes back as `LeaseLost`
+//! with the reason.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use docket_core::local::{backoff_ms, entry, history_len, push_error};
+use docket_core::*;
+
+use crate::args;
+use crate::engine::{Engine, Tx};
+use crate::exec::{corrupt, Conn, Row};
+use crate::rows::{self, ms};
+
+/// The leases in id order without repeats (the order every batch write locks rows in).
+pub fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
+    let mut v = leases.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The ids of `leases`.
+pub fn ids(leases: &[Lease]) -> Vec<i64> {
+    leases.iter().map(|l| l.id.0).collect()
+}
+
+/// Says why each lease no longer holds.
+pub async fn explain_lost<E: Engine>(e: &E, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
+    if lost.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = ids(&lost);
+    let rows = e
+        .reader()
+        .fetch_all("lease_status", args![&ids[..]])
+        .await?;
+    let mut now: HashMap<i64, (JobState, i32)> = HashMap::new();
+    for r in &rows {
+        let st: String = r.get("state")?;
+        now.insert(r.get("id")?, (rows::state(&st)?, r.get("attempt")?));
+    }
+    Ok(lost
+        .into_iter()
+        .map(|lease| docket_core::local::lost(lease, now.get(&lease.id.0).copied()))
+        .collect())
+}
+
+/// Why one lease no longer holds.
+pub async fn lease_lost<E: Engine>(e: &E, lease: Lease) -> Result<LeaseLost> {
+    let mut v = explain_lost(e, vec![lease]).await?;
+    Ok(v.remove(0))
+}
+
+async fn outcome<E: Engine>(e: &E, leases: &[Lease], done: Vec<Lease>) -> Result<BatchOutcome> {
+    let lost: Vec<Lease> = leases
+        .iter()
+        .filter(|l| !done.contains(l))
+        .copied()
+        .collect();
+    Ok(BatchOutcome {
+        applied: done,
+        lost: explain_lost(e, lost).await?,
+    })
+}
+
+pub async fn complete_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    leases: &[Lease],
+) -> Result<BatchOutcome> {
+    if leases.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let sorted = sorted_leases(leases);
+    let done = e.complete(owner, &sorted).await?;
+    outcome(e, &sorted, done).await
+}
+
+pub async fn complete_delete_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    leases: &[Lease],
+) -> Result<BatchOutcome> {
+    if leases.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let sorted = sorted_leases(leases);
+    let done = e.complete_delete(owner, &sorted).await?;
+    outcome(e, &sorted, done).await
+}
+
+pub async fn snooze_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    snoozes: &[Snooze],
+) -> Result<BatchOutcome> {
+    if snoozes.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let mut sorted = snoozes.to_vec();
+    sorted.sort_by_key(|s| s.lease);
+    sorted.dedup_by_key(|s| s.lease);
+    for s in &sorted {
+        duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
+    }
+    let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
+    let (done, due) = e.snooze(owner, &sorted).await?;
+    // Released jobs are due now: let this process's idle fetchers look.
+    for q in due {
+        e.hint(Wake::Queue(q));
+    }
+    outcome(e, &leases, done).await
+}
+
+pub async fn release_many<E: Engine>(e: &E, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
+    let snoozes: Vec<Snooze> = leases
+        .iter()
+        .map(|&lease| Snooze {
+            lease,
+            delay: Duration::ZERO,
+        })
+        .collect();
+    snooze_many(e, owner, &snoozes).await
+}
+
+pub async fn heartbeat<E: Engine>(
+    e: &E,
+    owner: &str,
+    leases: &[Lease],
+    lease: Duration,
+) -> Result<HeartbeatOutcome> {
+    if leases.is_empty() {
+        return Ok(HeartbeatOutcome::default());
+    }
+    let sorted = sorted_leases(leases);
+    let (held, until) = e.extend(owner, &sorted, lease).await?;
+    let until = rows::at(until, "lease_expires_at").map_err(corrupt)?;
+    let mut out = HeartbeatOutcome::default();
+    for (l, cancel) in held {
+        out.extended.push((l, until));
+        if cancel {
+            out.cancel_requested.push(l);
+        }
+    }
+    let lost: Vec<Lease> = sorted
+        .into_iter()
+        .filter(|l| !out.extended.iter().any(|(e, _)| e == l))
+        .collect();
+    out.lost = explain_lost(e, lost).await?;
+    Ok(out)
+}
+
+/// What a failure report makes of an attempt: retry (pending again), dead or cancelled.
+/// PostgreSQL: `fail_jobs`.
+pub fn failure_state(
+    class: FailureClass,
+    attempt: i64,
+    max_attempts: i64,
+    cancel_requested: bool,
+) -> JobState {
+    if class == FailureClass::Cancel || cancel_requested {
+        JobState::Cancelled
+    } else if class == FailureClass::Discard || attempt >= max_attempts {
+        JobState::Dead
+    } else {
+        JobState::Pending
+    }
+}
+
+/// What the reaper makes of an expired lease. PostgreSQL: `reap_expired`.
+pub fn reaped_state(attempt: i64, max_attempts: i64, cancel_requested: bool) -> JobState {
+    if cancel_requested {
+        JobState::Cancelled
+    } else if attempt >= max_attempts {
+        JobState::Dead
+    } else {
+        JobState::Pending
+    }
+}
+
+/// The retry delay of a row (its own backoff, else the default) for its next failure.
+fn backoff_of(r: &Row, errors: &str) -> i64 {
+    backoff_ms(
+        history_len(errors) + 1,
+        r.get("backoff_base_ms").ok().flatten(),
+        r.get("backoff_cap_ms").ok().flatten(),
+    )
+}
+
+pub async fn fail_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    failures: &[Failure],
+) -> Result<BatchOutcome> {
+    if failures.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let mut sorted = failures.to_vec();
+    sorted.sort_by_key(|f| f.lease);
+    sorted.dedup_by_key(|f| f.lease);
+    let max = e.limits().max_error_bytes;
+    let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let mut done = Vec::new();
+    for f in &sorted {
+        let row = tx
+            .fetch_optional(
+                "fenced_row",
+                args![f.lease.id.0, f.lease.attempt, owner, now],
+            )
+            .await?;
+        let Some(r) = row else { continue };
+        let attempt: i32 = r.get("attempt")?;
+        let max_attempts: i64 = r.get("max_attempts")?;
+        let cancel_req: Option<i64> = r.get("cancel_requested_at")?;
+        let errors: String = r.get("errors")?;
+        let state = failure_state(f.class, attempt.into(), max_attempts, cancel_req.is_some());
+        let retry = state == JobState::Pending && f.class == FailureClass::Retry;
+        let run_at = retry.then(|| {
+            now + f
+                .retry_in
+                .map(ms)
+                .unwrap_or_else(|| backoff_of(&r, &errors))
+        });
+        let message: String = validate::truncate_message(&f.message, max)
+            .chars()
+            .take(4096)
+            .collect();
+        let errors = push_error(
+            &errors,
+            entry(
+                run_of(&r, attempt),
+                now,
+                f.class.as_str(),
+                &message,
+                Some(owner),
+            ),
+        );
+        let n = tx
+            .execute(
+                "finish_attempt",
+                args![
+                    f.lease.id.0,
+                    state.as_str(),
+                    run_at,
+                    (!retry).then_some(now),
+                    &errors,
+                    i64::from(attempt),
+                    true
+                ],
+            )
+            .await?;
+        if n == 1 {
+            done.push(f.lease);
+        }
+    }
+    tx.commit().await?;
+    outcome(e, &leases, done).await
+}
+
+pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let rows = tx
+        .fetch_all("reap_expired", args![now, batch.max(1)])
+        .await?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let id: i64 = r.get("id")?;
+        // Read wide: a row written by hand with a budget beyond 32 bits must not stop the
+        // sweep of every other expired lease.
+        let stored: i64 = r.get("attempt")?;
+        let max_attempts: i64 = r.get("max_attempts")?;
+        let attempt = i32::try_from(stored).unwrap_or(i32::MAX);
+        let cancel_req: Option<i64> = r.get("cancel_requested_at")?;
+        let errors: String = r.get("errors")?;
+        let owner: String = r.get("lease_owner")?;
+        let state = reaped_state(stored, max_attempts, cancel_req.is_some());
+        let run_at = (state == JobState::Pending).then(|| now + backoff_of(r, &errors));
+        let errors = push_error(
+            &errors,
+            entry(
+                run_of(r, attempt),
+                now,
+                "lease_expired",
+                "lease expired: the worker crashed, stalled or lost its connection",
+                Some(&owner),
+            ),
+        );
+        tx.execute(
+            "finish_attempt",
+            args![
+                id,
+                state.as_str(),
+                run_at,
+                (state != JobState::Pending).then_some(now),
+                &errors,
+                stored,
+                false
+            ],
+        )
+        .await?;
+        jobs.push(Reaped {
+            id: JobId(id),
+            attempt,
+            owner,
+            queue: r.get("queue")?,
+            state,
+        });
+    }
+    tx.commit().await?;
+    Ok(ReapReport { jobs })
+}
+
+pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneReport> {
+    let mut report = PruneReport::default();
+    let batch = retention.batch.max(1);
+    let finished = ["succeeded".to_string(), "cancelled".to_string()];
+    let dead = ["dead".to_string()];
+    for (states, keep, counter) in [
+        (&finished[..], retention.finished, &mut report.finished),
+        (&dead[..], retention.dead, &mut report.dead),
+    ] {
+        loop {
+            let mut tx = e.begin().await?;
+            let now = tx.now();
+            let n = tx
+                .execute("prune", args![states, now, ms(keep), batch])
+                .await?;
+            tx.commit().await?;
+            *counter += n;
+            if n < batch as u64 {
+                break;
+            }
+        }
+    }
+    Ok(report)
+}
+
+pub async fn get<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
+    match e.reader().fetch_optional("get", args![id.0]).await? {
+        Some(r) => rows::record(&r),
+        None => Err(StoreError::NotFound(id)),
+    }
+}
+
+pub async fn list<E: Engine>(e: &E, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+    if let Some(q) = &filter.queue {
+        validate::queue(q)?;
+    }
+    let limit = if filter.limit <= 0 { 100 } else { filter.limit };
+    let rows = e
+        .reader()
+        .fetch_all(
+            "list",
+            args![
+                filter.queue.as_deref(),
+                filter.state.map(|s| s.as_str()),
+                limit
+            ],
+        )
+        .await?;
+    rows.iter().map(rows::record).collect()
+}
+
+/// (state, attempt, queue, unique key, the row) of job `id`, locked where the engine locks
+/// rows, or `NotFound`.
+async fn job_state<C: Conn>(
+    c: &mut C,
+    id: JobId,
+) -> Result<(JobState, i32, String, Option<String>, Row)> {
+    let row = c
+        .fetch_optional("job_state", args![id.0])
+        .await?
+        .ok_or(StoreError::NotFound(id))?;
+    let st: String = row.get("state")?;
+    Ok((
+        rows::state(&st).map_err(|_| corrupt(format!("job {id} has state {st:?}")))?,
+        row.get("attempt")?,
+        row.get("queue")?,
+        row.get("unique_key")?,
+        row,
+    ))
+}
+
+pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
+    if !(1..=1000).contains(&extra_attempts) {
+        return Err(ValidationError::MaxAttempts(extra_attempts).into());
+    }
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let (state, _, queue, key, _) = job_state(&mut tx, id).await?;
+    if !matches!(state, JobState::Dead | JobState::Cancelled) {
+        return Err(StoreError::WrongState {
+            id,
+            state,
+            op: "retry (only dead or cancelled jobs can be retried)",
+        });
+    }
+    if let Some(key) = key {
+        let holder = tx.fetch_optional("unique_holder", args![&key]).await?;
+        if let Some(h) = holder {
+            return Err(StoreError::UniqueConflict {
+                key,
+                holder: JobId(h.first()?),
+            });
+        }
+    }
+    tx.execute("retry", args![id.0, now, extra_attempts])
+        .await?;
+    tx.commit().await?;
+    e.hint(Wake::Queue(queue));
+    get(e, id).await
+}
+
+pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
+    let actor = e.actor();
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let (state, attempt, _, _, row) = job_state(&mut tx, id).await?;
+    let requested: Option<i64> = row.get("cancel_requested_at")?;
+    let mut errors: String = row.get("errors")?;
+    if requested.is_none() {
+        errors = push_error(
+            &errors,
+            entry(
+                run_of(&row, attempt),
+                now,
+                "cancel_requested",
+                &format!("cancel requested by {actor}"),
+                Some(&actor),
+            ),
+        );
+    }
+    let (to, finished, outcome) = match state {
+        JobState::Pending => ("cancelled", Some(now), CancelOutcome::Cancelled),
+        JobState::Running => ("running", None, CancelOutcome::Requested),
+        _ => {
+            return Err(StoreError::WrongState {
+                id,
+                state,
+                op: "cancel (it already finished)",
+            })
+        }
+    };
+    tx.execute("cancel", args![id.0, to, finished, now, &errors])
+        .await?;
+    tx.commit().await?;
+    if outcome == CancelOutcome::Requested {
+        e.hint(Wake::Cancel(id));
+    }
+    Ok(outcome)
+}
+
+pub async fn skip<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let (state, attempt, _, _, row) = job_state(&mut tx, id).await?;
+    if state != JobState::Dead {
+        return Err(StoreError::WrongState {
+            id,
+            state,
+            op: "skip (only dead jobs can be skipped)",
+        });
+    }
+    let errors: String = row.get("errors")?;
+    let errors = push_error(
+        &errors,
+        entry(
+            run_of(&row, attempt),
+            now,
+            "skipped",
+            "skipped by an operator",
+            None,
+        ),
+    );
+    tx.execute("skip", args![id.0, now, &errors]).await?;
+    tx.commit().await?;
+    get(e, id).await
+}
+
+pub async fn run_now<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let n = tx.execute("run_now", args![id.0, now]).await?;
+    tx.commit().await?;
+    let job = get(e, id).await?;
+    if n == 0 {
+        return Err(StoreError::WrongState {
+            id,
+            state: job.state,
+            op: "run now (only a pending job scheduled for later)",
+        });
+    }
+    e.hint(Wake::Queue(job.queue.clone()));
+    Ok(job)
+}
+
+/// The run a history entry names: the row's `attempt` (the fencing token) less the claims
+/// given back unrun (`released`, read alongside it).
+pub fn run_of(r: &Row, attempt: i32) -> i32 {
+    docket_core::runs(attempt, r.get("released").unwrap_or(0))
+}

@@ -1,0 +1,5 @@
+-- search_window_scan: how many jobs the window below the cursor holds and its lowest id
+-- (the next window starts below it). Parameters: ?1 keyset id (NULL: from the newest),
+-- ?2 the window (rows scanned at most).
+SELECT count(*) AS scanned, min(id) AS scan_end
+FROM (SELECT id FROM jobs WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2)
