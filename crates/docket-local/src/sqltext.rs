@@ -84,8 +84,10 @@ impl Placeholders {
     }
 
     /// The text with one `?` per bound value, and the values in binding order. A list
-    /// argument becomes one `?` per element; an empty list becomes `NULL` (it matches
-    /// nothing in `IN (…)`; write `NOT IN` only over lists that cannot be empty).
+    /// argument becomes one `?` per element. An empty list of names becomes `''`, which no
+    /// name or key is (validation refuses empty ones), so `IN` matches nothing and `NOT IN`
+    /// leaves nothing out; an empty list of ids becomes `NULL` (`IN` matches nothing; write
+    /// `NOT IN` only over id lists that cannot be empty).
     pub fn expand<'a>(&self, args: &[Arg<'a>]) -> Result<(String, Vec<Arg<'a>>)> {
         let mut text = String::with_capacity(self.parts.iter().map(|p| p.len() + 2).sum());
         let mut out = Vec::with_capacity(self.refs.len());
@@ -102,6 +104,10 @@ impl Placeholders {
                 Arg::Ints(v) => {
                     out.extend(v.iter().map(|i| Arg::Int(*i)));
                     v.len()
+                }
+                Arg::Texts([]) => {
+                    out.push(Arg::Text(""));
+                    1
                 }
                 Arg::Texts(v) => {
                     out.extend(v.iter().map(|s| Arg::Text(s)));
@@ -168,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn a_list_expands_to_one_placeholder_per_element_and_an_empty_one_to_null() {
+    fn a_list_expands_to_one_placeholder_per_element_and_an_empty_one_to_a_value_nothing_takes() {
         let p = Placeholders::parse("SELECT id FROM jobs WHERE id IN (?2) AND queue = ?1").unwrap();
         let ids = [3i64, 4, 5];
         let (sql, args) = p.expand(&[Arg::Text("q"), Arg::Ints(&ids)]).unwrap();
@@ -180,6 +186,10 @@ mod tests {
         let (sql, args) = p.expand(&[Arg::Text("q"), Arg::Ints(&[])]).unwrap();
         assert_eq!(sql, "SELECT id FROM jobs WHERE id IN (NULL) AND queue = ?");
         assert_eq!(args.len(), 1);
+        let p = Placeholders::parse("SELECT 1 WHERE k NOT IN (?1)").unwrap();
+        let (sql, args) = p.expand(&[Arg::Texts(&[])]).unwrap();
+        assert_eq!(sql, "SELECT 1 WHERE k NOT IN (?)");
+        assert_eq!(texts(&args), ["Text(\"\")"]);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 -- are read again under the lock: a job another claim leased since the plain read is left.
 -- No ORDER BY / LIMIT here: a sorted locking read locks every match before it cuts; the
 -- caller keeps the plain read's order.
--- Parameters: queue, the instant (ms), then the ids (/*ids*/ expanded).
+-- Parameters: ?1 queue, ?2 the instant (ms), ?3 the ids (a list: one placeholder each).
 SELECT id, ordering_key, concurrency_key
 FROM jobs FORCE INDEX (PRIMARY)
-WHERE queue = ? AND state = 'pending' AND run_at <= ? AND id IN (/*ids*/)
+WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2 AND id IN (?3)
 FOR UPDATE SKIP LOCKED

@@ -3,14 +3,14 @@
 -- leaving out every job of the keys the earlier passes found held (an ordering key whose
 -- head is elsewhere, a concurrency key at its limit or out of tokens), so a deep backlog of
 -- one held key cannot fill the walk and hold back the rest.
--- Parameters: queue, now (ms), the held concurrency keys (/*ckeys*/ expanded to one
--- placeholder each; '' alone when none, which no key is), the held ordering keys
--- (/*okeys*/, likewise), how many.
+-- Parameters: ?1 queue, ?2 now (ms), ?3 how many, ?4 the held concurrency keys (a list: one
+-- placeholder each; '' alone when none, which no key is), ?5 the held ordering keys
+-- (likewise).
 SELECT id, ordering_key, concurrency_key
 FROM jobs
-WHERE queue = ? AND state = 'pending' AND run_at <= ?
-  AND (concurrency_key IS NULL OR concurrency_key NOT IN (/*ckeys*/))
-  AND (ordering_key IS NULL OR ordering_key NOT IN (/*okeys*/))
+WHERE queue = ?1 AND state = 'pending' AND run_at <= ?2
+  AND (concurrency_key IS NULL OR concurrency_key NOT IN (?4))
+  AND (ordering_key IS NULL OR ordering_key NOT IN (?5))
 ORDER BY priority, run_at, id
-LIMIT ?
+LIMIT ?3
 FOR UPDATE SKIP LOCKED

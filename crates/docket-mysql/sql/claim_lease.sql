@@ -1,6 +1,6 @@
 -- claim_lease: leases the chosen (locked, pending) jobs and bumps their attempt.
--- Parameters: owner, now (ms), now (ms), lease (ms), then the ids (the list /*ids*/ is
--- expanded to one bound placeholder per id).
+-- Parameters: ?1 the ids (a list: one placeholder each), ?2 owner, ?3 now (ms), ?4 lease
+-- (ms).
 -- FORCE INDEX (PRIMARY): every by-id write of a claim, completion or heartbeat goes through
 -- the primary key only. On a freshly loaded table (stale statistics) EXPLAIN chose
 -- jobs_lease's (state, ...) range for this statement, which would lock rows of other claims
@@ -9,7 +9,7 @@
 UPDATE jobs FORCE INDEX (PRIMARY)
 SET state = 'running',
     attempt = attempt + 1,
-    lease_owner = ?,
-    attempted_at = ?,
-    lease_expires_at = ? + ?
-WHERE state = 'pending' AND id IN (/*ids*/)
+    lease_owner = ?2,
+    attempted_at = ?3,
+    lease_expires_at = ?3 + ?4
+WHERE state = 'pending' AND id IN (?1)

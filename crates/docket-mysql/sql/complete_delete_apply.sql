@@ -4,7 +4,7 @@
 -- late (a slow process between the locked read and this statement) is refused, never
 -- accepted after its lease. Ordering and concurrency keys need no release: this engine decides
 -- them at claim time from the rows that are left, and a deleted row holds no key.
--- Parameters: owner, then the ids (/*ids*/ expanded).
+-- Parameters: ?1 owner, ?2 the ids (a list: one placeholder each).
 DELETE FROM jobs
-WHERE lease_owner = ? AND state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)
-  AND id IN (/*ids*/)
+WHERE lease_owner = ?1 AND state = 'running' AND lease_expires_at > CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)
+  AND id IN (?2)

@@ -2,5 +2,5 @@
 SELECT name, cron, timezone, queue, kind, args, priority, max_attempts, missed, next_tick_at,
        last_tick_at, last_job_id
 FROM periodic
-WHERE ? IS NULL OR name = ?
+WHERE ?1 IS NULL OR name = ?1
 ORDER BY name

@@ -3,5 +3,5 @@
 SELECT name, paused_at, max_running, key_max_running, rate_limit, rate_period_ms, tokens,
        refilled_at
 FROM queues
-WHERE ? IS NULL OR name = ?
+WHERE ?1 IS NULL OR name = ?1
 ORDER BY name

@@ -1,2 +1,2 @@
 -- run_now: a pending job scheduled for later becomes due now. Parameters: now (ms), id, now.
-UPDATE jobs SET run_at = ? WHERE id = ? AND state = 'pending' AND run_at > ?
+UPDATE jobs SET run_at = ?2 WHERE id = ?1 AND state = 'pending' AND run_at > ?2

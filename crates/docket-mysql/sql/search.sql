@@ -1,25 +1,26 @@
 -- search: one keyset page of jobs matching every filter given, newest first (by id).
--- Parameters, each filter given twice (NULL: no filter) in this order: queue, kind, state,
---   priority, created since (ms), created before (ms), ordering_key, concurrency_key, the
---   args path ($."k1"."k2") twice and the value there (JSON text), the same for
---   metadata, the last error's message; then as the statement says.
--- Every value is bound; paths are built from quoted keys by the caller. Then: keyset id (twice), page size + 1.
+-- Parameters (NULL: no filter): ?1 queue, ?2 kind, ?3 state, ?4 priority, ?5 created since (ms),
+--   ?6 created before (ms), ?7 ordering_key, ?8 concurrency_key, ?9 JSON path into args,
+--   ?10 the args value there (minified JSON text), ?11/?12 the same for metadata, ?13 keyset:
+--   ids below it, ?14 page size + 1, ?15 the last error's message, ?16 the cursor's
+--   finished_at (search_finished), ?17 the window's lowest id (search_window).
+-- Every value is bound; paths are built from quoted keys by the caller.
 SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at, attempted_at,
        finished_at, lease_owner, lease_expires_at, cancel_requested_at, unique_key, ordering_key,
        concurrency_key, blocked, args, metadata, errors
 FROM jobs
-WHERE (? IS NULL OR queue = ?)
-  AND (? IS NULL OR kind = ?)
-  AND (? IS NULL OR state = ?)
-  AND (? IS NULL OR priority = ?)
-  AND (? IS NULL OR created_at >= ?)
-  AND (? IS NULL OR created_at < ?)
-  AND (? IS NULL OR ordering_key = ?)
-  AND (? IS NULL OR concurrency_key = ?)
-  AND (? IS NULL OR CAST(JSON_EXTRACT(args, ?) AS BINARY) = CAST(JSON_EXTRACT(?, '$') AS BINARY))
-  AND (? IS NULL OR CAST(JSON_EXTRACT(metadata, ?) AS BINARY) = CAST(JSON_EXTRACT(?, '$') AS BINARY))
-  AND (? IS NULL OR (JSON_LENGTH(errors) > 0 AND JSON_UNQUOTE(JSON_EXTRACT(errors,
-        CONCAT('$[', JSON_LENGTH(errors) - 1, '].message'))) = ?))
-  AND (? IS NULL OR id < ?)
+WHERE (?1 IS NULL OR queue = ?1)
+  AND (?2 IS NULL OR kind = ?2)
+  AND (?3 IS NULL OR state = ?3)
+  AND (?4 IS NULL OR priority = ?4)
+  AND (?5 IS NULL OR created_at >= ?5)
+  AND (?6 IS NULL OR created_at < ?6)
+  AND (?7 IS NULL OR ordering_key = ?7)
+  AND (?8 IS NULL OR concurrency_key = ?8)
+  AND (?9 IS NULL OR CAST(JSON_EXTRACT(args, ?9) AS BINARY) = CAST(JSON_EXTRACT(?10, '$') AS BINARY))
+  AND (?11 IS NULL OR CAST(JSON_EXTRACT(metadata, ?11) AS BINARY) = CAST(JSON_EXTRACT(?12, '$') AS BINARY))
+  AND (?15 IS NULL OR (JSON_LENGTH(errors) > 0 AND JSON_UNQUOTE(JSON_EXTRACT(errors,
+        CONCAT('$[', JSON_LENGTH(errors) - 1, '].message'))) = ?15))
+  AND (?13 IS NULL OR id < ?13)
 ORDER BY id DESC
-LIMIT ?
+LIMIT ?14

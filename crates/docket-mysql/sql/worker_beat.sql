@@ -1,8 +1,8 @@
 -- worker_beat: a worker is alive until now + ttl (its start kept across beats).
--- Parameters: owner, host, pid, queues (JSON array), concurrency, in_flight, buffered (of
---   in_flight, not yet started), now, now, expires_at (ms).
+-- Parameters: ?1 owner, ?2 host, ?3 pid, ?4 queues (JSON), ?5 concurrency, ?6 in flight,
+--   ?7 now (ms), ?8 ttl (ms), ?9 buffered.
 INSERT INTO workers (owner, host, pid, queues, concurrency, in_flight, buffered, started_at, seen_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?9, ?7, ?7, ?7 + ?8)
 ON DUPLICATE KEY UPDATE
     host = VALUES(host), pid = VALUES(pid), queues = VALUES(queues),
     concurrency = VALUES(concurrency), in_flight = VALUES(in_flight), buffered = VALUES(buffered),

@@ -21,12 +21,10 @@
 //! it; a server that went away is [`docket_core::StoreError::Unavailable`].
 
 mod claim;
-mod controls;
 mod enqueue;
 mod errors;
-mod inspect;
+mod exec;
 mod migrate;
-mod rows;
 mod store;
 mod tx;
 mod writes;

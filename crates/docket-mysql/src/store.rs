@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use docket_core::*;
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Executor;
 use tokio::sync::broadcast;
 
@@ -24,10 +24,6 @@ pub(crate) struct Inner {
     pub(crate) pool: MySqlPool,
     pub(crate) limits: Limits,
     pub(crate) wake: broadcast::Sender<Wake>,
-}
-
-pub(crate) fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Runs `fut` to its end in a task of its own, whether or not the caller keeps waiting (see
@@ -137,365 +133,109 @@ impl MySqlStore {
     /// a transaction that enqueued with [`MySqlStore::enqueue_tx`] (otherwise the next poll
     /// finds the job).
     pub fn wake(&self, queue: &str) {
-        self.hint(Wake::Queue(queue.to_string()));
+        let _ = self.inner.wake.send(Wake::Queue(queue.to_string()));
+    }
+}
+
+impl docket_local::Engine for MySqlStore {
+    type Tx = crate::exec::Tx;
+    type ReadTx = crate::exec::Tx;
+    type Reader = crate::exec::Reader;
+
+    fn limits(&self) -> &Limits {
+        &self.inner.limits
     }
 
-    pub(crate) fn hint(&self, w: Wake) {
+    fn actor(&self) -> String {
+        "mysql".into()
+    }
+
+    fn hint(&self, w: Wake) {
         let _ = self.inner.wake.send(w);
     }
 
-    /// Runs `f` in one transaction with the server's now (ms), read once inside it; commits
-    /// when `f` succeeds, rolls back otherwise. A deadlock or lock-wait timeout the server
-    /// resolved by rolling this transaction back is [`StoreError::Unavailable`]: transient,
-    /// so the runtime runs the operation again.
-    pub(crate) async fn write<T>(
-        &self,
-        f: impl AsyncFnOnce(&mut MySqlConnection, i64) -> Result<T>,
-    ) -> Result<T> {
-        self.write_once(f).await
+    fn hints(&self) -> LocalHints {
+        LocalHints::new(&self.inner.wake)
     }
 
-    /// One transaction around `f` (see [`MySqlStore::write`]).
-    pub(crate) async fn write_once<T>(
-        &self,
-        f: impl AsyncFnOnce(&mut MySqlConnection, i64) -> Result<T>,
-    ) -> Result<T> {
+    async fn begin(&self) -> Result<crate::exec::Tx> {
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
-        let now: i64 = sqlx::query_scalar(NOW)
+        let now = sqlx::query_scalar(NOW)
             .fetch_one(&mut *tx)
             .await
             .map_err(db_err)?;
-        let out = f(&mut tx, now).await?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(out)
+        Ok(crate::exec::Tx { tx, now })
     }
 
-    /// One transaction around `f`, which reads the clock itself (the claim folds it into its
-    /// first statement).
-    pub(crate) async fn write_bare<T>(
+    async fn begin_read(&self) -> Result<crate::exec::Tx> {
+        docket_local::Engine::begin(self).await
+    }
+
+    fn reader(&self) -> crate::exec::Reader {
+        crate::exec::Reader(self.inner.pool.clone())
+    }
+
+    /// In a task of its own: sqlx's MySQL connection is not safe to drop mid-query. A call
+    /// cut short (a heartbeat under its timeout, a claim raced against shutdown) left its
+    /// connection expecting a reply the server never sends, and the pool's check of it on
+    /// return waited for ever — one connection lost per cut until the pool had none ("pool
+    /// timed out"). In its own task the statement always finishes and the connection comes
+    /// back clean; a caller that stopped waiting just never sees the result (every write is
+    /// fenced, so one that lands after its caller gave up is as safe as a retry).
+    async fn detach<T: Send + 'static>(
         &self,
-        f: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T>,
+        op: impl std::future::Future<Output = Result<T>> + Send + 'static,
     ) -> Result<T> {
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
-        let out = f(&mut tx).await?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(out)
+        in_own_task(op).await?
     }
 
-    /// Runs `op` on this store in a task of its own and waits for it. Every [`Store`]
-    /// call goes through here because sqlx's MySQL connection is not safe to drop mid-query:
-    /// a call cut short (a heartbeat under its timeout, a claim raced against shutdown)
-    /// left its connection expecting a reply the server never sends, and the pool's check
-    /// of it on return waited for ever — one connection lost per cut until the pool had
-    /// none ("pool timed out"). In its own task the statement always finishes and the
-    /// connection comes back clean; a caller that stopped waiting just never sees the
-    /// result (every write is fenced, so one that lands after its caller gave up is as safe
-    /// as a retry).
-    pub(crate) async fn detached<T, F>(&self, op: impl FnOnce(MySqlStore) -> F) -> Result<T>
-    where
-        F: std::future::Future<Output = Result<T>> + Send + 'static,
-        T: Send + 'static,
-    {
-        in_own_task(op(self.clone())).await?
+    async fn lock_queue(tx: &mut crate::exec::Tx, queue: &str) -> Result<()> {
+        crate::claim::lock_queue(tx, queue, true).await
     }
-
-    /// The server's now (ms) for a read.
-    pub(crate) async fn now_ms(&self) -> Result<i64> {
-        sqlx::query_scalar(NOW)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(db_err)
-    }
-}
-
-impl Store for MySqlStore {
-    type Listener = LocalHints;
 
     async fn migrate(&self) -> Result<()> {
-        self.detached(move |s| async move { crate::migrate::run(&s.inner.pool).await })
-            .await
-    }
-
-    async fn leader_try(&self, owner: &str, ttl: Duration) -> Result<bool> {
-        let owner = owner.to_owned();
-        self.detached(move |s| async move { s.leader_try_impl(&owner, ttl).await })
-            .await
-    }
-
-    async fn leader_resign(&self, owner: &str) -> Result<()> {
-        let owner = owner.to_owned();
-        self.detached(move |s| async move { s.leader_resign_impl(&owner).await })
-            .await
-    }
-
-    fn listen_support(&self, _direct_url: Option<&str>) -> ListenSupport {
-        // Hints come from this process only; other processes' enqueues are found by polling.
-        ListenSupport::Yes
-    }
-
-    async fn listen(&self, _direct_url: Option<&str>) -> Result<LocalHints> {
-        Ok(LocalHints::new(&self.inner.wake))
-    }
-
-    async fn enqueue(&self, job: &NewJob) -> Result<Enqueued> {
-        let mut v = self.enqueue_many(std::slice::from_ref(job)).await?;
-        Ok(v.remove(0))
-    }
-
-    async fn enqueue_many(&self, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
-        let jobs = jobs.to_owned();
-        self.detached(move |s| async move { s.enqueue_many_impl(&jobs).await })
-            .await
+        crate::migrate::run(&self.inner.pool).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ClaimedJob>> {
-        let req = req.to_owned();
-        self.detached(move |s| async move { s.claim_impl(&req).await })
-            .await
+        self.claim_impl(req).await
     }
 
-    async fn complete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        let owner = owner.to_owned();
-        let leases = leases.to_owned();
-        self.detached(move |s| async move { s.complete_many_impl(&owner, &leases).await })
-            .await
+    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+        self.complete_impl(owner, sorted).await
     }
 
-    async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        let owner = owner.to_owned();
-        let leases = leases.to_owned();
-        self.detached(move |s| async move { s.complete_delete_many_impl(&owner, &leases).await })
-            .await
+    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+        self.complete_delete_impl(owner, sorted).await
     }
 
-    async fn fail_many(&self, owner: &str, failures: &[Failure]) -> Result<BatchOutcome> {
-        let owner = owner.to_owned();
-        let failures = failures.to_owned();
-        self.detached(move |s| async move { s.fail_many_impl(&owner, &failures).await })
-            .await
+    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
+        self.snooze_impl(owner, sorted).await
     }
 
-    async fn snooze_many(&self, owner: &str, snoozes: &[Snooze]) -> Result<BatchOutcome> {
-        let owner = owner.to_owned();
-        let snoozes = snoozes.to_owned();
-        self.detached(move |s| async move { s.snooze_many_impl(&owner, &snoozes).await })
-            .await
-    }
-
-    async fn heartbeat(
+    async fn extend(
         &self,
         owner: &str,
-        leases: &[Lease],
+        sorted: &[Lease],
         lease: Duration,
-    ) -> Result<HeartbeatOutcome> {
-        let owner = owner.to_owned();
-        let leases = leases.to_owned();
-        self.detached(move |s| async move { s.heartbeat_impl(&owner, &leases, lease).await })
-            .await
-    }
-
-    async fn release_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
-        let snoozes: Vec<Snooze> = leases
-            .iter()
-            .map(|&lease| Snooze {
-                lease,
-                delay: Duration::ZERO,
-            })
-            .collect();
-        let owner = owner.to_owned();
-        self.detached(move |s| async move { s.snooze_many_impl(&owner, &snoozes).await })
-            .await
-    }
-
-    async fn reap(&self, batch: i64) -> Result<ReapReport> {
-        self.detached(move |s| async move { s.reap_impl(batch).await })
-            .await
-    }
-
-    async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
-        let retention = retention.to_owned();
-        self.detached(move |s| async move { s.prune_impl(&retention).await })
-            .await
-    }
-
-    async fn retry(&self, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
-        self.detached(move |s| async move { s.retry_impl(id, extra_attempts).await })
-            .await
-    }
-
-    async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
-        self.detached(move |s| async move { s.cancel_impl(id).await })
-            .await
-    }
-
-    async fn get(&self, id: JobId) -> Result<JobRecord> {
-        self.detached(move |s| async move { s.get_impl(id).await })
-            .await
-    }
-
-    async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
-        let beat = beat.to_owned();
-        self.detached(move |s| async move { s.worker_beat_impl(&beat, ttl).await })
-            .await
-    }
-
-    async fn worker_gone(&self, owner: &str) -> Result<()> {
-        let owner = owner.to_owned();
-        self.detached(move |s| async move { s.worker_gone_impl(&owner).await })
-            .await
-    }
-
-    async fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        self.detached(move |s| async move { s.workers_impl().await })
-            .await
-    }
-
-    async fn why(&self, id: JobId) -> Result<WhyReport> {
-        self.detached(move |s| async move { s.why_impl(id).await })
-            .await
-    }
-
-    async fn search(&self, query: &JobQuery) -> Result<JobPage> {
-        let query = query.to_owned();
-        self.detached(move |s| async move { s.search_impl(&query).await })
-            .await
-    }
-
-    async fn overview(&self, cap: i64) -> Result<Overview> {
-        self.detached(move |s| async move { s.overview_impl(cap).await })
-            .await
-    }
-
-    async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
-        self.detached(move |s| async move { s.dead_groups_impl(limit).await })
-            .await
-    }
-
-    async fn run_now(&self, id: JobId) -> Result<JobRecord> {
-        self.detached(move |s| async move { s.run_now_impl(id).await })
-            .await
-    }
-
-    async fn record_samples(&self, samples: &[Sample]) -> Result<()> {
-        let samples = samples.to_owned();
-        self.detached(move |s| async move { s.record_samples_impl(&samples).await })
-            .await
-    }
-
-    async fn samples(&self, window: Duration) -> Result<Vec<Sample>> {
-        self.detached(move |s| async move { s.samples_impl(window).await })
-            .await
-    }
-
-    async fn audit(&self, entry: &AuditEntry) -> Result<()> {
-        let entry = entry.to_owned();
-        self.detached(move |s| async move { s.audit_impl(&entry).await })
-            .await
-    }
-
-    async fn audit_log(&self, limit: i64) -> Result<Vec<AuditEntry>> {
-        self.detached(move |s| async move { s.audit_log_impl(limit).await })
-            .await
-    }
-
-    async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        let filter = filter.to_owned();
-        self.detached(move |s| async move { s.list_impl(&filter).await })
-            .await
-    }
-
-    async fn active_count(&self, queues: &[String]) -> Result<i64> {
-        let queues = queues.to_owned();
-        self.detached(move |s| async move { s.active_count_impl(&queues).await })
-            .await
-    }
-
-    async fn any_active(&self, queues: &[String]) -> Result<bool> {
-        let queues = queues.to_owned();
-        self.detached(move |s| async move { s.any_active_impl(&queues).await })
-            .await
+    ) -> Result<(Vec<(Lease, bool)>, i64)> {
+        self.extend_impl(owner, sorted, lease).await
     }
 
     async fn table_health(&self) -> Result<Option<TableStats>> {
-        self.detached(move |s| async move { s.table_health_impl().await })
-            .await
-    }
-
-    async fn stats(&self) -> Result<Stats> {
-        self.detached(move |s| async move { s.stats_impl().await })
-            .await
-    }
-
-    async fn pause_queue(&self, queue: &str) -> Result<QueueControl> {
-        let queue = queue.to_owned();
-        self.detached(move |s| async move { s.pause_queue_impl(&queue).await })
-            .await
-    }
-
-    async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
-        let queue = queue.to_owned();
-        self.detached(move |s| async move { s.resume_queue_impl(&queue).await })
-            .await
-    }
-
-    async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
-        let queue = queue.to_owned();
-        let limits = limits.to_owned();
-        self.detached(move |s| async move { s.set_queue_limits_impl(&queue, &limits).await })
-            .await
-    }
-
-    async fn queue_controls(&self) -> Result<Vec<QueueControl>> {
-        self.detached(move |s| async move { s.queue_controls_impl().await })
-            .await
-    }
-
-    async fn set_key_limit(&self, limit: &KeyLimit) -> Result<()> {
-        let limit = limit.to_owned();
-        self.detached(move |s| async move { s.set_key_limit_impl(&limit).await })
-            .await
-    }
-
-    async fn key_limits(&self) -> Result<Vec<KeyLimit>> {
-        self.detached(move |s| async move { s.key_limits_impl().await })
-            .await
-    }
-
-    async fn blocked_keys(&self, limit: i64) -> Result<Vec<BlockedKey>> {
-        self.detached(move |s| async move { s.blocked_keys_impl(limit).await })
-            .await
-    }
-
-    async fn skip(&self, id: JobId) -> Result<JobRecord> {
-        self.detached(move |s| async move { s.skip_impl(id).await })
-            .await
-    }
-
-    async fn unblock_keys(&self, _batch: i32) -> Result<u64> {
-        // Nothing is ever flagged here: the claim decides every key under its try-lock, so
-        // there is nothing to sweep.
-        Ok(0)
-    }
-
-    async fn upsert_periodic(&self, def: &Periodic) -> Result<PeriodicState> {
-        let def = def.to_owned();
-        self.detached(move |s| async move { s.upsert_periodic_impl(&def).await })
-            .await
-    }
-
-    async fn remove_periodic(&self, name: &str) -> Result<bool> {
-        let name = name.to_owned();
-        self.detached(move |s| async move { s.remove_periodic_impl(&name).await })
-            .await
-    }
-
-    async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
-        self.detached(move |s| async move { s.list_periodic_impl().await })
-            .await
-    }
-
-    async fn enqueue_due_periodic(&self, limit: i64) -> Result<Vec<TickEnqueued>> {
-        self.detached(move |s| async move { s.enqueue_due_periodic_impl(limit).await })
-            .await
+        let r = docket_local::Conn::fetch_optional(&mut self.reader(), "table_health", &[]).await?;
+        r.map(|r| {
+            Ok(TableStats {
+                live_tuples: r.get("live_tuples")?,
+                dead_tuples: 0,
+                last_vacuum: None,
+                last_autovacuum: None,
+                total_bytes: r.get("total_bytes")?,
+                index_bytes: r.get("index_bytes")?,
+            })
+        })
+        .transpose()
     }
 }
+
+docket_local::store_impl!(MySqlStore);

@@ -9,12 +9,12 @@ use docket_core::*;
 use sqlx::mysql::MySqlConnection;
 use sqlx::MySql;
 
+use docket_local::{args, Conn};
+
 use crate::errors::db_err;
+use crate::exec::Caller;
 use crate::store::{in_own_task, MySqlStore};
 use crate::writes::fenced;
-
-const COMPLETE_APPLY: &str = include_str!("../sql/complete_apply.sql");
-const ENQUEUED_IN: &str = include_str!("../sql/enqueued_in.sql");
 
 /// An open transaction: the connection a handler writes through, and what it enqueued.
 #[derive(Debug)]
@@ -84,28 +84,21 @@ impl InTransaction for MySqlStore {
     }
 
     async fn complete_in(&self, tx: &mut MySqlTx, owner: &str, lease: Lease) -> Result<()> {
-        let c = tx.conn();
-        let now: i64 = sqlx::query_scalar(crate::store::NOW)
-            .fetch_one(&mut *c)
-            .await
-            .map_err(db_err)?;
-        let held = fenced(c, &[lease], owner).await?;
+        let mut c = Caller(tx.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        let held = fenced(&mut c, &[lease], owner).await?;
         if held.is_empty() {
-            let out = self.lease_lost(lease).await.unwrap_or(LeaseLost {
-                lease,
-                reason: LostReason::Expired,
-            });
+            let out = docket_local::writes::lease_lost(self, lease)
+                .await
+                .unwrap_or(LeaseLost {
+                    lease,
+                    reason: LostReason::Expired,
+                });
             return Err(out.into());
         }
-        let sql = crate::claim::with_ids(COMPLETE_APPLY, 1);
-        let n = sqlx::query(&sql)
-            .bind(now)
-            .bind(owner)
-            .bind(lease.id.0)
-            .execute(&mut *c)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
+        let n = c
+            .execute("complete_apply", args![now, owner, &[lease.id.0][..]])
+            .await?;
         if n != 1 {
             return Err(LeaseLost {
                 lease,
@@ -132,14 +125,12 @@ impl InTransaction for MySqlStore {
         let ids: Vec<i64> = conn.enqueued.iter().map(|(id, _)| *id).collect();
         let mut out = Vec::new();
         for id in ids {
-            let row = sqlx::query(ENQUEUED_IN)
-                .bind(id)
-                .fetch_optional(conn.conn())
-                .await
-                .map_err(db_err)?;
+            let row = Caller(conn.conn())
+                .fetch_optional("enqueued_in", args![id])
+                .await?;
             if let Some(r) = row {
-                if crate::rows::get::<String>(&r, "kind").map_err(db_err)? == kind {
-                    out.push(crate::rows::json(&r, "args")?);
+                if r.get::<String>("kind")? == kind {
+                    out.push(docket_local::rows::json(&r, "args")?);
                 }
             }
         }
