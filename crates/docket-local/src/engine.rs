@@ -22,7 +22,7 @@ pub trait Tx: Conn + Sized {
 }
 
 /// An engine that keeps the queue's rules in this crate.
-pub trait Engine: Clone + Send + Sync + 'static {
+pub trait Engine: BatchWrites + Clone + Send + Sync + 'static {
     /// A write transaction.
     type Tx: Tx;
     /// A read-only transaction (one snapshot for several reads).
@@ -64,6 +64,15 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn migrate(&self) -> impl Future<Output = Result<()>> + Send;
     /// Claims (see `Store::claim`; the choice itself is [`crate::claim::choose`]).
     fn claim(&self, req: &ClaimRequest) -> impl Future<Output = Result<Vec<ClaimedJob>>> + Send;
+    /// Table statistics, where the engine keeps any.
+    fn table_health(&self) -> impl Future<Output = Result<Option<TableStats>>> + Send;
+}
+
+/// The fenced batch writes after a claim, in the engine's shape (SQLite: all-or-nothing
+/// autocommit statements over JSON batches; MariaDB: rows locked by primary key, then
+/// written by id). Sorting, the explanation of lost leases and the hints are the rules'
+/// ([`crate::writes`]).
+pub trait BatchWrites {
     /// Completes (fenced); the leases applied.
     fn complete(
         &self,
@@ -90,6 +99,4 @@ pub trait Engine: Clone + Send + Sync + 'static {
         sorted: &[Lease],
         lease: Duration,
     ) -> impl Future<Output = Result<(Vec<(Lease, bool)>, i64)>> + Send;
-    /// Table statistics, where the engine keeps any.
-    fn table_health(&self) -> impl Future<Output = Result<Option<TableStats>>> + Send;
 }

@@ -201,27 +201,6 @@ impl docket_local::Engine for MySqlStore {
         self.claim_impl(req).await
     }
 
-    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
-        self.complete_impl(owner, sorted).await
-    }
-
-    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
-        self.complete_delete_impl(owner, sorted).await
-    }
-
-    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
-        self.snooze_impl(owner, sorted).await
-    }
-
-    async fn extend(
-        &self,
-        owner: &str,
-        sorted: &[Lease],
-        lease: Duration,
-    ) -> Result<(Vec<(Lease, bool)>, i64)> {
-        self.extend_impl(owner, sorted, lease).await
-    }
-
     async fn table_health(&self) -> Result<Option<TableStats>> {
         let r = docket_local::Conn::fetch_optional(&mut self.reader(), "table_health", &[]).await?;
         r.map(|r| {

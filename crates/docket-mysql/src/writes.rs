@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use docket_core::*;
 use docket_local::args;
+use docket_local::engine::BatchWrites;
 use docket_local::rows::ms;
 use docket_local::writes::ids;
 use docket_local::{Conn, Engine, Tx as _};
@@ -40,8 +41,8 @@ pub(crate) async fn fenced<C: Conn>(
     Ok(out)
 }
 
-impl MySqlStore {
-    pub(crate) async fn complete_impl(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+impl BatchWrites for MySqlStore {
+    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
         // One autocommit statement: the fence is in its WHERE clause.
         let now = docket_local::controls::now_ms(self).await?;
         let sql = crate::exec::sql("complete_fast")
@@ -82,11 +83,7 @@ impl MySqlStore {
     /// (fenced_select.sql), delete them, and when a lease ran out between the two, read
     /// which rows are left. Exact, unlike an autocommit DELETE, which could not tell
     /// afterwards whose rows it removed.
-    pub(crate) async fn complete_delete_impl(
-        &self,
-        owner: &str,
-        sorted: &[Lease],
-    ) -> Result<Vec<Lease>> {
+    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
         let mut tx = Engine::begin(self).await?;
         let held: Vec<Lease> = fenced(&mut tx, sorted, owner)
             .await?
@@ -117,11 +114,7 @@ impl MySqlStore {
         Ok(done)
     }
 
-    pub(crate) async fn snooze_impl(
-        &self,
-        owner: &str,
-        sorted: &[Snooze],
-    ) -> Result<(Vec<Lease>, Vec<String>)> {
+    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
         let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
         let mut tx = Engine::begin(self).await?;
         let now = tx.now();
@@ -148,7 +141,7 @@ impl MySqlStore {
         Ok((done, due))
     }
 
-    pub(crate) async fn extend_impl(
+    async fn extend(
         &self,
         owner: &str,
         sorted: &[Lease],

@@ -400,27 +400,6 @@ impl docket_local::Engine for SqliteStore {
         self.claim_impl(req).await
     }
 
-    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
-        self.complete_impl(owner, sorted).await
-    }
-
-    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
-        self.complete_delete_impl(owner, sorted).await
-    }
-
-    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
-        self.snooze_impl(owner, sorted).await
-    }
-
-    async fn extend(
-        &self,
-        owner: &str,
-        sorted: &[Lease],
-        lease: Duration,
-    ) -> Result<(Vec<(Lease, bool)>, i64)> {
-        self.extend_impl(owner, sorted, lease).await
-    }
-
     async fn table_health(&self) -> Result<Option<TableStats>> {
         // SQLite keeps no tuple or vacuum statistics.
         Ok(None)

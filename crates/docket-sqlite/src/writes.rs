@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use docket_core::*;
 use docket_local::args;
+use docket_local::engine::BatchWrites;
 use docket_local::rows::ms;
 use docket_local::{Conn, Engine, Tx};
 
@@ -60,8 +61,10 @@ impl SqliteStore {
             .await?;
         Ok(n as usize == sorted.len())
     }
+}
 
-    pub(crate) async fn complete_impl(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
+impl BatchWrites for SqliteStore {
+    async fn complete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
         if self.all_or_nothing("complete_all", owner, sorted).await? {
             return Ok(sorted.to_vec());
         }
@@ -93,11 +96,7 @@ impl SqliteStore {
     /// Completes by deleting: one all-or-nothing autocommit statement when every lease
     /// holds, else a write transaction that reads which leases hold and deletes exactly
     /// those.
-    pub(crate) async fn complete_delete_impl(
-        &self,
-        owner: &str,
-        sorted: &[Lease],
-    ) -> Result<Vec<Lease>> {
+    async fn complete_delete(&self, owner: &str, sorted: &[Lease]) -> Result<Vec<Lease>> {
         if self
             .all_or_nothing("complete_delete_all", owner, sorted)
             .await?
@@ -138,11 +137,7 @@ impl SqliteStore {
         Ok(held)
     }
 
-    pub(crate) async fn snooze_impl(
-        &self,
-        owner: &str,
-        sorted: &[Snooze],
-    ) -> Result<(Vec<Lease>, Vec<String>)> {
+    async fn snooze(&self, owner: &str, sorted: &[Snooze]) -> Result<(Vec<Lease>, Vec<String>)> {
         let triples: Vec<(i64, i32, i64)> = sorted
             .iter()
             .map(|s| (s.lease.id.0, s.lease.attempt, ms(s.delay)))
@@ -171,7 +166,7 @@ impl SqliteStore {
         Ok((done, due))
     }
 
-    pub(crate) async fn extend_impl(
+    async fn extend(
         &self,
         owner: &str,
         sorted: &[Lease],
