@@ -16,7 +16,7 @@
 -- transaction or not, is as durable as before, and so are completions, failures, enqueues
 -- and every other write. `docket.durable_claims = on` (a custom setting: ALTER ROLE,
 -- ALTER DATABASE or PGOPTIONS) makes claims wait for their flush as before.
--- Measured (docs/benchmarks.md, session 13): one default process, N = 200,000, alternating
+-- Measured (docs/benchmarks.md, 2026-12-03, commit 8c9e0ae): one default process, N = 200,000, alternating
 -- runs: 0.41-0.51 of the SQL floor with durable claims, 0.51-0.62 without.
 -- The body is claim() of migration 0005 (with 0006's plan_cache_mode) plus the prologue.
 -- The five-argument function is dropped, not overloaded (one definition to read); the new

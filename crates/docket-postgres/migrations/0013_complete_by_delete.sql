@@ -5,7 +5,7 @@
 -- DELETE instead of an UPDATE to 'succeeded'. The UPDATE wrote a new version of every row and
 -- inserted it into the primary key and jobs_finished_idx; the DELETE only stamps the old
 -- version. With one worker process on library defaults that took the drain from 0.57–0.68 to
--- 0.70–0.85 of the SQL floor (docs/benchmarks.md, session 17).
+-- 0.70–0.85 of the SQL floor (docs/benchmarks.md, 2026-12-04, commit 217523e).
 --
 -- A keyed job must still release its keys when it ends that way: the next job of its ordering
 -- key becomes claimable, and a slot of its concurrency key frees. jobs_release_keys() (0005)

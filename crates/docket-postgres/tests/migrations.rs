@@ -184,3 +184,64 @@ async fn the_checked_in_schema_is_what_the_migrations_produce() {
         "the schema's own name was left in"
     );
 }
+
+/// A migration whose comments were reworded after release: the text schemas recorded before
+/// is accepted (`migrate::REWORDED`), and it is exactly the former text — the current one
+/// with the old wording put back — so no statement can have changed unnoticed.
+#[tokio::test]
+async fn a_schema_migrated_before_a_comment_was_reworded_is_still_accepted() {
+    use sha2::Digest;
+    let former = [
+        (11, "2026-12-03, commit 8c9e0ae", "session 13"),
+        (13, "2026-12-04, commit 217523e", "session 17"),
+    ];
+    assert_eq!(former.len(), migrate::REWORDED.len());
+    for (version, now, was) in former {
+        let m = migrate::MIGRATOR
+            .iter()
+            .find(|m| m.version == version)
+            .unwrap();
+        assert!(m.sql.contains(now), "migration {version} says {now:?}");
+        let old = m.sql.replace(now, was);
+        let sum: String = sha2::Sha384::digest(old.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            migrate::REWORDED.contains(&(version, sum.as_str())),
+            "migration {version}: the former text's checksum {sum} is not recorded"
+        );
+    }
+
+    let db = TestDb::new().await;
+    let (version, sum) = migrate::REWORDED[0];
+    let bytes: Vec<u8> = (0..sum.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&sum[i..i + 2], 16).unwrap())
+        .collect();
+    sqlx::query(&format!(
+        "UPDATE {}._sqlx_migrations SET checksum = $1 WHERE version = $2",
+        db.schema
+    ))
+    .bind(&bytes)
+    .bind(version)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    migrate::check(&db.pool, &db.schema)
+        .await
+        .expect("the former text is accepted");
+    db.store.migrate().await.expect("and migrating again is a no-op");
+
+    // Any other text is still a changed migration.
+    sqlx::query(&format!(
+        "UPDATE {}._sqlx_migrations SET checksum = '\\x00' WHERE version = $1",
+        db.schema
+    ))
+    .bind(version)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let e = migrate::check(&db.pool, &db.schema).await.expect_err("changed");
+    assert!(e.to_string().contains("checksum mismatch"), "{e}");
+}
