@@ -213,6 +213,39 @@ pub struct JobPage {
     pub scanned: Option<i64>,
 }
 
+impl JobPage {
+    /// A page from the rows a search read (up to `page` + 1, newest first): the extra row
+    /// says there is a next page; a window that ended before the page filled
+    /// (`scanned` = [`SCAN_WINDOW`]) goes on below its lowest id, `scan_end`. Pages in
+    /// finished order (`finished`) carry the cursor's finished time.
+    pub fn cut(
+        mut jobs: Vec<JobRecord>,
+        page: i64,
+        finished: bool,
+        scanned: Option<i64>,
+        scan_end: Option<i64>,
+    ) -> JobPage {
+        let next = if jobs.len() as i64 > page {
+            jobs.truncate(page.max(0) as usize);
+            jobs.last().map(|j| j.id)
+        } else if scanned == Some(SCAN_WINDOW) {
+            scan_end.map(JobId)
+        } else {
+            None
+        };
+        let next_finished_at = match (finished, next) {
+            (true, Some(_)) => jobs.last().and_then(|j| j.finished_at),
+            _ => None,
+        };
+        JobPage {
+            jobs,
+            next,
+            next_finished_at,
+            scanned,
+        }
+    }
+}
+
 /// A count that stops at a cap: `more` says the true number is larger.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Count {

@@ -346,6 +346,40 @@ pub struct Snooze {
     pub delay: Duration,
 }
 
+/// A batch of leases in id order without repeats: the order every engine's batch write
+/// locks rows in (no two batches wait on each other's rows in opposite orders).
+pub fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
+    let mut v = leases.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// A batch of failure reports in lease order, one per lease (the first wins).
+pub fn sorted_failures(failures: &[Failure]) -> Vec<Failure> {
+    let mut v = failures.to_vec();
+    v.sort_by_key(|f| f.lease);
+    v.dedup_by_key(|f| f.lease);
+    v
+}
+
+/// A batch of snoozes in lease order, one per lease, each delay checked against
+/// [`crate::duration::MAX_DELAY`] (nothing is written when one is out of range).
+pub fn sorted_snoozes(snoozes: &[Snooze]) -> Result<Vec<Snooze>, crate::ValidationError> {
+    let mut v = snoozes.to_vec();
+    v.sort_by_key(|s| s.lease);
+    v.dedup_by_key(|s| s.lease);
+    for s in &v {
+        crate::duration::check_bounds(
+            "snooze",
+            s.delay,
+            Duration::ZERO,
+            crate::duration::MAX_DELAY,
+        )?;
+    }
+    Ok(v)
+}
+
 /// What a batch of fenced writes did. Every input is in exactly one of the two lists.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchOutcome {

@@ -108,15 +108,39 @@ pub trait ClaimTx: Conn {
     /// holds it (SQLite: always true, its writer is alone).
     fn try_key(&mut self, k: &str) -> impl Future<Output = Result<bool>> + Send;
 
-    /// A further pass's candidates: ready jobs of `queue` at `now`, past the keys in `held`,
-    /// up to `depth`, in claim order (locked where the engine locks rows).
+    /// A further pass's candidates (candidates_past_held.sql): ready jobs of `queue` at
+    /// `now`, past the keys in `held`, up to `depth`, in claim order (locked where the
+    /// engine locks rows).
     fn past_held(
         &mut self,
         queue: &str,
         now: i64,
         depth: i64,
         held: &HeldKeys,
-    ) -> impl Future<Output = Result<Vec<Candidate>>> + Send;
+    ) -> impl Future<Output = Result<Vec<Candidate>>> + Send {
+        async move {
+            let rows = self
+                .fetch_all(
+                    "candidates_past_held",
+                    args![queue, now, depth, &held.concurrency[..], &held.ordering[..]],
+                )
+                .await?;
+            candidates_of(&rows)
+        }
+    }
+}
+
+/// Candidates from rows of (id, ordering_key, concurrency_key).
+pub fn candidates_of(rows: &[Row]) -> Result<Vec<Candidate>> {
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.get("id")?,
+                r.get("ordering_key")?,
+                r.get("concurrency_key")?,
+            ))
+        })
+        .collect()
 }
 
 /// How many jobs a claim may take: the request's limit, capped by the queue's free slots

@@ -286,6 +286,7 @@ macro_rules! statements {
     ($($extra:literal),* $(,)?) => {
         $crate::statements!(@table
             "active_count", "any_active", "audit_insert", "audit_list", "blocked_keys",
+            "candidates_past_held",
             "cancel", "dead_groups", "enqueue_insert", "fenced_row", "finish_attempt", "get",
             "job_state", "key_limit", "key_limit_delete", "key_limit_set", "key_limits_list",
             "key_running", "key_tokens_spend", "leader_get", "leader_insert",
@@ -307,6 +308,49 @@ macro_rules! statements {
             match name {
                 $($name => Some(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/sql/", $name, ".sql"))),)*
                 _ => None,
+            }
+        }
+    };
+}
+
+/// `impl Conn for $ty`, for an engine module that has, in scope where this is invoked:
+/// `prepare(name, args) -> Result<P>` (the statement's text and values as the driver binds
+/// them), `query(&P)` (the sqlx query), `rows_of(&[driver rows]) -> Result<Vec<Row>>`,
+/// `inserted(driver result) -> Result<Inserted>` and `db_err`. `$exec` is the sqlx
+/// executor of `$s` (a pool, a connection, a transaction).
+#[macro_export]
+macro_rules! conn_via {
+    ($ty:ty, |$s:ident| $exec:expr) => {
+        impl $crate::Conn for $ty {
+            async fn execute(
+                &mut self,
+                name: &'static str,
+                args: &[$crate::Arg<'_>],
+            ) -> $crate::core::Result<u64> {
+                let $s = self;
+                let p = prepare(name, args)?;
+                let r = query(&p).execute($exec).await.map_err(db_err)?;
+                Ok(r.rows_affected())
+            }
+
+            async fn fetch_all(
+                &mut self,
+                name: &'static str,
+                args: &[$crate::Arg<'_>],
+            ) -> $crate::core::Result<Vec<$crate::Row>> {
+                let $s = self;
+                let p = prepare(name, args)?;
+                rows_of(&query(&p).fetch_all($exec).await.map_err(db_err)?)
+            }
+
+            async fn insert(
+                &mut self,
+                name: &'static str,
+                args: &[$crate::Arg<'_>],
+            ) -> $crate::core::Result<$crate::Inserted> {
+                let $s = self;
+                let p = prepare(name, args)?;
+                inserted(query(&p).execute($exec).await)
             }
         }
     };

@@ -97,25 +97,8 @@ pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
         .await?;
     let scanned = scan.map(|(n, _)| n);
     let scan_end = scan.and_then(|(_, end)| end);
-    let mut jobs = rows.iter().map(rows::record).collect::<Result<Vec<_>>>()?;
-    let next = if jobs.len() as i64 > page {
-        jobs.truncate(page as usize);
-        jobs.last().map(|j| j.id)
-    } else if window && scanned == Some(inspect::SCAN_WINDOW) {
-        scan_end.map(JobId)
-    } else {
-        None
-    };
-    let next_finished_at = match (finished, next) {
-        (true, Some(_)) => jobs.last().and_then(|j| j.finished_at),
-        _ => None,
-    };
-    Ok(JobPage {
-        jobs,
-        next,
-        next_finished_at,
-        scanned,
-    })
+    let jobs = rows.iter().map(rows::record).collect::<Result<Vec<_>>>()?;
+    Ok(JobPage::cut(jobs, page, finished, scanned, scan_end))
 }
 
 pub async fn overview<E: Engine>(e: &E, cap: i64) -> Result<Overview> {

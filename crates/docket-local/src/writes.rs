@@ -19,14 +19,6 @@ use crate::engine::{Engine, Tx};
 use crate::exec::{corrupt, Conn, Row};
 use crate::rows::{self, ms};
 
-/// The leases in id order without repeats (the order every batch write locks rows in).
-pub fn sorted_leases(leases: &[Lease]) -> Vec<Lease> {
-    let mut v = leases.to_vec();
-    v.sort();
-    v.dedup();
-    v
-}
-
 /// The ids of `leases`.
 pub fn ids(leases: &[Lease]) -> Vec<i64> {
     leases.iter().map(|l| l.id.0).collect()
@@ -71,17 +63,31 @@ async fn outcome<E: Engine>(e: &E, leases: &[Lease], done: Vec<Lease>) -> Result
     })
 }
 
-pub async fn complete_many<E: Engine>(
+/// A completion batch: sorted, applied by the engine's `op` (fenced), the rest explained.
+async fn complete_batch<E: Engine>(
     e: &E,
     owner: &str,
     leases: &[Lease],
+    delete: bool,
 ) -> Result<BatchOutcome> {
     if leases.is_empty() {
         return Ok(BatchOutcome::default());
     }
     let sorted = sorted_leases(leases);
-    let done = e.complete(owner, &sorted).await?;
+    let done = if delete {
+        e.complete_delete(owner, &sorted).await?
+    } else {
+        e.complete(owner, &sorted).await?
+    };
     outcome(e, &sorted, done).await
+}
+
+pub async fn complete_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    leases: &[Lease],
+) -> Result<BatchOutcome> {
+    complete_batch(e, owner, leases, false).await
 }
 
 pub async fn complete_delete_many<E: Engine>(
@@ -89,12 +95,7 @@ pub async fn complete_delete_many<E: Engine>(
     owner: &str,
     leases: &[Lease],
 ) -> Result<BatchOutcome> {
-    if leases.is_empty() {
-        return Ok(BatchOutcome::default());
-    }
-    let sorted = sorted_leases(leases);
-    let done = e.complete_delete(owner, &sorted).await?;
-    outcome(e, &sorted, done).await
+    complete_batch(e, owner, leases, true).await
 }
 
 pub async fn snooze_many<E: Engine>(
@@ -105,12 +106,7 @@ pub async fn snooze_many<E: Engine>(
     if snoozes.is_empty() {
         return Ok(BatchOutcome::default());
     }
-    let mut sorted = snoozes.to_vec();
-    sorted.sort_by_key(|s| s.lease);
-    sorted.dedup_by_key(|s| s.lease);
-    for s in &sorted {
-        duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
-    }
+    let sorted = sorted_snoozes(snoozes)?;
     let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
     let (done, due) = e.snooze(owner, &sorted).await?;
     // Released jobs are due now: let this process's idle fetchers look.
@@ -203,9 +199,7 @@ pub async fn fail_many<E: Engine>(
     if failures.is_empty() {
         return Ok(BatchOutcome::default());
     }
-    let mut sorted = failures.to_vec();
-    sorted.sort_by_key(|f| f.lease);
-    sorted.dedup_by_key(|f| f.lease);
+    let sorted = sorted_failures(failures);
     let max = e.limits().max_error_bytes;
     let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
     let mut tx = e.begin().await?;

@@ -7,10 +7,9 @@
 
 use std::collections::HashMap;
 
-use docket_core::local::HeldKeys;
 use docket_core::*;
 use docket_local::args;
-use docket_local::claim::{self as rules, Candidate, Candidates, ClaimTx, QueueRow};
+use docket_local::claim::{self as rules, candidates_of, Candidate, Candidates, ClaimTx, QueueRow};
 use docket_local::rows::{claimed_row, ms};
 use docket_local::{Conn, Row};
 
@@ -36,18 +35,6 @@ pub(crate) async fn lock_queue(c: &mut Tx, queue: &str, exclusive: bool) -> Resu
     )))
 }
 
-fn candidates(rows: Vec<Row>) -> Result<Vec<Candidate>> {
-    rows.iter()
-        .map(|r| {
-            Ok((
-                r.get("id")?,
-                r.get("ordering_key")?,
-                r.get("concurrency_key")?,
-            ))
-        })
-        .collect()
-}
-
 impl ClaimTx for Tx {
     /// Tries the lock of key `k` (`o:` or `c:` + key) without waiting: false when another
     /// claim holds it.
@@ -66,22 +53,6 @@ impl ClaimTx for Tx {
             self.execute("key_lock_ensure", args![k]).await?;
         }
         Ok(false)
-    }
-
-    async fn past_held(
-        &mut self,
-        queue: &str,
-        now: i64,
-        depth: i64,
-        held: &HeldKeys,
-    ) -> Result<Vec<Candidate>> {
-        let rows = self
-            .fetch_all(
-                "candidates_past_held",
-                args![queue, now, depth, &held.concurrency[..], &held.ordering[..]],
-            )
-            .await?;
-        candidates(rows)
     }
 }
 
@@ -105,8 +76,10 @@ async fn starving_candidates(
     let locked = c
         .fetch_all("candidates_lock", args![queue, until, &ids[..]])
         .await?;
-    let mut locked: HashMap<i64, Candidate> =
-        candidates(locked)?.into_iter().map(|c| (c.0, c)).collect();
+    let mut locked: HashMap<i64, Candidate> = candidates_of(&locked)?
+        .into_iter()
+        .map(|c| (c.0, c))
+        .collect();
     // In the plain read's order (oldest first); a job skipped by the lock is left out.
     Ok(ids
         .into_iter()
@@ -150,7 +123,7 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
     let ready = c
         .fetch_all("candidates_ready", args![&req.queue, now, depth])
         .await?;
-    rows.extend(candidates(ready)?);
+    rows.extend(candidates_of(&ready)?);
     let first = Candidates { rows, keyed, depth };
     let choice = rules::choose(c, req, &q, now, &mut budget, first).await?;
     if choice.chosen.is_empty() {

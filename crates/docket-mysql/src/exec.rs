@@ -18,7 +18,6 @@ use crate::errors::{corrupt, db_err, is_unique_violation};
 
 docket_local::statements!(
     "candidates_lock",
-    "candidates_past_held",
     "candidates_ready",
     "candidates_starving",
     "claim_context",
@@ -59,14 +58,14 @@ fn placeholders(name: &'static str) -> Result<Arc<Placeholders>> {
 }
 
 /// `name`'s text for these arguments, and the values in binding order.
-pub(crate) fn expand<'a>(name: &'static str, args: &[Arg<'a>]) -> Result<(String, Vec<Arg<'a>>)> {
+fn prepare<'a>(name: &'static str, args: &[Arg<'a>]) -> Result<(String, Vec<Arg<'a>>)> {
     placeholders(name)?.expand(args)
 }
 
 type Query<'q> = sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>;
 
-/// `text` with `values` bound in order.
-pub(crate) fn query<'q>(text: &'q str, values: &[Arg<'q>]) -> Query<'q> {
+/// The text with its values bound in order.
+fn query<'q>((text, values): &'q (String, Vec<Arg<'q>>)) -> Query<'q> {
     let mut q = sqlx::query(text);
     for a in values {
         q = match *a {
@@ -115,8 +114,20 @@ fn value_of(r: &MySqlRow, i: usize) -> Result<Value> {
     })
 }
 
+/// An insert's new row id, or that a unique index refused the row (only this statement
+/// was rolled back; the transaction goes on).
+fn inserted(
+    r: std::result::Result<sqlx::mysql::MySqlQueryResult, sqlx::Error>,
+) -> Result<Inserted> {
+    match r {
+        Ok(r) => Ok(Inserted::Id(r.last_insert_id() as i64)),
+        Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
+        Err(e) => Err(db_err(e)),
+    }
+}
+
 /// Rows as plain values (the column names read once).
-pub(crate) fn rows_of(rows: &[MySqlRow]) -> Result<Vec<Row>> {
+fn rows_of(rows: &[MySqlRow]) -> Result<Vec<Row>> {
     let Some(first) = rows.first() else {
         return Ok(Vec::new());
     };
@@ -135,55 +146,16 @@ pub(crate) fn rows_of(rows: &[MySqlRow]) -> Result<Vec<Row>> {
         .collect()
 }
 
-/// The rules' executor over anything sqlx runs MariaDB statements on.
-macro_rules! conn_via {
-    ($ty:ty, |$s:ident| $exec:expr) => {
-        impl docket_local::Conn for $ty {
-            async fn execute(&mut self, name: &'static str, args: &[Arg<'_>]) -> Result<u64> {
-                let $s = self;
-                let (text, values) = expand(name, args)?;
-                let r = query(&text, &values).execute($exec).await.map_err(db_err)?;
-                Ok(r.rows_affected())
-            }
-
-            async fn fetch_all(
-                &mut self,
-                name: &'static str,
-                args: &[Arg<'_>],
-            ) -> Result<Vec<Row>> {
-                let $s = self;
-                let (text, values) = expand(name, args)?;
-                let rows = query(&text, &values)
-                    .fetch_all($exec)
-                    .await
-                    .map_err(db_err)?;
-                rows_of(&rows)
-            }
-
-            async fn insert(&mut self, name: &'static str, args: &[Arg<'_>]) -> Result<Inserted> {
-                let $s = self;
-                let (text, values) = expand(name, args)?;
-                match query(&text, &values).execute($exec).await {
-                    Ok(r) => Ok(Inserted::Id(r.last_insert_id() as i64)),
-                    // The statement alone was rolled back; the transaction goes on.
-                    Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
-                    Err(e) => Err(db_err(e)),
-                }
-            }
-        }
-    };
-}
-
 /// The pool, for single reads.
 #[derive(Clone, Debug)]
 pub struct Reader(pub(crate) sqlx::MySqlPool);
 
-conn_via!(Reader, |s| &s.0);
+docket_local::conn_via!(Reader, |s| &s.0);
 
 /// A connection inside the application's own transaction.
 pub struct Caller<'a>(pub(crate) &'a mut sqlx::MySqlConnection);
 
-conn_via!(Caller<'_>, |s| &mut *s.0);
+docket_local::conn_via!(Caller<'_>, |s| &mut *s.0);
 
 /// A transaction of the rules, with the server's now read inside it.
 pub struct Tx {
@@ -191,7 +163,7 @@ pub struct Tx {
     pub(crate) now: i64,
 }
 
-conn_via!(Tx, |s| &mut *s.tx);
+docket_local::conn_via!(Tx, |s| &mut *s.tx);
 
 impl docket_local::Tx for Tx {
     fn now(&self) -> i64 {

@@ -109,25 +109,7 @@ impl PgStore {
             }
             jobs.push(rows::record(r)?);
         }
-        let next = if jobs.len() as i64 > page {
-            jobs.truncate(page as usize);
-            jobs.last().map(|j| j.id)
-        } else if window && scanned == Some(inspect::SCAN_WINDOW) {
-            // The window ended before the page filled: go on below it.
-            scan_end.map(JobId)
-        } else {
-            None
-        };
-        let next_finished_at = match (finished, next) {
-            (true, Some(_)) => jobs.last().and_then(|j| j.finished_at),
-            _ => None,
-        };
-        Ok(JobPage {
-            jobs,
-            next,
-            next_finished_at,
-            scanned,
-        })
+        Ok(JobPage::cut(jobs, page, finished, scanned, scan_end))
     }
 
     /// Runs a dashboard read in a transaction of its own with JIT compilation off: the

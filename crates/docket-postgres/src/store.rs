@@ -387,9 +387,7 @@ impl PgStore {
 
 /// Sorted, de-duplicated leases as parallel arrays: one lock order for every batch writer.
 fn lease_arrays(leases: &[Lease]) -> (Vec<Lease>, Vec<i64>, Vec<i32>) {
-    let mut sorted = leases.to_vec();
-    sorted.sort();
-    sorted.dedup();
+    let sorted = sorted_leases(leases);
     let ids = sorted.iter().map(|l| l.id.0).collect();
     let attempts = sorted.iter().map(|l| l.attempt).collect();
     (sorted, ids, attempts)
@@ -501,9 +499,7 @@ impl Store for PgStore {
         if failures.is_empty() {
             return Ok(BatchOutcome::default());
         }
-        let mut sorted = failures.to_vec();
-        sorted.sort_by_key(|f| f.lease);
-        sorted.dedup_by_key(|f| f.lease);
+        let sorted = sorted_failures(failures);
         let max = self.inner.limits.max_error_bytes;
         let leases: Vec<Lease> = sorted.iter().map(|f| f.lease).collect();
         let rows = self
@@ -537,12 +533,7 @@ impl Store for PgStore {
         if snoozes.is_empty() {
             return Ok(BatchOutcome::default());
         }
-        let mut sorted = snoozes.to_vec();
-        sorted.sort_by_key(|s| s.lease);
-        sorted.dedup_by_key(|s| s.lease);
-        for s in &sorted {
-            duration::check_bounds("snooze", s.delay, Duration::ZERO, duration::MAX_DELAY)?;
-        }
+        let sorted = sorted_snoozes(snoozes)?;
         let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
         let rows = self
             .run(async |c: &mut PgConnection| {

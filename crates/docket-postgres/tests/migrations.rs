@@ -231,7 +231,10 @@ async fn a_schema_migrated_before_a_comment_was_reworded_is_still_accepted() {
     migrate::check(&db.pool, &db.schema)
         .await
         .expect("the former text is accepted");
-    db.store.migrate().await.expect("and migrating again is a no-op");
+    db.store
+        .migrate()
+        .await
+        .expect("and migrating again is a no-op");
 
     // Any other text is still a changed migration.
     sqlx::query(&format!(
@@ -242,6 +245,8 @@ async fn a_schema_migrated_before_a_comment_was_reworded_is_still_accepted() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let e = migrate::check(&db.pool, &db.schema).await.expect_err("changed");
+    let e = migrate::check(&db.pool, &db.schema)
+        .await
+        .expect_err("changed");
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
 }

@@ -4,12 +4,10 @@
 -- so a deep backlog of one held key cannot fill the walk and hold back the rest.
 -- Parameters: ?1 queue, ?2 now (ms), ?3 how many, ?4 JSON array of concurrency keys,
 --   ?5 JSON array of ordering keys.
--- Returns: one row, a JSON array of [id, ordering_key, concurrency_key] (as claim_context.sql).
-SELECT json_group_array(json_array(id, ordering_key, concurrency_key)) AS ready FROM (
-    SELECT id, ordering_key, concurrency_key
-    FROM jobs INDEXED BY jobs_claim_idx
-    WHERE state = 'pending' AND queue = ?1 AND run_at <= ?2
-      AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(?4)))
-      AND (ordering_key IS NULL OR ordering_key NOT IN (SELECT value FROM json_each(?5)))
-    ORDER BY priority, run_at, id
-    LIMIT ?3)
+SELECT id, ordering_key, concurrency_key
+FROM jobs INDEXED BY jobs_claim_idx
+WHERE state = 'pending' AND queue = ?1 AND run_at <= ?2
+  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(?4)))
+  AND (ordering_key IS NULL OR ordering_key NOT IN (SELECT value FROM json_each(?5)))
+ORDER BY priority, run_at, id
+LIMIT ?3

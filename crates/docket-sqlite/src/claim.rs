@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 
-use docket_core::local::HeldKeys;
 use docket_core::*;
 use docket_local::args;
 use docket_local::claim::{self as rules, Candidate, ClaimTx, Decoded, QueueRow};
@@ -25,22 +24,6 @@ impl ClaimTx for WriteTx {
     async fn try_key(&mut self, _k: &str) -> Result<bool> {
         // The file's write lock is this transaction's: nobody else decides a key now.
         Ok(true)
-    }
-
-    async fn past_held(
-        &mut self,
-        queue: &str,
-        now: i64,
-        depth: i64,
-        held: &HeldKeys,
-    ) -> Result<Vec<Candidate>> {
-        let r = self
-            .fetch_one(
-                "candidates_past_held",
-                args![queue, now, depth, &held.concurrency[..], &held.ordering[..]],
-            )
-            .await?;
-        candidates(&r, "ready")
     }
 }
 

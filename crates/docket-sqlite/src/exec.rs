@@ -12,7 +12,6 @@ use sqlx::{Column, Row as _, TypeInfo, ValueRef};
 use crate::errors::{db_err, is_unique_violation};
 
 docket_local::statements!(
-    "candidates_past_held",
     "claim_context",
     "claim_fast",
     "claim_lease",
@@ -34,10 +33,19 @@ pub(crate) fn text(name: &'static str) -> Result<&'static str> {
 
 type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
 
-/// `name` with `args` bound in order (`?N` picks the Nth).
-pub(crate) fn query<'q>(name: &'static str, args: &[Arg<'q>]) -> Result<Query<'q>> {
-    let mut q = sqlx::query(text(name)?);
-    for a in args {
+/// Statement `name` and its arguments, as SQLite binds them (it reads `?N` itself).
+fn prepare<'a, 'q>(
+    name: &'static str,
+    args: &'a [Arg<'q>],
+) -> Result<(&'static str, &'a [Arg<'q>])> {
+    Ok((text(name)?, args))
+}
+
+/// The statement with its arguments bound in order (`?N` picks the Nth); a list is bound
+/// as one JSON array.
+fn query<'q>((text, args): &(&'static str, &[Arg<'q>])) -> Query<'q> {
+    let mut q = sqlx::query(text);
+    for a in args.iter() {
         q = match *a {
             Arg::Null => q.bind(None::<i64>),
             Arg::Int(v) => q.bind(v),
@@ -46,11 +54,22 @@ pub(crate) fn query<'q>(name: &'static str, args: &[Arg<'q>]) -> Result<Query<'q
             Arg::Ints(_) | Arg::Texts(_) => q.bind(json_list(a)),
         };
     }
-    Ok(q)
+    q
+}
+
+/// An insert's new row id, or that a unique index refused the row.
+fn inserted(
+    r: std::result::Result<sqlx::sqlite::SqliteQueryResult, sqlx::Error>,
+) -> Result<Inserted> {
+    match r {
+        Ok(r) => Ok(Inserted::Id(r.last_insert_rowid())),
+        Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
+        Err(e) => Err(db_err(e)),
+    }
 }
 
 /// A row as plain values, by each value's stored type.
-pub(crate) fn row_of(r: &SqliteRow, names: &Arc<[String]>) -> Result<Row> {
+fn row_of(r: &SqliteRow, names: &Arc<[String]>) -> Result<Row> {
     let mut values = Vec::with_capacity(names.len());
     for i in 0..names.len() {
         let v = r.try_get_raw(i).map_err(db_err)?;
@@ -68,7 +87,7 @@ pub(crate) fn row_of(r: &SqliteRow, names: &Arc<[String]>) -> Result<Row> {
 }
 
 /// Rows as plain values (the column names read once).
-pub(crate) fn rows_of(rows: &[SqliteRow]) -> Result<Vec<Row>> {
+fn rows_of(rows: &[SqliteRow]) -> Result<Vec<Row>> {
     let Some(first) = rows.first() else {
         return Ok(Vec::new());
     };
@@ -80,50 +99,18 @@ pub(crate) fn rows_of(rows: &[SqliteRow]) -> Result<Vec<Row>> {
     rows.iter().map(|r| row_of(r, &names)).collect()
 }
 
-/// The rules' executor over anything sqlx runs SQLite statements on.
-macro_rules! conn_via {
-    ($ty:ty, |$s:ident| $exec:expr) => {
-        impl docket_local::Conn for $ty {
-            async fn execute(&mut self, name: &'static str, args: &[Arg<'_>]) -> Result<u64> {
-                let $s = self;
-                let r = query(name, args)?.execute($exec).await.map_err(db_err)?;
-                Ok(r.rows_affected())
-            }
-
-            async fn fetch_all(
-                &mut self,
-                name: &'static str,
-                args: &[Arg<'_>],
-            ) -> Result<Vec<Row>> {
-                let $s = self;
-                let rows = query(name, args)?.fetch_all($exec).await.map_err(db_err)?;
-                rows_of(&rows)
-            }
-
-            async fn insert(&mut self, name: &'static str, args: &[Arg<'_>]) -> Result<Inserted> {
-                let $s = self;
-                match query(name, args)?.execute($exec).await {
-                    Ok(r) => Ok(Inserted::Id(r.last_insert_rowid())),
-                    Err(e) if is_unique_violation(&e) => Ok(Inserted::Duplicate),
-                    Err(e) => Err(db_err(e)),
-                }
-            }
-        }
-    };
-}
-
 /// The pool, for single reads.
 #[derive(Clone, Debug)]
 pub struct Reader(pub(crate) sqlx::SqlitePool);
 
-conn_via!(Reader, |s| &s.0);
+docket_local::conn_via!(Reader, |s| &s.0);
 
 /// A connection inside the application's own transaction.
 pub struct Caller<'a>(pub(crate) &'a mut sqlx::SqliteConnection);
 
-conn_via!(Caller<'_>, |s| &mut *s.0);
+docket_local::conn_via!(Caller<'_>, |s| &mut *s.0);
 
-conn_via!(crate::store::WriteTx, |s| s.conn());
+docket_local::conn_via!(crate::store::WriteTx, |s| s.conn());
 
 /// A read transaction (one snapshot) with the database's now.
 pub struct ReadTx {
@@ -131,7 +118,7 @@ pub struct ReadTx {
     pub(crate) now: i64,
 }
 
-conn_via!(ReadTx, |s| &mut *s.tx);
+docket_local::conn_via!(ReadTx, |s| &mut *s.tx);
 
 impl docket_local::Tx for ReadTx {
     fn now(&self) -> i64 {

@@ -124,7 +124,7 @@ pub fn ok<T>(r: Result<T, StoreError>, what: &str) -> Result<T, TestCaseError> {
     r.map_err(|e| fail(format!("{what}: unexpected store error: {e}")))
 }
 
-pub fn sorted_leases(v: &[Lease]) -> Vec<Lease> {
+pub fn leases_in_order(v: &[Lease]) -> Vec<Lease> {
     let mut v = v.to_vec();
     v.sort();
     v
@@ -138,8 +138,8 @@ pub fn sorted_lost(v: &[LeaseLost]) -> Vec<LeaseLost> {
 
 pub fn check_batch(what: &str, got: &BatchOutcome, want: &Split) -> Result<(), TestCaseError> {
     prop_assert_eq!(
-        sorted_leases(&got.applied),
-        sorted_leases(&want.applied),
+        leases_in_order(&got.applied),
+        leases_in_order(&want.applied),
         "{}: applied differs",
         what
     );

@@ -187,7 +187,7 @@ pub async fn heartbeat<H: Harness>(
     forget_lost: bool,
 ) -> Result<(), TestCaseError> {
     // The store de-duplicates; so does the model.
-    let mut leases = sorted_leases(leases);
+    let mut leases = leases_in_order(leases);
     leases.dedup();
     let want = m.split(w, &leases)?;
     m.saw_split(&want);
@@ -208,8 +208,8 @@ pub async fn heartbeat<H: Harness>(
     }
     let extended: Vec<Lease> = got.extended.iter().map(|e| e.0).collect();
     prop_assert_eq!(
-        sorted_leases(&extended),
-        sorted_leases(&want.applied),
+        leases_in_order(&extended),
+        leases_in_order(&want.applied),
         "heartbeat: extended differs"
     );
     let cancel: Vec<Lease> = want
@@ -219,8 +219,8 @@ pub async fn heartbeat<H: Harness>(
         .filter(|l| m.job(l.id).cancel_requested)
         .collect();
     prop_assert_eq!(
-        sorted_leases(&got.cancel_requested),
-        sorted_leases(&cancel),
+        leases_in_order(&got.cancel_requested),
+        leases_in_order(&cancel),
         "heartbeat: cancel_requested differs"
     );
     prop_assert_eq!(
