@@ -23,11 +23,10 @@ const PER_TENANT: i32 = 2;
 /// The queue's limit across every worker.
 const QUEUE_MAX: i32 = 24;
 /// Worker processes.
-const PROCESSES: usize = 3;
+pub(crate) const PROCESSES: usize = 3;
 
-/// One drain at `slots` per process.
-async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
-    let store = fresh_store(ctx, 4).await?;
+/// The scenario's limits on `store`: the queue's and each tenant's.
+pub(crate) async fn limits<S: Store>(store: &S) -> anyhow::Result<()> {
     store
         .set_queue_limits(
             "bench",
@@ -47,10 +46,15 @@ async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
             })
             .await?;
     }
-    // The same jobs every run (a fixed seed): handler times 50-1000 ms.
+    Ok(())
+}
+
+/// The same `n` jobs every run (a fixed seed): handler times 50-1000 ms, each keyed by a
+/// tenant, every fourth also on an ordering key; and their summed handler time (ms).
+pub(crate) fn jobs(n: u64) -> (Vec<NewJob>, u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut total_ms = 0u64;
-    let jobs: Vec<NewJob> = (0..n)
+    let jobs = (0..n)
         .map(|i| {
             let ms = rng.gen_range(50..=1000u64);
             total_ms += ms;
@@ -63,6 +67,23 @@ async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
             }
         })
         .collect();
+    (jobs, total_ms)
+}
+
+/// The wall time the limits allow at best: the summed handler time over what may run at
+/// once (the slots of every worker, the queue's limit, the tenants' limits).
+pub(crate) fn ideal_s(total_ms: u64, slots: usize) -> (f64, usize) {
+    let parallel = (slots * PROCESSES)
+        .min(QUEUE_MAX as usize)
+        .min(TENANTS * PER_TENANT as usize);
+    (total_ms as f64 / 1000.0 / parallel as f64, parallel)
+}
+
+/// One drain at `slots` per process.
+async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
+    let store = fresh_store(ctx, 4).await?;
+    limits(&store).await?;
+    let (jobs, total_ms) = jobs(n);
     for chunk in jobs.chunks(1000) {
         store.enqueue_many(chunk).await?;
     }
@@ -93,11 +114,7 @@ async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
     if done as u64 != n {
         return Err(CliError::new(1, format!("handlers scenario: {done} of {n} succeeded")).into());
     }
-    // What the limits let run at once: the slots, the queue's limit, the tenants' limits.
-    let parallel = (slots * PROCESSES)
-        .min(QUEUE_MAX as usize)
-        .min(TENANTS * PER_TENANT as usize);
-    let ideal = total_ms as f64 / 1000.0 / parallel as f64;
+    let (ideal, parallel) = ideal_s(total_ms, slots);
     Ok(BenchResult {
         scenario: "handlers".into(),
         jobs: Some(n),

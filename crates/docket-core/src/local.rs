@@ -95,17 +95,93 @@ impl Bucket {
 /// claims once, as after a dropped connection).
 const CAPACITY: usize = 1024;
 
-/// The in-process wake-up channel of database `key` (a file's absolute path; host, port and
-/// database name): stores of one process on one database share it, whichever enqueued.
-pub fn channel(key: &str) -> broadcast::Sender<Wake> {
-    static R: OnceLock<Mutex<HashMap<String, broadcast::Sender<Wake>>>> = OnceLock::new();
+/// A database's in-process hints: the wake-up channel, and the queues whose ready work a
+/// claim held back (a key at its limit or its ordering head running, a queue full or out of
+/// tokens). An engine without a server-side release hook cannot tell other workers when a
+/// key frees up, so the rules hint those queues whenever a running job ends (PostgreSQL's
+/// `jobs_release_keys` trigger sends the same NOTIFY); workers of other processes poll.
+#[derive(Debug)]
+pub struct Hub {
+    tx: broadcast::Sender<Wake>,
+    waiting: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Hub {
+    /// Sends a hint to this process's listeners.
+    pub fn send(&self, w: Wake) {
+        let _ = self.tx.send(w);
+    }
+
+    /// A listener of this database's hints.
+    pub fn listener(&self) -> LocalHints {
+        LocalHints::new(&self.tx)
+    }
+
+    /// A claim of `queue` left ready work behind for a key or a limit.
+    pub fn held_back(&self, queue: &str) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if !w.contains(queue) {
+            w.insert(queue.to_string());
+        }
+    }
+
+    /// A running job ended (a key or a slot may be free): hints every queue that had work
+    /// held back, once.
+    pub fn freed(&self) {
+        if crate::mutants::active(crate::mutants::Mutant::HeldBackNotHinted) {
+            return;
+        }
+        let queues = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
+        for q in queues {
+            self.send(Wake::Queue(q));
+        }
+    }
+}
+
+/// The in-process hub of database `key` (a file's absolute path; host, port and database
+/// name): stores of one process on one database share it, whichever enqueued.
+pub fn hub(key: &str) -> std::sync::Arc<Hub> {
+    static R: OnceLock<Mutex<HashMap<String, std::sync::Arc<Hub>>>> = OnceLock::new();
     let mut r = R
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     r.entry(key.to_string())
-        .or_insert_with(|| broadcast::channel(CAPACITY).0)
+        .or_insert_with(|| {
+            std::sync::Arc::new(Hub {
+                tx: broadcast::channel(CAPACITY).0,
+                waiting: Default::default(),
+            })
+        })
         .clone()
+}
+
+#[cfg(test)]
+mod hub_tests {
+    use super::*;
+    use crate::engine::Listener;
+
+    #[tokio::test]
+    async fn a_freed_slot_hints_each_held_back_queue_once() {
+        let h = hub("test:hub");
+        let mut l = h.listener();
+        h.freed();
+        h.held_back("a");
+        h.held_back("a");
+        h.held_back("b");
+        h.freed();
+        h.freed();
+        h.send(Wake::Queue("end".into()));
+        let mut got = Vec::new();
+        while let Ok(Some(Wake::Queue(q))) = l.recv().await {
+            let end = q == "end";
+            got.push(q);
+            if end {
+                break;
+            }
+        }
+        assert_eq!(got, ["a", "b", "end"]);
+    }
 }
 
 /// The listener of an engine without LISTEN: the hints this process sent. Each is only a

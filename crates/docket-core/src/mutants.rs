@@ -57,6 +57,12 @@ pub enum Mutant {
     /// A finishing keyed job whose key's lock is held (by a claim flagging the next job)
     /// records no hand-over: the next job waits for the full key sweep.
     HandoverLost,
+    /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is
+    /// retried again instead of ending dead.
+    LocalRetryPastBudget,
+    /// SQLite and MariaDB: a running job that ends hints no queue whose work a key or a
+    /// limit held back; that work waits for the next poll.
+    HeldBackNotHinted,
 }
 
 impl Mutant {
@@ -80,6 +86,8 @@ impl Mutant {
         Mutant::ClaimWalkStopsAtHeldKeys,
         Mutant::GrantKeepsJobWrites,
         Mutant::HandoverLost,
+        Mutant::LocalRetryPastBudget,
+        Mutant::HeldBackNotHinted,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -103,6 +111,8 @@ impl Mutant {
             Mutant::ClaimWalkStopsAtHeldKeys => "claim_walk_stops_at_held_keys",
             Mutant::GrantKeepsJobWrites => "grant_keeps_job_writes",
             Mutant::HandoverLost => "handover_lost",
+            Mutant::LocalRetryPastBudget => "local_retry_past_budget",
+            Mutant::HeldBackNotHinted => "held_back_not_hinted",
         }
     }
 

@@ -184,6 +184,9 @@ pub struct Choice {
     pub ckeys: HashMap<String, i64>,
     /// Keys with a rate bucket, and their tokens at the claim's now.
     pub key_buckets: HashMap<String, f64>,
+    /// Whether ready work was left for a key, a limit or the controlled-work bound (it may
+    /// run once a running job ends: see [`docket_core::local::Hub`]).
+    pub held_back: bool,
 }
 
 /// The first pass's candidates and how further passes look.
@@ -226,20 +229,24 @@ pub async fn choose<T: ClaimTx>(
             }
             let is_keyed = okey.is_some() || ckey.is_some();
             if !budget.controlled.allows(is_keyed) {
+                out.held_back = true;
                 continue;
             }
             if let Some(k) = &okey {
                 // One job per ordering key per batch: a second one cannot be the head.
                 if okeys.contains(k) || !c.try_key(&format!("o:{k}")).await? {
+                    out.held_back = true;
                     continue;
                 }
                 if ordering_behind(c, k, id).await? {
                     held.ordering(k);
+                    out.held_back = true;
                     continue;
                 }
             }
             if let Some(k) = &ckey {
                 if !out.ckeys.contains_key(k) && !c.try_key(&format!("c:{k}")).await? {
+                    out.held_back = true;
                     continue;
                 }
                 let limits = key_row(c, k).await?;
@@ -251,6 +258,7 @@ pub async fn choose<T: ClaimTx>(
                 if let Some(lim) = lim {
                     if in_batch + key_running(c, k).await? >= i64::from(lim) {
                         held.concurrency(k);
+                        out.held_back = true;
                         continue;
                     }
                 }
@@ -258,6 +266,7 @@ pub async fn choose<T: ClaimTx>(
                     let tokens = b.tokens_at(now);
                     if tokens - (in_batch as f64) < 1.0 {
                         held.concurrency(k);
+                        out.held_back = true;
                         continue;
                     }
                     out.key_buckets.insert(k.clone(), tokens);
@@ -321,14 +330,21 @@ pub fn split(
     (jobs, bad)
 }
 
-/// A row written around validation (a time out of range, JSON that does not parse) cannot
-/// run: it is failed at once, dead with the reason, so it can neither stall this worker
-/// nor come back after its lease. Returns the jobs that can run.
-pub async fn fail_undecodable<E: Engine>(
+/// The end of every claim: a queue whose ready work was `held_back` is hinted when a running
+/// job ends ([`docket_core::local::Hub`]); a row written around validation (a time out of
+/// range, JSON that does not parse) cannot run: it is failed at once, dead with the reason,
+/// so it can neither stall this worker nor come back after its lease. Returns the jobs that
+/// can run.
+pub async fn finish<E: Engine>(
     e: &E,
-    owner: &str,
+    req: &ClaimRequest,
+    held_back: bool,
     (jobs, bad): Decoded,
 ) -> Result<Vec<ClaimedJob>> {
+    if held_back {
+        e.hub().held_back(&req.queue);
+    }
+    let owner = &req.owner;
     if !bad.is_empty() {
         for u in &bad {
             tracing::warn!(job = %u.lease.id, reason = %u.reason, "claimed a job whose row cannot be decoded; failing it");

@@ -34,10 +34,13 @@ pub trait Engine: BatchWrites + Clone + Send + Sync + 'static {
     fn limits(&self) -> &Limits;
     /// Who operator actions are recorded as.
     fn actor(&self) -> String;
+    /// This database's in-process hints.
+    fn hub(&self) -> &docket_core::local::Hub;
+
     /// Tells this process's workers (a hint).
-    fn hint(&self, w: Wake);
-    /// This process's hints, for a listener.
-    fn hints(&self) -> docket_core::local::LocalHints;
+    fn hint(&self, w: Wake) {
+        self.hub().send(w);
+    }
 
     /// Begins a write transaction and reads the database's now inside it.
     fn begin(&self) -> impl Future<Output = Result<Self::Tx>> + Send;

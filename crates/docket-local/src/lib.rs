@@ -73,7 +73,7 @@ macro_rules! __store_ops {
                 &self,
                 _direct_url: Option<&str>,
             ) -> $crate::core::Result<$crate::core::local::LocalHints> {
-                Ok($crate::Engine::hints(self))
+                Ok($crate::Engine::hub(self).listener())
             }
 
             async fn unblock_keys(&self, _batch: i32) -> $crate::core::Result<u64> {

@@ -24,6 +24,13 @@ pub fn ids(leases: &[Lease]) -> Vec<i64> {
     leases.iter().map(|l| l.id.0).collect()
 }
 
+/// Running jobs ended (committed): a key or a slot may be free for held-back work.
+fn ended<E: Engine>(e: &E, done: &[Lease]) {
+    if !done.is_empty() {
+        e.hub().freed();
+    }
+}
+
 /// Says why each lease no longer holds.
 pub async fn explain_lost<E: Engine>(e: &E, lost: Vec<Lease>) -> Result<Vec<LeaseLost>> {
     if lost.is_empty() {
@@ -79,6 +86,7 @@ async fn complete_batch<E: Engine>(
     } else {
         e.complete(owner, &sorted).await?
     };
+    ended(e, &done);
     outcome(e, &sorted, done).await
 }
 
@@ -109,6 +117,7 @@ pub async fn snooze_many<E: Engine>(
     let sorted = sorted_snoozes(snoozes)?;
     let leases: Vec<Lease> = sorted.iter().map(|s| s.lease).collect();
     let (done, due) = e.snooze(owner, &sorted).await?;
+    ended(e, &done);
     // Released jobs are due now: let this process's idle fetchers look.
     for q in due {
         e.hint(Wake::Queue(q));
@@ -164,7 +173,10 @@ pub fn failure_state(
 ) -> JobState {
     if class == FailureClass::Cancel || cancel_requested {
         JobState::Cancelled
-    } else if class == FailureClass::Discard || attempt >= max_attempts {
+    } else if class == FailureClass::Discard
+        || (attempt >= max_attempts
+            && !docket_core::mutants::active(docket_core::mutants::Mutant::LocalRetryPastBudget))
+    {
         JobState::Dead
     } else {
         JobState::Pending
@@ -258,6 +270,7 @@ pub async fn fail_many<E: Engine>(
         }
     }
     tx.commit().await?;
+    ended(e, &done);
     outcome(e, &leases, done).await
 }
 
@@ -312,6 +325,9 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
         });
     }
     tx.commit().await?;
+    if !jobs.is_empty() {
+        e.hub().freed();
+    }
     Ok(ReapReport { jobs })
 }
 

@@ -88,7 +88,7 @@ async fn starving_candidates(
 }
 
 /// Chooses and leases up to `req.limit` jobs at the server's now.
-async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
+async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<(Vec<Row>, bool)> {
     // The queue's lock first (shared), then everything the claim decides from, read after
     // it in one statement; a limited queue's claims also serialise on its limit row.
     lock_queue(c, &req.queue, false).await?;
@@ -101,7 +101,7 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
     let keyed: bool = ctx.get("keyed")?;
     let starving: bool = ctx.get("starving")?;
     if q.paused_at.is_some() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     }
     if q.limited() {
         // Two claimers must never both see the last free slot: one at a time, and the counts
@@ -111,7 +111,8 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
     }
     let mut budget = rules::budget(c, req, &q, now).await?;
     if budget.n <= 0 {
-        return Ok(Vec::new());
+        // A limit or the controlled-work bound is spent: ready work waits for a job to end.
+        return Ok((Vec::new(), true));
     }
     // Unkeyed work is taken in order; keyed work is looked at further ahead, past jobs a key
     // holds back (the same depth as PostgreSQL's claim_controlled).
@@ -127,7 +128,7 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
     let first = Candidates { rows, keyed, depth };
     let choice = rules::choose(c, req, &q, now, &mut budget, first).await?;
     if choice.chosen.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), choice.held_back));
     }
     let chosen = &choice.chosen[..];
     c.execute("claim_lease", args![chosen, &req.owner, now, ms(req.lease)])
@@ -144,7 +145,7 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<Vec<Row>> {
             .unwrap_or(usize::MAX)
     });
     rules::spend(c, req, &budget, &choice, leased.len(), now).await?;
-    Ok(leased)
+    Ok((leased, choice.held_back))
 }
 
 impl MySqlStore {
@@ -161,9 +162,9 @@ impl MySqlStore {
             .await
             .map_err(crate::errors::db_err)?;
         let mut tx = Tx { tx, now: 0 };
-        let rows = claim_in(&mut tx, req).await?;
+        let (rows, held_back) = claim_in(&mut tx, req).await?;
         docket_local::Tx::commit(tx).await?;
         let decoded = rules::split(rows.iter().map(claimed_row).collect::<Result<Vec<_>>>()?);
-        rules::fail_undecodable(self, &req.owner, decoded).await
+        rules::finish(self, req, held_back, decoded).await
     }
 }

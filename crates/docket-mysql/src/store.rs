@@ -8,10 +8,8 @@ use std::time::Duration;
 use docket_core::*;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Executor;
-use tokio::sync::broadcast;
 
 use crate::errors::db_err;
-use docket_core::local::LocalHints;
 
 /// The MariaDB / MySQL store. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
@@ -23,7 +21,7 @@ pub struct MySqlStore {
 pub(crate) struct Inner {
     pub(crate) pool: MySqlPool,
     pub(crate) limits: Limits,
-    pub(crate) wake: broadcast::Sender<Wake>,
+    pub(crate) wake: std::sync::Arc<docket_core::local::Hub>,
 }
 
 /// Runs `fut` to its end in a task of its own, whether or not the caller keeps waiting (see
@@ -97,7 +95,7 @@ impl MySqlStore {
             inner: Arc::new(Inner {
                 pool,
                 limits: Limits::default(),
-                wake: docket_core::local::channel(key),
+                wake: docket_core::local::hub(key),
             }),
         }
     }
@@ -133,7 +131,7 @@ impl MySqlStore {
     /// a transaction that enqueued with [`MySqlStore::enqueue_tx`] (otherwise the next poll
     /// finds the job).
     pub fn wake(&self, queue: &str) {
-        let _ = self.inner.wake.send(Wake::Queue(queue.to_string()));
+        self.inner.wake.send(Wake::Queue(queue.to_string()));
     }
 }
 
@@ -150,12 +148,8 @@ impl docket_local::Engine for MySqlStore {
         "mysql".into()
     }
 
-    fn hint(&self, w: Wake) {
-        let _ = self.inner.wake.send(w);
-    }
-
-    fn hints(&self) -> LocalHints {
-        LocalHints::new(&self.inner.wake)
+    fn hub(&self) -> &docket_core::local::Hub {
+        &self.inner.wake
     }
 
     async fn begin(&self) -> Result<crate::exec::Tx> {

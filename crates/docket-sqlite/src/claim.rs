@@ -37,7 +37,7 @@ struct Leased {
 
 /// Chooses and leases up to `req.limit` jobs at the database's now (read by
 /// claim_context.sql, the transaction's first statement).
-async fn claim_in(tx: &mut WriteTx, req: &ClaimRequest) -> Result<Option<Leased>> {
+async fn claim_in(tx: &mut WriteTx, req: &ClaimRequest) -> Result<(Option<Leased>, bool)> {
     let r = tx
         .fetch_one(
             "claim_context",
@@ -49,11 +49,12 @@ async fn claim_in(tx: &mut WriteTx, req: &ClaimRequest) -> Result<Option<Leased>
     let mut rows = candidates(&r, "starving")?;
     rows.extend(candidates(&r, "ready")?);
     if q.paused_at.is_some() {
-        return Ok(None);
+        return Ok((None, false));
     }
     let mut budget = rules::budget(tx, req, &q, now).await?;
     if budget.n <= 0 {
-        return Ok(None);
+        // A limit or the controlled-work bound is spent: ready work waits for a job to end.
+        return Ok((None, !rows.is_empty()));
     }
     let depth = i64::from(req.limit) * 4 + 200;
     let first = rules::Candidates {
@@ -63,7 +64,7 @@ async fn claim_in(tx: &mut WriteTx, req: &ClaimRequest) -> Result<Option<Leased>
     };
     let choice = rules::choose(tx, req, &q, now, &mut budget, first).await?;
     if choice.chosen.is_empty() {
-        return Ok(None);
+        return Ok((None, choice.held_back));
     }
     let chosen = &choice.chosen[..];
     let leased = tx
@@ -71,10 +72,14 @@ async fn claim_in(tx: &mut WriteTx, req: &ClaimRequest) -> Result<Option<Leased>
         .await?;
     let text: String = tx.scalar("claimed_rows", args![chosen, &req.owner]).await?;
     rules::spend(tx, req, &budget, &choice, leased as usize, now).await?;
-    Ok(Some(Leased {
-        text,
-        chosen: choice.chosen,
-    }))
+    let held_back = choice.held_back;
+    Ok((
+        Some(Leased {
+            text,
+            chosen: choice.chosen,
+        }),
+        held_back,
+    ))
 }
 
 impl SqliteStore {
@@ -83,11 +88,11 @@ impl SqliteStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
-        let decoded = match self.claim_fast(req).await? {
-            Some(decoded) => decoded,
+        let (decoded, held_back) = match self.claim_fast(req).await? {
+            Some(decoded) => (decoded, false),
             None => self.claim_full(req).await?,
         };
-        rules::fail_undecodable(self, &req.owner, decoded).await
+        rules::finish(self, req, held_back, decoded).await
     }
 
     /// claim_fast.sql: one autocommit statement for a queue with nothing to decide. `None`
@@ -117,14 +122,14 @@ impl SqliteStore {
 
     /// The claim that reads the queue's controls and decides key by key, in one `BEGIN
     /// IMMEDIATE` transaction.
-    async fn claim_full(&self, req: &ClaimRequest) -> Result<Decoded> {
+    async fn claim_full(&self, req: &ClaimRequest) -> Result<(Decoded, bool)> {
         // Not `Engine::begin`: claim_context.sql reads the transaction's now itself (one
         // statement fewer while the writer is held).
         let mut tx = self.begin_write().await?;
-        let leased = claim_in(&mut tx, req).await?;
+        let (leased, held_back) = claim_in(&mut tx, req).await?;
         tx.commit().await?;
         let Some(leased) = leased else {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(((Vec::new(), Vec::new()), held_back));
         };
         let (mut jobs, bad) = rules::split(claimed_all(&leased.text)?);
         // Hand the jobs out in the order they were chosen.
@@ -135,6 +140,6 @@ impl SqliteStore {
             .map(|(i, id)| (*id, i))
             .collect();
         jobs.sort_by_key(|j| pos.get(&j.id.0).copied().unwrap_or(usize::MAX));
-        Ok((jobs, bad))
+        Ok(((jobs, bad), held_back))
     }
 }

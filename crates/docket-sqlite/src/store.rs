@@ -12,10 +12,8 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use tokio::sync::broadcast;
 
 use crate::errors::db_err;
-use docket_core::local::LocalHints;
 
 /// How long a writer waits for the file's write lock before the operation is reported as
 /// transient ([`StoreError::Unavailable`]; the runtime retries).
@@ -38,7 +36,7 @@ pub(crate) struct Inner {
     /// millisecond or two, until [`BUSY_TIMEOUT`].
     pub(crate) writer: SqlitePool,
     pub(crate) limits: Limits,
-    pub(crate) wake: broadcast::Sender<Wake>,
+    pub(crate) wake: std::sync::Arc<docket_core::local::Hub>,
     /// One writer at a time in this process (shared by every store on the file): SQLite
     /// lets one connection write anyway, and connections of one process that queue here
     /// wait their turn in order instead of in SQLite's busy handler, which sleeps in growing
@@ -194,7 +192,7 @@ impl SqliteStore {
                 pool,
                 writer,
                 limits: Limits::default(),
-                wake: docket_core::local::channel(key),
+                wake: docket_core::local::hub(key),
                 gate: gate(key),
                 actor: "sqlite".into(),
             }),
@@ -349,12 +347,8 @@ impl docket_local::Engine for SqliteStore {
         self.inner.actor.clone()
     }
 
-    fn hint(&self, w: Wake) {
-        let _ = self.inner.wake.send(w);
-    }
-
-    fn hints(&self) -> LocalHints {
-        LocalHints::new(&self.inner.wake)
+    fn hub(&self) -> &docket_core::local::Hub {
+        &self.inner.wake
     }
 
     async fn begin(&self) -> Result<WriteTx> {

@@ -68,7 +68,7 @@ pub(crate) async fn on_commit(
     h.set_commit_hook(move || {
         if let Some(p) = take(key) {
             for w in p.wakes {
-                let _ = tx.send(w);
+                tx.send(w);
             }
         }
         true

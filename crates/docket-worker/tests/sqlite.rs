@@ -310,3 +310,82 @@ async fn a_graceful_stop_gives_buffered_jobs_back_uncharged() {
         "{left:?}"
     );
 }
+
+/// A key that frees up wakes the worker whose claim it held back, as PostgreSQL's release
+/// NOTIFY does: two workers of one process serve two queues whose jobs share a concurrency
+/// key (at most 1 running); the second worker's claim finds the key full; when the first
+/// job ends, the second job starts with no poll (polls are an hour apart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_key_wakes_the_worker_holding_its_next_job_before_any_poll() {
+    let h = SqliteHarness::new().await;
+    let s = h.store().clone();
+    s.set_key_limit(&KeyLimit {
+        key: "k".into(),
+        max_running: Some(1),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let registry = || {
+        let mut r = Registry::default();
+        let (tx, rel) = (started_tx.clone(), release.clone());
+        r.register_fn("held", move |a: serde_json::Value, _c| {
+            let (tx, rel) = (tx.clone(), rel.clone());
+            async move {
+                let _ = tx.send((a["name"].as_str().unwrap_or("").to_string(), Instant::now()));
+                if a["wait"].as_bool().unwrap_or(false) {
+                    rel.notified().await;
+                }
+                Ok(())
+            }
+        });
+        r
+    };
+    let cfg = |queue: &str| {
+        let mut c = config(queue, 1);
+        // A poll this long never fires during the test: only a hint can start a job.
+        c.poll_interval = Duration::from_secs(3600);
+        c.maintenance = false;
+        c
+    };
+    let a = start(s.clone(), registry(), cfg("qa"));
+    tokio::time::timeout(Duration::from_secs(10), a.worker.ready())
+        .await
+        .expect("worker a is up");
+    s.enqueue(
+        &NewJob::new("qa", "held", json!({"name": "first", "wait": true})).concurrency_key("k"),
+    )
+    .await
+    .unwrap();
+    let (name, _) = tokio::time::timeout(Duration::from_secs(5), started.recv())
+        .await
+        .expect("the first job starts")
+        .unwrap();
+    assert_eq!(name, "first");
+    s.enqueue(&NewJob::new("qb", "held", json!({"name": "second"})).concurrency_key("k"))
+        .await
+        .unwrap();
+    // Worker b's first claim (before `ready`) finds the key full and takes nothing.
+    let b = start(s.clone(), registry(), cfg("qb"));
+    tokio::time::timeout(Duration::from_secs(10), b.worker.ready())
+        .await
+        .expect("worker b is up");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), started.recv())
+            .await
+            .is_err(),
+        "the second job waits while the key is full"
+    );
+    let freed = Instant::now();
+    release.notify_one();
+    let (name, at) = tokio::time::timeout(Duration::from_secs(5), started.recv())
+        .await
+        .expect("the freed key's next job starts without a poll")
+        .unwrap();
+    assert_eq!(name, "second");
+    assert!(at.duration_since(freed) < Duration::from_secs(5));
+    a.stop().await;
+    b.stop().await;
+}

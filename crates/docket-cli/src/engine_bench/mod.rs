@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::cli::BenchArgs;
 use crate::fail::CliError;
 
+mod handlers;
 pub(crate) mod mysql;
 pub(crate) mod sqlite;
 
@@ -40,11 +41,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Runs the benchmark (`--scenario engine`, the only one on these engines).
+/// Runs the benchmark (`--scenario engine`, or `handlers`: real handler times on keyed and
+/// limited queues).
 pub(crate) async fn run<D: BenchDb>(db: &D, a: &BenchArgs) -> anyhow::Result<()> {
+    if a.scenario == "handlers" {
+        let n = a.jobs.unwrap_or(400);
+        if !(1..=100_000).contains(&n) {
+            return Err(CliError::invalid("--jobs must be 1..=100000").into());
+        }
+        return handlers::run(db, n, a.json).await;
+    }
     if a.scenario != "engine" && a.scenario != "drain" {
         return Err(CliError::invalid(format!(
-            "--scenario {} needs PostgreSQL; on {} the benchmark is --scenario engine",
+            "--scenario {} needs PostgreSQL; on {} the benchmark is --scenario engine or handlers",
             a.scenario,
             D::NAME
         ))
