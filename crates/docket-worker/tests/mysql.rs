@@ -1,315 +1,38 @@
-//! The worker runtime on MariaDB / MySQL, unchanged: two workers on one database run every
-//! job exactly once, an in-transaction handler's writes commit with its completion, a job
-//! enqueued in the worker's own process is picked up without waiting for a poll, and a
-//! graceful stop gives buffered jobs back without charging them. The server: `MYSQL_URL`, or
-//! a private `mariadbd`.
+//! The worker runtime on MariaDB / MySQL: the engines' shared suite (`local/mod.rs`) with
+//! this engine's raw SQL, and an enqueue inside the application's own connection. The
+//! server: `MYSQL_URL`, or a private `mariadbd`.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod local;
 
 use docket_core::*;
 use docket_mysql::{MySqlStore, MySqlTx};
 use docket_testkit::conformance::{Harness, MySqlHarness};
-use docket_testkit::eventually;
-use docket_worker::{
-    JobContext, JobResult, Registry, RunReport, Shutdown, TxJob, Worker, WorkerConfig,
-};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-fn config(queue: &str, concurrency: usize) -> WorkerConfig {
-    let mut c = WorkerConfig::default()
-        .queue(queue, concurrency)
-        .lease(Duration::from_secs(10))
-        // These tests read how each job ended; tests of the default (rows deleted) say so.
-        .keep_succeeded(true);
-    c.poll_interval = Duration::from_millis(200);
-    c.reap_interval = Duration::from_millis(200);
-    c.shutdown_timeout = Duration::from_secs(10);
-    c
-}
-
-struct Running {
-    worker: Arc<Worker<MySqlStore>>,
-    shutdown: Shutdown,
-    task: tokio::task::JoinHandle<RunReport>,
-}
-
-impl Running {
-    async fn stop(self) -> RunReport {
-        self.shutdown.graceful.cancel();
-        tokio::time::timeout(Duration::from_secs(60), self.task)
+impl local::Local for MySqlHarness {
+    async fn exec_on(store: &MySqlStore, sql: &str) {
+        sqlx::raw_sql(sql)
+            .execute(store.pool())
             .await
-            .expect("worker stops in time")
-            .expect("worker task")
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    async fn scalar_on(store: &MySqlStore, sql: &str) -> i64 {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    async fn exec_in(conn: &mut MySqlTx, sql: &str) {
+        sqlx::query(sql)
+            .execute(conn.conn())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 }
 
-fn start(store: MySqlStore, registry: Registry<MySqlStore>, cfg: WorkerConfig) -> Running {
-    let worker = Arc::new(Worker::new(store, registry, cfg).expect("worker"));
-    let shutdown = Shutdown::default();
-    let (w, s) = (worker.clone(), shutdown.clone());
-    let task = tokio::spawn(async move { w.run(s).await.expect("run") });
-    Running {
-        worker,
-        shutdown,
-        task,
-    }
-}
-
-async fn scalar(s: &MySqlStore, sql: &str) -> i64 {
-    sqlx::query_scalar::<_, i64>(sql)
-        .fetch_one(s.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-async fn count_state(s: &MySqlStore, state: &str) -> i64 {
-    scalar(
-        s,
-        &format!("SELECT count(*) FROM jobs WHERE state = '{state}'"),
-    )
-    .await
-}
-
-/// Records each execution (job id, attempt, worker) and succeeds.
-fn recording(tag: &str) -> Registry<MySqlStore> {
-    let mut r = Registry::default();
-    let tag = tag.to_string();
-    r.register_fn("record", move |_args, ctx: JobContext| {
-        let tag = tag.clone();
-        async move {
-            let store = ctx.store::<MySqlStore>().expect("sqlite");
-            sqlx::query("INSERT INTO executions (job_id, attempt, owner) VALUES (?, ?, ?)")
-                .bind(ctx.id.0)
-                .bind(ctx.attempt)
-                .bind(tag)
-                .execute(store.pool())
-                .await?;
-            Ok(())
-        }
-    });
-    r
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_workers_on_one_database_run_every_job_exactly_once() {
-    let h = MySqlHarness::new().await;
-    let s = h.store();
-    sqlx::raw_sql("CREATE TABLE executions (job_id BIGINT, attempt INT, owner VARCHAR(16))")
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let jobs: Vec<NewJob> = (0..4_000)
-        .map(|i| NewJob::new("work", "record", json!({ "i": i })))
-        .collect();
-    s.enqueue_many(&jobs).await.unwrap();
-    let started = Instant::now();
-    let a = start(h.second().await, recording("a"), config("work", 10));
-    let b = start(h.second().await, recording("b"), config("work", 10));
-    eventually(Duration::from_secs(120), "all jobs succeeded", || async {
-        count_state(s, "succeeded").await == 4_000
-    })
-    .await;
-    let took = started.elapsed();
-    let (ra, rb) = (a.stop().await, b.stop().await);
-    assert_eq!(
-        scalar(s, "SELECT count(*) FROM executions").await,
-        4_000,
-        "each job ran once"
-    );
-    assert_eq!(
-        scalar(s, "SELECT count(DISTINCT job_id) FROM executions").await,
-        4_000
-    );
-    let by_a = scalar(s, "SELECT count(*) FROM executions WHERE owner = 'a'").await;
-    assert!(
-        by_a > 0 && by_a < 4_000,
-        "both workers ran jobs ({by_a} by a)"
-    );
-    assert_eq!(ra.metrics.leases_lost + rb.metrics.leases_lost, 0);
-    assert_eq!(ra.metrics.fenced + rb.metrics.fenced, 0);
-    eprintln!("MySQL: 4000 jobs, 2 workers x 10 slots: {took:?}");
-}
-
-#[derive(Serialize, Deserialize)]
-struct Credit {
-    amount: i64,
-    fail: bool,
-}
-
-impl TxJob<MySqlStore> for Credit {
-    const KIND: &'static str = "credit";
-
-    async fn run(self, ctx: JobContext, tx: &mut MySqlTx) -> JobResult {
-        sqlx::query("INSERT INTO ledger (job, attempt, amount) VALUES (?, ?, ?)")
-            .bind(ctx.id.0)
-            .bind(ctx.attempt)
-            .bind(self.amount)
-            .execute(tx.conn())
-            .await?;
-        if self.fail && ctx.attempt == 1 {
-            return Err(docket_worker::JobError::retry_in(
-                "first attempt fails after writing",
-                Duration::from_millis(10),
-            ));
-        }
-        Ok(())
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_transaction_writes_commit_with_the_completion_or_not_at_all() {
-    let h = MySqlHarness::new().await;
-    let s = h.store();
-    sqlx::raw_sql("CREATE TABLE ledger (job BIGINT, attempt INT, amount BIGINT)")
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let ok = s
-        .enqueue(&NewJob::new(
-            "q",
-            "credit",
-            json!({"amount": 10, "fail": false}),
-        ))
-        .await
-        .unwrap()
-        .id;
-    let retried = s
-        .enqueue(&NewJob::new(
-            "q",
-            "credit",
-            json!({"amount": 5, "fail": true}),
-        ))
-        .await
-        .unwrap()
-        .id;
-    let mut r = Registry::default();
-    r.register_tx::<Credit>();
-    let w = start(h.second().await, r, config("q", 4));
-    eventually(Duration::from_secs(30), "both succeeded", || async {
-        count_state(s, "succeeded").await == 2
-    })
-    .await;
-    w.stop().await;
-    // The failed first attempt's write was rolled back with it: one ledger row per job.
-    let rows: Vec<(i64, i32)> = sqlx::query_as("SELECT job, attempt FROM ledger ORDER BY job")
-        .fetch_all(s.pool())
-        .await
-        .unwrap();
-    assert_eq!(rows, vec![(ok.0, 1), (retried.0, 2)]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_enqueue_in_the_workers_process_wakes_it_before_any_poll() {
-    let h = MySqlHarness::new().await;
-    let s = h.store().clone();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let mut r = Registry::default();
-    r.register_fn("ping", move |_a, _c| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(Instant::now());
-            Ok(())
-        }
-    });
-    let mut cfg = config("ping", 2);
-    // A poll this long never fires during the test: only the in-process wake can.
-    cfg.poll_interval = Duration::from_secs(3600);
-    cfg.maintenance = false;
-    let w = start(s.clone(), r, cfg);
-    tokio::time::timeout(Duration::from_secs(10), w.worker.ready())
-        .await
-        .expect("the listener is up and a claim came back empty");
-    for _ in 0..5 {
-        let t = Instant::now();
-        s.enqueue(&NewJob::new("ping", "ping", json!({})))
-            .await
-            .unwrap();
-        let ran = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-            .await
-            .expect("picked up without a poll")
-            .unwrap();
-        assert!(ran.duration_since(t) < Duration::from_secs(1));
-    }
-    // The same through a transaction of the store's: the wake goes out at its commit.
-    let mut txn = docket_core::InTransaction::begin(&s).await.unwrap();
-    txn.enqueue(&NewJob::new("ping", "ping", json!({})))
-        .await
-        .unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), rx.recv())
-            .await
-            .is_err(),
-        "nothing runs before the commit"
-    );
-    txn.commit().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .expect("woken at the commit")
-        .unwrap();
-    w.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolled_back_enqueue_leaves_nothing_and_wakes_nobody() {
-    let h = MySqlHarness::new().await;
-    let s = h.store().clone();
-    let mut l = s.listen(None).await.unwrap();
-    let mut txn = docket_core::InTransaction::begin(&s).await.unwrap();
-    txn.enqueue(&NewJob::new("q", "k", json!({})))
-        .await
-        .unwrap();
-    assert_eq!(s.enqueued_in(&mut txn, "k").await.unwrap(), vec![json!({})]);
-    txn.rollback().await.unwrap();
-    assert!(docket_testkit::conformance::all(&s).await.is_empty());
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), l.recv())
-            .await
-            .is_err(),
-        "no wake-up for a rolled-back enqueue"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graceful_stop_gives_buffered_jobs_back_uncharged() {
-    let h = MySqlHarness::new().await;
-    let s = h.store();
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let g = gate.clone();
-    let mut r = Registry::default();
-    r.register_fn("slow", move |_a, _c| {
-        let g = g.clone();
-        async move {
-            let _ = g.acquire().await;
-            Ok(())
-        }
-    });
-    let jobs: Vec<NewJob> = (0..50)
-        .map(|_| NewJob::new("q", "slow", json!({})))
-        .collect();
-    s.enqueue_many(&jobs).await.unwrap();
-    let mut cfg = config("q", 2);
-    cfg.shutdown_timeout = Duration::from_secs(5);
-    let w = start(h.second().await, r, cfg);
-    eventually(Duration::from_secs(10), "two running", || async {
-        count_state(s, "running").await >= 2
-    })
-    .await;
-    gate.add_permits(1000);
-    w.stop().await;
-    assert_eq!(count_state(s, "running").await, 0, "nothing left leased");
-    // Jobs given back unstarted keep their whole budget (attempt + 1 was balanced).
-    let left: Vec<(i32, i32)> =
-        sqlx::query_as("SELECT attempt, max_attempts FROM jobs WHERE state = 'pending'")
-            .fetch_all(s.pool())
-            .await
-            .unwrap();
-    assert!(
-        left.iter().all(|(attempt, max)| max - attempt == 25),
-        "{left:?}"
-    );
-}
+local_worker_suite!(MySqlHarness);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_in_the_applications_own_transaction_exists_iff_it_commits() {
