@@ -6,17 +6,17 @@
 //! `MYSQL_URL`, or the testkit's private `mariadbd`.
 
 mod common;
+mod local;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+
 use std::time::{Duration, Instant};
 
-use common::{
-    assert_no_worker_panicked, code, err, eventually, logged, ndjson, out, owner_of, signal, Proc,
-};
+use common::{assert_no_worker_panicked, code, err, eventually, logged, ndjson, out, signal, Proc};
 use docket_core::{JobState, Store};
 use docket_mysql::MySqlStore;
 use docket_testkit::{checker, checker_mysql, mariadb};
+use local::Db;
 use rand::Rng;
 
 /// A database of the test's own (and a scratch directory for logs).
@@ -39,39 +39,51 @@ impl File {
         let dir = d.path().to_path_buf();
         File { _dir: d, dir, url }
     }
+}
 
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
-        c.env("DATABASE_URL", &self.url)
-            .env_remove("DOCKET_SCHEMA")
-            .env_remove("DOCKET_HOME");
-        c
+impl Db for File {
+    type S = MySqlStore;
+    const LIVE_LEASES: &'static str = "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)";
+
+    async fn fresh() -> File {
+        File::new().await
     }
 
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().expect("run docket")
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
-    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut c = self.cmd();
-        c.args(args);
-        common::run_with_stdin(c, input)
+    fn url(&self) -> &str {
+        &self.url
     }
 
     async fn store(&self) -> MySqlStore {
         MySqlStore::connect(&self.url, 4).await.expect("open")
     }
 
-    fn worker(&self, args: &[&str], stderr: Option<&Path>) -> Proc {
-        let mut c = self.cmd();
-        c.arg("work").args(args).stdout(Stdio::null());
-        match stderr {
-            Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
-            None => c.stderr(Stdio::null()),
-        };
-        Proc::spawn(&mut c)
+    async fn scalar(s: &MySqlStore, sql: &str) -> i64 {
+        scalar(s, sql).await
+    }
+
+    async fn exec(s: &MySqlStore, sql: &str) {
+        sqlx::raw_sql(sql)
+            .execute(s.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    async fn install_audit(s: &MySqlStore) {
+        checker_mysql::install_audit(s.pool()).await;
+    }
+
+    async fn check(s: &MySqlStore, runs: &[checker::Execution]) {
+        let jobs = scalar(s, "SELECT count(*) FROM jobs").await;
+        end_state(s, runs, jobs).await;
+        checker_mysql::check(s.pool(), runs, &["succeeded"]).await;
     }
 }
+
+local_cli_suite!(File);
 
 /// The end state a crash run must reach: every job succeeded, each success by a run that
 /// logged its start (an attempt that ran), no two runs of a job at once. Returns (jobs
@@ -325,82 +337,6 @@ async fn kill_minus_nine_workers_repeatedly_on_mysql() {
     );
 }
 
-/// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A
-/// resumes: its completion updates nothing and the final state is B's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_worker_cannot_overwrite_its_successor_on_mysql() {
-    let f = File::new().await;
-    let s = f.store().await;
-    s.migrate().await.unwrap();
-    checker_mysql::install_audit(s.pool()).await;
-    let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let id = docket_core::JobId(out(&o).trim().parse().unwrap());
-    sqlx::query("UPDATE jobs SET backoff_base_ms = 50, backoff_cap_ms = 50")
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let log = f.dir.join("exec.log");
-    let a_err = f.dir.join("a.stderr");
-    let mut a = f.worker(
-        &[
-            "--queue",
-            "c",
-            "--lease",
-            "2s",
-            "--no-maintenance",
-            "--exec",
-            &logged(&log, "sleep 1"),
-        ],
-        Some(&a_err),
-    );
-    eventually(Duration::from_secs(20), "A started the job", || async {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
-    })
-    .await;
-    signal(a.id(), "STOP");
-    eventually(Duration::from_secs(30), "the lease expired", || async {
-        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)").await == 0
-    })
-    .await;
-    assert_eq!(s.reap(10).await.unwrap().requeued(), 1);
-    let mut b = f.worker(
-        &[
-            "--queue",
-            "c",
-            "--lease",
-            "2s",
-            "--poll",
-            "100ms",
-            "--no-maintenance",
-            "--exec",
-            &logged(&log, "true"),
-        ],
-        None,
-    );
-    eventually(Duration::from_secs(30), "B completes the job", || async {
-        s.get(id).await.unwrap().state == JobState::Succeeded
-    })
-    .await;
-    signal(a.id(), "CONT");
-    eventually(Duration::from_secs(20), "A gives the job up", || async {
-        std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("lease"))
-    })
-    .await;
-    signal(a.id(), "TERM");
-    signal(b.id(), "TERM");
-    a.wait().unwrap();
-    b.wait().unwrap();
-    let rec = s.get(id).await.unwrap();
-    assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
-    let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
-    assert_ne!(rec.lease_owner.as_deref(), Some(a_owner.as_str()));
-    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
-    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
-    end_state(&s, &runs, 1).await;
-    checker_mysql::check(s.pool(), &runs, &["succeeded"]).await;
-}
-
 /// The server is killed (SIGKILL) and restarted mid-run on a private `mariadbd`: workers
 /// reconnect, every job succeeds, no success without its run, nothing left running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,57 +418,4 @@ async fn the_server_is_killed_and_restarted_mid_run() {
     end_state(&s, &runs, 3_000).await;
     drop(tx);
     server.join().unwrap();
-}
-
-/// The dashboard runs unchanged on MariaDB: its queues page lists the queue, a job page shows
-/// the job, and `/metrics` answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_serves_this_engine() {
-    use std::io::{BufRead, BufReader};
-    let f = File::new().await;
-    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("dq", 5));
-    assert!(o.status.success(), "{}", err(&o));
-    let mut c = f.cmd();
-    c.args(["dashboard", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut p = Proc::spawn(&mut c);
-    let stderr = p.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(i) = line.find("docket: dashboard on http://") {
-                let _ = tx.send(line[i + "docket: dashboard on http://".len()..].to_string());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the dashboard's address");
-    let hostport = addr.split(['/', ' ']).next().unwrap().to_string();
-    let get = |path: &str| {
-        let o = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "-",
-                "-w",
-                "\n%{http_code}",
-                &format!("http://{hostport}{path}"),
-            ])
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
-    };
-    let (status, body) = get("/");
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("data-queue=\"dq\""), "{body}");
-    let (status, body) = get("/jobs/1");
-    assert_eq!(status, 200, "{body}");
-    let (status, body) = get("/metrics");
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("docket_queue_jobs"), "{body}");
 }

@@ -3,18 +3,20 @@
 //! paused past its lease — checked by the SQLite invariant checker. No server anywhere.
 
 mod common;
+mod local;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_no_worker_panicked, bench_sizes, code, err, eventually, eventually_explained,
-    json_lines, logged, ndjson, out, owner_of, signal, worker_log_tails, Proc,
+    assert_no_worker_panicked, bench_sizes, code, err, eventually_explained, json_lines, logged,
+    ndjson, out, signal, worker_log_tails, Proc,
 };
 use docket_core::{JobState, Store};
 use docket_sqlite::SqliteStore;
 use docket_testkit::{checker, checker_sqlite};
+use local::Db;
 use rand::Rng;
 
 /// A database file of the test's own.
@@ -31,39 +33,49 @@ impl File {
         let url = format!("sqlite://{}", dir.join("jobs.db").display());
         File { _dir: d, dir, url }
     }
+}
 
-    fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
-        c.env("DATABASE_URL", &self.url)
-            .env_remove("DOCKET_SCHEMA")
-            .env_remove("DOCKET_HOME");
-        c
+impl Db for File {
+    type S = SqliteStore;
+    const LIVE_LEASES: &'static str = "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+
+    async fn fresh() -> File {
+        File::new()
     }
 
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().expect("run docket")
+    fn dir(&self) -> &Path {
+        &self.dir
     }
 
-    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut c = self.cmd();
-        c.args(args);
-        common::run_with_stdin(c, input)
+    fn url(&self) -> &str {
+        &self.url
     }
 
     async fn store(&self) -> SqliteStore {
         SqliteStore::connect(&self.url, 4).await.expect("open")
     }
 
-    fn worker(&self, args: &[&str], stderr: Option<&Path>) -> Proc {
-        let mut c = self.cmd();
-        c.arg("work").args(args).stdout(Stdio::null());
-        match stderr {
-            Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
-            None => c.stderr(Stdio::null()),
-        };
-        Proc::spawn(&mut c)
+    async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
+        scalar(s, sql).await
+    }
+
+    async fn exec(s: &SqliteStore, sql: &str) {
+        sqlx::raw_sql(sql)
+            .execute(s.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    async fn install_audit(s: &SqliteStore) {
+        checker_sqlite::install_audit(s.pool()).await;
+    }
+
+    async fn check(s: &SqliteStore, runs: &[checker::Execution]) {
+        checker_sqlite::check(s.pool(), runs, &["succeeded"]).await;
     }
 }
+
+local_cli_suite!(File);
 
 async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
@@ -301,141 +313,6 @@ async fn kill_minus_nine_workers_repeatedly_on_one_file() {
     );
 }
 
-/// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A
-/// resumes: its completion updates nothing and the final state is B's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_worker_cannot_overwrite_its_successor_on_sqlite() {
-    let f = File::new();
-    let s = f.store().await;
-    s.migrate().await.unwrap();
-    checker_sqlite::install_audit(s.pool()).await;
-    let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let id = docket_core::JobId(out(&o).trim().parse().unwrap());
-    sqlx::query("UPDATE jobs SET backoff_base_ms = 50, backoff_cap_ms = 50")
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let log = f.dir.join("exec.log");
-    let a_err = f.dir.join("a.stderr");
-    let mut a = f.worker(
-        &[
-            "--queue",
-            "c",
-            "--lease",
-            "2s",
-            "--no-maintenance",
-            "--exec",
-            &logged(&log, "sleep 1"),
-        ],
-        Some(&a_err),
-    );
-    eventually(Duration::from_secs(20), "A started the job", || async {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
-    })
-    .await;
-    signal(a.id(), "STOP");
-    eventually(Duration::from_secs(30), "the lease expired", || async {
-        scalar(&s, "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)").await == 0
-    })
-    .await;
-    assert_eq!(s.reap(10).await.unwrap().requeued(), 1);
-    let mut b = f.worker(
-        &[
-            "--queue",
-            "c",
-            "--lease",
-            "2s",
-            "--poll",
-            "100ms",
-            "--no-maintenance",
-            "--exec",
-            &logged(&log, "true"),
-        ],
-        None,
-    );
-    eventually(Duration::from_secs(30), "B completes the job", || async {
-        s.get(id).await.unwrap().state == JobState::Succeeded
-    })
-    .await;
-    signal(a.id(), "CONT");
-    eventually(Duration::from_secs(20), "A gives the job up", || async {
-        std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("lease"))
-    })
-    .await;
-    signal(a.id(), "TERM");
-    signal(b.id(), "TERM");
-    a.wait().unwrap();
-    b.wait().unwrap();
-    let rec = s.get(id).await.unwrap();
-    assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
-    let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
-    let winners: Vec<(i32, String)> =
-        sqlx::query_as("SELECT old_attempt, old_owner FROM audit WHERE new_state = 'succeeded'")
-            .fetch_all(s.pool())
-            .await
-            .unwrap();
-    assert_eq!(winners.len(), 1);
-    assert_eq!(winners[0].0, 2, "B's token won");
-    assert_ne!(winners[0].1, a_owner, "A's late completion updated nothing");
-    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
-    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
-    checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
-}
-
-/// The dashboard runs unchanged on SQLite: its queues page lists the queue, a job page shows
-/// the job, and `/metrics` answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_serves_this_engine() {
-    use std::io::{BufRead, BufReader};
-    let f = File::new();
-    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("dq", 5));
-    assert!(o.status.success(), "{}", err(&o));
-    let mut c = f.cmd();
-    c.args(["dashboard", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut p = Proc::spawn(&mut c);
-    let stderr = p.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(i) = line.find("docket: dashboard on http://") {
-                let _ = tx.send(line[i + "docket: dashboard on http://".len()..].to_string());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the dashboard's address");
-    let hostport = addr.split(['/', ' ']).next().unwrap().to_string();
-    let get = |path: &str| {
-        let o = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "-",
-                "-w",
-                "\n%{http_code}",
-                &format!("http://{hostport}{path}"),
-            ])
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
-    };
-    let (status, body) = get("/");
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("data-queue=\"dq\""), "{body}");
-    let (status, body) = get("/jobs/1");
-    assert_eq!(status, 200, "{body}");
-    let (status, body) = get("/metrics");
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("docket_queue_jobs"), "{body}");
-}
-
 #[tokio::test]
 async fn the_engine_bench_runs_every_size_asked_for_against_its_own_floor() {
     let f = File::new();
@@ -471,6 +348,30 @@ async fn the_engine_bench_runs_every_size_asked_for_against_its_own_floor() {
     let o = f.run(&["bench", "--scenario", "engine", "--counts", "200,5"]);
     assert_eq!(code(&o), 5, "{}", err(&o));
     assert!(err(&o).contains("--counts must be"), "{}", err(&o));
+}
+
+/// Real handlers on keyed, limited queues (`--scenario handlers`): three workers at 3 and
+/// then 10 slots drain every job, none given back unrun (no prefetch churn) or run twice,
+/// never faster than the limits allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handlers_bench_drains_keyed_limited_work_without_churn() {
+    let f = File::new();
+    let o = f.run(&["bench", "--scenario", "handlers", "--jobs", "24", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let rows = json_lines(&o);
+    let slots: Vec<i64> = rows
+        .iter()
+        .map(|r| r["concurrency"].as_i64().unwrap())
+        .collect();
+    assert_eq!(slots, [3, 10], "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["engine"], "SQLite", "{r}");
+        assert_eq!(r["released"], 0, "{r}");
+        assert_eq!(r["max_run"], 1, "{r}");
+        assert!(r["ratio"].as_f64().unwrap() >= 0.95, "{r}");
+    }
+    let o = f.run(&["bench", "--scenario", "handlers", "--jobs", "0"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
 }
 
 /// A bulk enqueue reading a slow pipe does not hold the file's one write lock while it waits

@@ -1,0 +1,230 @@
+//! The `docket` binary on the engines without a server-side rule layer (SQLite, MariaDB /
+//! MySQL): what every such engine must pass, run per engine (`local_cli_suite!`), and the
+//! database handle each test gets ([`Db`]). The engines' own files keep what only they have
+//! (SQLite's file rules; MariaDB's server restart).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use docket_core::{JobState, Store};
+use docket_testkit::checker;
+
+use super::common::{self, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+
+/// A database of the test's own, reached by the `docket` binary through its URL.
+pub trait Db: Sized + Send + Sync {
+    type S: Store;
+    /// A fresh database (and a scratch directory for logs).
+    fn fresh() -> impl Future<Output = Self> + Send;
+    /// The scratch directory.
+    fn dir(&self) -> &Path;
+    /// The database's URL.
+    fn url(&self) -> &str;
+    /// A store on it.
+    fn store(&self) -> impl Future<Output = Self::S> + Send;
+    /// The one integer `sql` returns.
+    fn scalar(s: &Self::S, sql: &str) -> impl Future<Output = i64> + Send;
+    /// Runs `sql`.
+    fn exec(s: &Self::S, sql: &str) -> impl Future<Output = ()> + Send;
+    /// Running jobs whose lease has not expired by the database's clock (a count).
+    const LIVE_LEASES: &'static str;
+    /// Installs the invariant checker's audit of every job write.
+    fn install_audit(s: &Self::S) -> impl Future<Output = ()> + Send;
+    /// The checker's verdict on the audit and the executions logged (and the end state:
+    /// every job succeeded, by a run that logged its start).
+    fn check(s: &Self::S, runs: &[checker::Execution]) -> impl Future<Output = ()> + Send;
+
+    /// `docket` on this database.
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_docket"));
+        c.env("DATABASE_URL", self.url())
+            .env_remove("DOCKET_SCHEMA")
+            .env_remove("DOCKET_HOME");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run docket")
+    }
+
+    fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut c = self.cmd();
+        c.args(args);
+        common::run_with_stdin(c, input)
+    }
+
+    /// `docket work ARGS`, its stderr to `stderr` when given.
+    fn worker(&self, args: &[&str], stderr: Option<&Path>) -> Proc {
+        let mut c = self.cmd();
+        c.arg("work").args(args).stdout(Stdio::null());
+        match stderr {
+            Some(p) => c.stderr(std::fs::File::create(p).expect("stderr file")),
+            None => c.stderr(Stdio::null()),
+        };
+        Proc::spawn(&mut c)
+    }
+}
+
+/// Worker A is paused (SIGSTOP) past its lease; B takes the job over and completes it; A
+/// resumes: its completion updates nothing and the final state is B's.
+pub async fn a_paused_worker_cannot_overwrite_its_successor<D: Db>() {
+    let f = D::fresh().await;
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    D::install_audit(&s).await;
+    let o = f.run(&["enqueue", "--queue", "c", "--kind", "k"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let id = docket_core::JobId(out(&o).trim().parse().unwrap());
+    D::exec(
+        &s,
+        "UPDATE jobs SET backoff_base_ms = 50, backoff_cap_ms = 50",
+    )
+    .await;
+    let log = f.dir().join("exec.log");
+    let a_err = f.dir().join("a.stderr");
+    let mut a = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "sleep 1"),
+        ],
+        Some(&a_err),
+    );
+    eventually(Duration::from_secs(20), "A started the job", || async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start"))
+    })
+    .await;
+    signal(a.id(), "STOP");
+    eventually(Duration::from_secs(30), "the lease expired", || async {
+        D::scalar(&s, D::LIVE_LEASES).await == 0
+    })
+    .await;
+    assert_eq!(s.reap(10).await.unwrap().requeued(), 1);
+    let mut b = f.worker(
+        &[
+            "--queue",
+            "c",
+            "--lease",
+            "2s",
+            "--poll",
+            "100ms",
+            "--no-maintenance",
+            "--exec",
+            &logged(&log, "true"),
+        ],
+        None,
+    );
+    eventually(Duration::from_secs(30), "B completes the job", || async {
+        s.get(id).await.unwrap().state == JobState::Succeeded
+    })
+    .await;
+    signal(a.id(), "CONT");
+    eventually(Duration::from_secs(20), "A gives the job up", || async {
+        std::fs::read_to_string(&a_err).is_ok_and(|e| e.contains("lease"))
+    })
+    .await;
+    signal(a.id(), "TERM");
+    signal(b.id(), "TERM");
+    a.wait().unwrap();
+    b.wait().unwrap();
+    let rec = s.get(id).await.unwrap();
+    assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
+    let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
+    let won = "FROM audit WHERE new_state = 'succeeded'";
+    assert_eq!(D::scalar(&s, &format!("SELECT count(*) {won}")).await, 1);
+    assert_eq!(
+        D::scalar(&s, &format!("SELECT max(old_attempt) {won}")).await,
+        2,
+        "B's token won"
+    );
+    assert_eq!(
+        D::scalar(
+            &s,
+            &format!("SELECT count(*) {won} AND old_owner = '{a_owner}'")
+        )
+        .await,
+        0,
+        "A's late completion updated nothing"
+    );
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(runs.len(), 2, "A's run and B's run: {runs:?}");
+    D::check(&s, &runs).await;
+}
+
+/// The dashboard runs unchanged: its queues page lists the queue, a job page shows the
+/// job, and `/metrics` answers.
+pub async fn the_dashboard_serves_this_engine<D: Db>() {
+    use std::io::{BufRead, BufReader};
+    let f = D::fresh().await;
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("dq", 5));
+    assert!(o.status.success(), "{}", err(&o));
+    let mut c = f.cmd();
+    c.args(["dashboard", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut p = Proc::spawn(&mut c);
+    let stderr = p.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("docket: dashboard on http://") {
+                let _ = tx.send(line[i + "docket: dashboard on http://".len()..].to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the dashboard's address");
+    let hostport = addr.split(['/', ' ']).next().unwrap().to_string();
+    let get = |path: &str| {
+        let o = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                &format!("http://{hostport}{path}"),
+            ])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
+    };
+    let (status, body) = get("/");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data-queue=\"dq\""), "{body}");
+    let (status, body) = get("/jobs/1");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("docket_queue_jobs"), "{body}");
+}
+
+/// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
+#[macro_export]
+macro_rules! local_cli_suite {
+    ($d:ty) => {
+        $crate::local_cli_suite!(@cases $d;
+            a_paused_worker_cannot_overwrite_its_successor,
+            the_dashboard_serves_this_engine
+        );
+    };
+    (@cases $d:ty; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                local::$case::<$d>().await;
+            }
+        )*
+    };
+}
