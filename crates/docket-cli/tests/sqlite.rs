@@ -13,7 +13,7 @@ use common::{
     assert_no_worker_panicked, bench_sizes, code, err, eventually_explained, json_lines, logged,
     ndjson, out, signal, worker_log_tails, Proc,
 };
-use docket_core::{JobState, Store};
+use docket_core::Store;
 use docket_sqlite::SqliteStore;
 use docket_testkit::{checker, checker_sqlite};
 use local::Db;
@@ -133,56 +133,7 @@ async fn commands_work_on_a_file_and_refuse_what_needs_postgres() {
     assert!(f.dir.join("jobs.db").exists());
     let o = f.run(&["stats"]);
     assert!(o.status.success(), "{}", err(&o));
-    let o = f.run(&["jobs", "show", &id.to_string(), "--json"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
-    assert_eq!(v["args"]["to"], "a");
-    // Bulk: all or nothing, with the bad line named.
-    let mut lines = ndjson("bulk", 25_000);
-    lines.push_str("{\"queue\":\"bad queue!\",\"kind\":\"k\",\"args\":{}}\n");
-    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &lines);
-    assert_eq!(code(&o), 5, "{}", err(&o));
-    assert!(err(&o).contains("line 25001"), "{}", err(&o));
-    let s = f.store().await;
-    assert_eq!(
-        scalar(&s, "SELECT count(*) FROM jobs").await,
-        1,
-        "nothing of the file"
-    );
-    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("bulk", 25_000));
-    assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(out(&o).trim(), "25000");
-    // Controls and a drain by a real worker process.
-    let o = f.run(&["queues", "pause", "bulk"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let o = f.run(&["stats", "--json"]);
-    assert!(
-        out(&o).contains("\"paused\": true") || out(&o).contains("\"paused\":true"),
-        "{}",
-        out(&o)
-    );
-    let o = f.run(&["queues", "resume", "bulk"]);
-    assert!(o.status.success(), "{}", err(&o));
-    let o = f.run(&["work", "--queue", "mail", "--drain", "--exec", "true"]);
-    assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(
-        s.get(docket_core::JobId(id)).await.unwrap().state,
-        JobState::Succeeded
-    );
-    // Bad input: the same exit codes as on PostgreSQL, nothing written.
-    let o = f.run(&["enqueue", "--queue", "no spaces", "--kind", "k"]);
-    assert_eq!(code(&o), 5, "{}", err(&o));
-    let o = f.run(&["jobs", "show", "999999"]);
-    assert_eq!(code(&o), 4, "{}", err(&o));
-    for cmd in [
-        &["explain", "--queue", "q"][..],
-        &["lab", "naive"],
-        &["grant", "--app", "a"],
-    ] {
-        let o = f.run(cmd);
-        assert_eq!(code(&o), 5, "{cmd:?}: {}", err(&o));
-        assert!(err(&o).contains("needs PostgreSQL"), "{cmd:?}: {}", err(&o));
-    }
+    local::commands_after_an_enqueue(&f, id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

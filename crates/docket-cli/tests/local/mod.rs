@@ -12,7 +12,7 @@ use std::time::Duration;
 use docket_core::{JobState, Store};
 use docket_testkit::checker;
 
-use super::common::{self, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use super::common::{self, code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
 
 /// A database of the test's own, reached by the `docket` binary through its URL.
 pub trait Db: Sized + Send + Sync {
@@ -208,6 +208,62 @@ pub async fn the_dashboard_serves_this_engine<D: Db>() {
     let (status, body) = get("/metrics");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("docket_queue_jobs"), "{body}");
+}
+
+/// Everything after job `id` was enqueued to `mail`: reads, bulk enqueue (all or nothing,
+/// the bad line named), controls, a drain by a real worker process, the same exit codes as
+/// on PostgreSQL for bad input, and the PostgreSQL-only commands refused.
+pub async fn commands_after_an_enqueue<D: Db>(f: &D, id: i64) {
+    let o = f.run(&["jobs", "show", &id.to_string(), "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["args"]["to"], "a");
+    // Bulk: all or nothing, with the bad line named.
+    let mut lines = ndjson("bulk", 25_000);
+    lines.push_str("{\"queue\":\"bad queue!\",\"kind\":\"k\",\"args\":{}}\n");
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &lines);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("line 25001"), "{}", err(&o));
+    let s = f.store().await;
+    assert_eq!(
+        D::scalar(&s, "SELECT count(*) FROM jobs").await,
+        1,
+        "nothing of the file"
+    );
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("bulk", 25_000));
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(out(&o).trim(), "25000");
+    // Controls and a drain by a real worker process.
+    let o = f.run(&["queues", "pause", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["stats", "--json"]);
+    assert!(
+        out(&o).contains("\"paused\": true") || out(&o).contains("\"paused\":true"),
+        "{}",
+        out(&o)
+    );
+    let o = f.run(&["queues", "resume", "bulk"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = f.run(&["work", "--queue", "mail", "--drain", "--exec", "true"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        s.get(docket_core::JobId(id)).await.unwrap().state,
+        JobState::Succeeded
+    );
+    // Bad input: the same exit codes as on PostgreSQL, nothing written.
+    let o = f.run(&["enqueue", "--queue", "no spaces", "--kind", "k"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    let o = f.run(&["jobs", "show", "999999"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
+    for cmd in [
+        &["explain", "--queue", "q"][..],
+        &["lab", "naive"],
+        &["grant", "--app", "a"],
+    ] {
+        let o = f.run(cmd);
+        assert_eq!(code(&o), 5, "{cmd:?}: {}", err(&o));
+        assert!(err(&o).contains("needs PostgreSQL"), "{cmd:?}: {}", err(&o));
+    }
 }
 
 /// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
