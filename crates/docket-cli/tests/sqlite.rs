@@ -7,17 +7,12 @@ mod local;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{
-    assert_no_worker_panicked, bench_sizes, code, err, eventually_explained, json_lines, logged,
-    ndjson, out, signal, worker_log_tails, Proc,
-};
-use docket_core::Store;
+use common::{bench_sizes, code, err, json_lines, out, Proc};
 use docket_sqlite::SqliteStore;
 use docket_testkit::{checker, checker_sqlite};
 use local::Db;
-use rand::Rng;
 
 /// A database file of the test's own.
 struct File {
@@ -36,6 +31,7 @@ impl File {
 }
 
 impl Db for File {
+    const NAME: &'static str = "SQLite";
     type S = SqliteStore;
     const LIVE_LEASES: &'static str = "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
@@ -70,8 +66,8 @@ impl Db for File {
         checker_sqlite::install_audit(s.pool()).await;
     }
 
-    async fn check(s: &SqliteStore, runs: &[checker::Execution]) {
-        checker_sqlite::check(s.pool(), runs, &["succeeded"]).await;
+    async fn check(s: &SqliteStore, runs: &[checker::Execution]) -> checker::CheckReport {
+        checker_sqlite::check(s.pool(), runs, &["succeeded"]).await
     }
 }
 
@@ -167,100 +163,6 @@ async fn the_demo_runs_on_sqlite() {
     assert_eq!(
         scalar(&other.store().await, "SELECT count(*) FROM jobs").await,
         1
-    );
-}
-
-/// Every ~1.5 s a random one of 3 `docket work` processes on one file is SIGKILLed and
-/// replaced, up to 20 times, then the survivors finish: every job ends succeeded, exactly one accepted completion each, none by a stale
-/// token, no two runs of a job at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_minus_nine_workers_repeatedly_on_one_file() {
-    let f = File::new();
-    let s = f.store().await;
-    s.migrate().await.unwrap();
-    checker_sqlite::install_audit(s.pool()).await;
-    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 4_000));
-    assert!(o.status.success(), "{}", err(&o));
-    sqlx::query("UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
-        .execute(s.pool())
-        .await
-        .unwrap();
-    let log = f.dir.join("exec.log");
-    let spawn = |n: usize| {
-        f.worker(
-            &[
-                "--queue",
-                "x",
-                "--concurrency",
-                "8",
-                "--lease",
-                "2s",
-                "--poll",
-                "200ms",
-                "--exec",
-                &logged(&log, "true"),
-            ],
-            Some(&f.dir.join(format!("w{n}.err"))),
-        )
-    };
-    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
-    let mut kills = 0;
-    let started = Instant::now();
-    let mut rng = rand::thread_rng();
-    let left =
-        || async { scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await };
-    // At most 20 kills, then the survivors finish: the test measures faults, not how fast
-    // the machine spawns the jobs' processes (three each) next to the other tests.
-    while kills < 20 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
-        if left().await == 0 {
-            break;
-        }
-        let victim = rng.gen_range(0..workers.len());
-        signal(workers[victim].id(), "KILL");
-        let status = workers[victim].wait().unwrap();
-        checker::assert_exit("victim", status, "", checker::Exit::Killed);
-        workers[victim] = spawn(3 + kills);
-        kills += 1;
-    }
-    // A stall says why: the workers' own logs (a write refused, a lock never freed).
-    eventually_explained(
-        Duration::from_secs(600),
-        "every job succeeded after the kills",
-        || async { left().await == 0 },
-        || format!("workers' stderr:\n{}", worker_log_tails(&f.dir)),
-    )
-    .await;
-    for w in workers.iter() {
-        signal(w.id(), "TERM");
-    }
-    for w in workers.iter_mut() {
-        assert!(
-            w.wait().unwrap().success(),
-            "a survivor exited badly after SIGTERM"
-        );
-    }
-    assert_no_worker_panicked(&f.dir);
-    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
-    let report = checker_sqlite::check(s.pool(), &runs, &["succeeded"]).await;
-    assert_eq!(report.jobs, 4_000);
-    assert!(
-        kills >= 2,
-        "only {kills} kills: the run was too short to mean anything"
-    );
-    assert!(
-        report.reaped >= 1,
-        "{kills} SIGKILLs left no lease to reap: {report:?}"
-    );
-    assert!(
-        report.rerun_jobs >= 1,
-        "no job ran twice: the kills hit nothing"
-    );
-    println!(
-        "4,000 jobs on SQLite, {kills} SIGKILLs, {} leases reaped, {} jobs ran more than once, {:?}",
-        report.reaped,
-        report.rerun_jobs,
-        started.elapsed()
     );
 }
 

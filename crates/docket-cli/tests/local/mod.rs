@@ -7,12 +7,17 @@
 use std::future::Future;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
 
 use docket_core::{JobState, Store};
 use docket_testkit::checker;
 
-use super::common::{self, code, err, eventually, logged, ndjson, out, owner_of, signal, Proc};
+use super::common::{
+    self, assert_no_worker_panicked, code, err, eventually, eventually_explained, logged, ndjson,
+    out, owner_of, signal, worker_log_tails, Proc,
+};
 
 /// A database of the test's own, reached by the `docket` binary through its URL.
 pub trait Db: Sized + Send + Sync {
@@ -31,11 +36,16 @@ pub trait Db: Sized + Send + Sync {
     fn exec(s: &Self::S, sql: &str) -> impl Future<Output = ()> + Send;
     /// Running jobs whose lease has not expired by the database's clock (a count).
     const LIVE_LEASES: &'static str;
+    /// The engine's name in reports.
+    const NAME: &'static str;
     /// Installs the invariant checker's audit of every job write.
     fn install_audit(s: &Self::S) -> impl Future<Output = ()> + Send;
     /// The checker's verdict on the audit and the executions logged (and the end state:
     /// every job succeeded, by a run that logged its start).
-    fn check(s: &Self::S, runs: &[checker::Execution]) -> impl Future<Output = ()> + Send;
+    fn check(
+        s: &Self::S,
+        runs: &[checker::Execution],
+    ) -> impl Future<Output = checker::CheckReport> + Send;
 
     /// `docket` on this database.
     fn cmd(&self) -> Command {
@@ -266,13 +276,110 @@ pub async fn commands_after_an_enqueue<D: Db>(f: &D, id: i64) {
     }
 }
 
+/// Every ~1.5 s a random one of 3 `docket work` processes on one database is SIGKILLed and
+/// replaced, at most 20 times, while 4,000 jobs drain; then every job succeeded, each
+/// success by a run that logged its start, no two runs of a job at once, leases were reaped
+/// and jobs ran again (the kills hit something).
+pub async fn kill_minus_nine_workers_repeatedly<D: Db>() {
+    let f = D::fresh().await;
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    D::install_audit(&s).await;
+    let o = f.run_stdin(&["enqueue", "--bulk", "-"], &ndjson("x", 4_000));
+    assert!(o.status.success(), "{}", err(&o));
+    D::exec(
+        &s,
+        "UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200",
+    )
+    .await;
+    let log = f.dir().join("exec.log");
+    let spawn = |n: usize| {
+        f.worker(
+            &[
+                "--queue",
+                "x",
+                "--concurrency",
+                "8",
+                "--lease",
+                "2s",
+                "--poll",
+                "200ms",
+                "--exec",
+                &logged(&log, "true"),
+            ],
+            Some(&f.dir().join(format!("w{n}.err"))),
+        )
+    };
+    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    let mut rng = rand::thread_rng();
+    let left =
+        || async { D::scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await };
+    // At most 20 kills, then the survivors finish: the test measures faults, not how fast
+    // the machine spawns the jobs' processes (three each) next to the other tests.
+    while kills < 20 {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
+        if left().await == 0 {
+            break;
+        }
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = spawn(3 + kills);
+        kills += 1;
+    }
+    // A stall says why: the workers' own logs (a write refused, a lock never freed).
+    eventually_explained(
+        Duration::from_secs(600),
+        "every job succeeded after the kills",
+        || async { left().await == 0 },
+        || format!("workers' stderr:\n{}", worker_log_tails(f.dir())),
+    )
+    .await;
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(
+            w.wait().unwrap().success(),
+            "a survivor exited badly after SIGTERM"
+        );
+    }
+    assert_no_worker_panicked(f.dir());
+    let runs = checker::parse_log(&std::fs::read_to_string(&log).unwrap_or_default());
+    let report = D::check(&s, &runs).await;
+    assert_eq!(report.jobs, 4_000);
+    assert!(
+        kills >= 2,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    assert!(
+        report.reaped >= 1,
+        "{kills} SIGKILLs left no lease to reap: {report:?}"
+    );
+    assert!(
+        report.rerun_jobs >= 1,
+        "no job ran twice: the kills hit nothing"
+    );
+    println!(
+        "4,000 jobs on {}, {kills} SIGKILLs, {} leases reaped, {} jobs ran more than once, {:?}",
+        D::NAME,
+        report.reaped,
+        report.rerun_jobs,
+        started.elapsed()
+    );
+}
+
 /// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
 #[macro_export]
 macro_rules! local_cli_suite {
     ($d:ty) => {
         $crate::local_cli_suite!(@cases $d;
             a_paused_worker_cannot_overwrite_its_successor,
-            the_dashboard_serves_this_engine
+            the_dashboard_serves_this_engine,
+            kill_minus_nine_workers_repeatedly
         );
     };
     (@cases $d:ty; $($case:ident),*) => {
