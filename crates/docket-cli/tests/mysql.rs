@@ -8,34 +8,21 @@
 mod common;
 mod local;
 
-use std::path::{Path, PathBuf};
-
 use std::time::Duration;
 
 use common::{code, err, eventually, logged, ndjson, out, signal, Proc};
 use docket_mysql::MySqlStore;
 use docket_testkit::{checker, checker_mysql, mariadb};
-use local::Db;
-
-/// A database of the test's own (and a scratch directory for logs).
-struct File {
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    url: String,
-}
+use local::{Db, File};
 
 impl File {
     async fn new() -> File {
-        let d = tempfile::tempdir().expect("tempdir");
-        let dir = d.path().to_path_buf();
         let url = mariadb::fresh_database().await;
-        File { _dir: d, dir, url }
+        File::at(|_| url)
     }
 
     fn on(url: String) -> File {
-        let d = tempfile::tempdir().expect("tempdir");
-        let dir = d.path().to_path_buf();
-        File { _dir: d, dir, url }
+        File::at(|_| url)
     }
 }
 
@@ -48,12 +35,8 @@ impl Db for File {
         File::new().await
     }
 
-    fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn url(&self) -> &str {
-        &self.url
+    fn file(&self) -> &File {
+        self
     }
 
     async fn store(&self) -> MySqlStore {

@@ -5,28 +5,17 @@
 mod common;
 mod local;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use common::{bench_sizes, code, err, json_lines, out, Proc};
 use docket_sqlite::SqliteStore;
 use docket_testkit::{checker, checker_sqlite};
-use local::Db;
-
-/// A database file of the test's own.
-struct File {
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    url: String,
-}
+use local::{Db, File};
 
 impl File {
     fn new() -> File {
-        let d = tempfile::tempdir().expect("tempdir");
-        let dir = d.path().to_path_buf();
-        let url = format!("sqlite://{}", dir.join("jobs.db").display());
-        File { _dir: d, dir, url }
+        File::at(|dir| format!("sqlite://{}", dir.join("jobs.db").display()))
     }
 }
 
@@ -39,12 +28,8 @@ impl Db for File {
         File::new()
     }
 
-    fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn url(&self) -> &str {
-        &self.url
+    fn file(&self) -> &File {
+        self
     }
 
     async fn store(&self) -> SqliteStore {

@@ -19,15 +19,38 @@ use super::common::{
     out, owner_of, signal, worker_log_tails, Proc,
 };
 
+/// A database of the test's own and a scratch directory for logs.
+pub struct File {
+    _dir: tempfile::TempDir,
+    pub dir: std::path::PathBuf,
+    pub url: String,
+}
+
+impl File {
+    /// A fresh scratch directory and the database at `url(dir)`.
+    pub fn at(url: impl FnOnce(&Path) -> String) -> File {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dir = d.path().to_path_buf();
+        let url = url(&dir);
+        File { _dir: d, dir, url }
+    }
+}
+
 /// A database of the test's own, reached by the `docket` binary through its URL.
 pub trait Db: Sized + Send + Sync {
     type S: Store;
     /// A fresh database (and a scratch directory for logs).
     fn fresh() -> impl Future<Output = Self> + Send;
+    /// Its database and scratch directory.
+    fn file(&self) -> &File;
     /// The scratch directory.
-    fn dir(&self) -> &Path;
+    fn dir(&self) -> &Path {
+        &self.file().dir
+    }
     /// The database's URL.
-    fn url(&self) -> &str;
+    fn url(&self) -> &str {
+        &self.file().url
+    }
     /// A store on it.
     fn store(&self) -> impl Future<Output = Self::S> + Send;
     /// The one integer `sql` returns.
