@@ -26,44 +26,18 @@ impl File {
     }
 }
 
-impl Db for File {
-    const NAME: &'static str = "MariaDB";
-    type S = MySqlStore;
-    const LIVE_LEASES: &'static str = "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)";
-
-    async fn fresh() -> File {
-        File::new().await
-    }
-
-    fn file(&self) -> &File {
-        self
-    }
-
-    async fn store(&self) -> MySqlStore {
-        MySqlStore::connect(&self.url, 4).await.expect("open")
-    }
-
-    async fn scalar(s: &MySqlStore, sql: &str) -> i64 {
-        scalar(s, sql).await
-    }
-
-    async fn exec(s: &MySqlStore, sql: &str) {
-        sqlx::raw_sql(sql)
-            .execute(s.pool())
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-
-    async fn install_audit(s: &MySqlStore) {
-        checker_mysql::install_audit(s.pool()).await;
-    }
-
-    async fn check(s: &MySqlStore, runs: &[checker::Execution]) -> checker::CheckReport {
+local_db!(
+    MySqlStore,
+    checker_mysql,
+    "MariaDB",
+    "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)",
+    fresh: File::new().await,
+    check(s, runs) {
         let jobs = scalar(s, "SELECT count(*) FROM jobs").await;
         end_state(s, runs, jobs).await;
         checker_mysql::check(s.pool(), runs, &["succeeded"]).await
     }
-}
+);
 
 local_cli_suite!(File);
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{bench_sizes, code, err, json_lines, out, Proc};
 use docket_sqlite::SqliteStore;
-use docket_testkit::{checker, checker_sqlite};
+use docket_testkit::checker_sqlite;
 use local::{Db, File};
 
 impl File {
@@ -19,42 +19,16 @@ impl File {
     }
 }
 
-impl Db for File {
-    const NAME: &'static str = "SQLite";
-    type S = SqliteStore;
-    const LIVE_LEASES: &'static str = "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)";
-
-    async fn fresh() -> File {
-        File::new()
-    }
-
-    fn file(&self) -> &File {
-        self
-    }
-
-    async fn store(&self) -> SqliteStore {
-        SqliteStore::connect(&self.url, 4).await.expect("open")
-    }
-
-    async fn scalar(s: &SqliteStore, sql: &str) -> i64 {
-        scalar(s, sql).await
-    }
-
-    async fn exec(s: &SqliteStore, sql: &str) {
-        sqlx::raw_sql(sql)
-            .execute(s.pool())
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-
-    async fn install_audit(s: &SqliteStore) {
-        checker_sqlite::install_audit(s.pool()).await;
-    }
-
-    async fn check(s: &SqliteStore, runs: &[checker::Execution]) -> checker::CheckReport {
+local_db!(
+    SqliteStore,
+    checker_sqlite,
+    "SQLite",
+    "SELECT count(*) FROM jobs WHERE state = 'running' AND lease_expires_at >= CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+    fresh: File::new(),
+    check(s, runs) {
         checker_sqlite::check(s.pool(), runs, &["succeeded"]).await
     }
-}
+);
 
 local_cli_suite!(File);
 

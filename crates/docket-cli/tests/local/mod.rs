@@ -395,6 +395,56 @@ pub async fn kill_minus_nine_workers_repeatedly<D: Db>() {
     );
 }
 
+/// `impl Db for File` on store type `$store` (a `connect(url, n)` and a `pool()`), with the
+/// testkit's `$checker` module, the engine's `$name`, its live-lease count `$live`, how a
+/// fresh database is made, and the checker's verdict (`check(s, runs) { … }`).
+#[macro_export]
+macro_rules! local_db {
+    ($store:ty, $checker:ident, $name:literal, $live:literal, fresh: $fresh:expr,
+     check($s:ident, $runs:ident) $check:block) => {
+        impl local::Db for local::File {
+            type S = $store;
+            const NAME: &'static str = $name;
+            const LIVE_LEASES: &'static str = $live;
+
+            async fn fresh() -> local::File {
+                $fresh
+            }
+
+            fn file(&self) -> &local::File {
+                self
+            }
+
+            async fn store(&self) -> $store {
+                <$store>::connect(&self.url, 4).await.expect("open")
+            }
+
+            async fn scalar(s: &$store, sql: &str) -> i64 {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(s.pool())
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }
+
+            async fn exec(s: &$store, sql: &str) {
+                sqlx::raw_sql(sql)
+                    .execute(s.pool())
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+
+            async fn install_audit(s: &$store) {
+                docket_testkit::$checker::install_audit(s.pool()).await;
+            }
+
+            async fn check(
+                $s: &$store,
+                $runs: &[docket_testkit::checker::Execution],
+            ) -> docket_testkit::checker::CheckReport $check
+        }
+    };
+}
+
 /// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
 #[macro_export]
 macro_rules! local_cli_suite {
