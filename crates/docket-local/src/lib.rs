@@ -173,3 +173,5 @@ macro_rules! store_impl {
         }
     };
 }
+#[cfg(test)]
+mod tests;
