@@ -444,6 +444,10 @@ pub struct PruneArgs {
     /// Delete dead jobs finished longer ago than this (kept longer: they are evidence).
     #[arg(long, default_value = "30d", allow_hyphen_values = true)]
     pub dead_older_than: String,
+    /// A succeeded job with an output is deleted only once it also finished longer ago
+    /// than this (its output stays readable that long).
+    #[arg(long, default_value = "24h", allow_hyphen_values = true)]
+    pub outputs_older_than: String,
     #[arg(long)]
     pub json: bool,
 }

@@ -153,6 +153,7 @@ pub async fn prune(ctx: &impl Open, a: PruneArgs) -> anyhow::Result<()> {
     let retention = Retention {
         finished: parse("older-than", &a.older_than)?,
         dead: parse("dead-older-than", &a.dead_older_than)?,
+        outputs: parse("outputs-older-than", &a.outputs_older_than)?,
         batch: 5_000,
     };
     let store = Open::existing(ctx, 1).await?;

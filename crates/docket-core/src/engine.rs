@@ -26,6 +26,8 @@ pub enum Wake {
     Queue(String),
     /// A running job may have been cancelled.
     Cancel(JobId),
+    /// A job may have finished with an output (woken: [`Store::listen_outputs`]).
+    Done(JobId),
     /// A hint the engine could not read (counted, otherwise ignored).
     Unreadable,
 }
@@ -78,6 +80,16 @@ pub trait InTransaction: Store {
         tx: &mut Self::Tx,
         owner: &str,
         lease: Lease,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Marks the claimed job succeeded with its output inside `tx` (fenced as
+    /// [`Store::complete_outputs`]): a [`crate::StoreError::LeaseLost`] when another attempt
+    /// owns it now.
+    fn complete_output_in(
+        &self,
+        tx: &mut Self::Tx,
+        owner: &str,
+        output: &crate::Output,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// Commits.

@@ -454,6 +454,9 @@ pub struct Retention {
     pub finished: Duration,
     /// Dead jobs are kept longer: they are evidence.
     pub dead: Duration,
+    /// A succeeded job with an output is kept at least this long (by `finished_at`) so the
+    /// output can be read, whichever of the two windows is longer.
+    pub outputs: Duration,
     /// Rows deleted per statement (keeps locks and WAL bursts small).
     pub batch: i64,
 }
@@ -463,6 +466,7 @@ impl Default for Retention {
         Retention {
             finished: Duration::from_secs(24 * 3600),
             dead: Duration::from_secs(30 * 24 * 3600),
+            outputs: crate::output::DEFAULT_OUTPUT_RETENTION,
             batch: 5_000,
         }
     }

@@ -16,6 +16,7 @@
 //! - [`inspect`]: bounded reads and bulk actions for operators (search, overview, dead
 //!   groups, throughput samples, the audit log).
 //! - [`why`]: every gate that holds a pending job ("why is this job not running?").
+//! - [`output`]: a handler's result, stored by the fenced completion and kept for a window.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -29,6 +30,7 @@ pub mod inspect;
 pub mod job;
 pub mod local;
 pub mod mutants;
+pub mod output;
 pub mod periodic;
 pub mod redact;
 pub mod store;
@@ -44,6 +46,7 @@ pub use inspect::{
     QueueSummary, Sample,
 };
 pub use job::*;
+pub use output::{JobOutput, Output};
 pub use periodic::*;
 pub use store::*;
 pub use validate::Limits;

@@ -63,6 +63,9 @@ pub enum Mutant {
     /// SQLite and MariaDB: a running job that ends hints no queue whose work a key or a
     /// limit held back; that work waits for the next poll.
     HeldBackNotHinted,
+    /// A completion with an output is applied without its fence: a stale attempt records
+    /// its output over its successor's run.
+    OutputStaleCompletion,
 }
 
 impl Mutant {
@@ -88,6 +91,7 @@ impl Mutant {
         Mutant::HandoverLost,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
+        Mutant::OutputStaleCompletion,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -113,6 +117,7 @@ impl Mutant {
             Mutant::HandoverLost => "handover_lost",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
+            Mutant::OutputStaleCompletion => "output_stale_completion",
         }
     }
 
@@ -174,6 +179,10 @@ impl Mutant {
             Mutant::ClaimWalkStopsAtHeldKeys => {
                 &[("claim_controlled", "OR new_rated = 0 OR", "OR true OR")]
             }
+            Mutant::OutputStaleCompletion => &[
+                ("complete_output_fenced", "AND j.attempt = c.attempt", ""),
+                ("complete_output_fenced", FENCE, "AND j.state = 'running'"),
+            ],
             // Both branches (ordering and concurrency keys): the edit replaces every match.
             Mutant::HandoverLost => &[(
                 "jobs_release_keys",

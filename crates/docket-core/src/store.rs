@@ -84,6 +84,18 @@ pub trait Store: Clone + Send + Sync + 'static {
         leases: &[Lease],
     ) -> impl Future<Output = Result<BatchOutcome>> + Send;
 
+    /// Marks claimed jobs succeeded with their handlers' outputs (fenced exactly as
+    /// [`Store::complete_many`]: a stale attempt records nothing). The rows are kept, not
+    /// deleted, so each output stays readable until [`crate::Retention::outputs`] past its
+    /// finish; callers check each output first ([`crate::output::check`]) and the engine
+    /// refuses one over [`crate::output::MAX_OUTPUT_BYTES`]. Listeners of
+    /// [`Store::listen_outputs`] hear [`crate::Wake::Done`] for each.
+    fn complete_outputs(
+        &self,
+        owner: &str,
+        outputs: &[crate::Output],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
     /// Completes claimed jobs by deleting them (fenced exactly as [`Store::complete_many`]):
     /// the success is the row's disappearance, with nothing kept for history. A deleted row
     /// writes no new row version and no index entry, which is why a worker that does not keep
@@ -143,6 +155,18 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Reads one job.
     fn get(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
+
+    /// Reads a job's state and output (kept apart from [`Store::get`], whose pages would
+    /// otherwise carry every output). `NotFound` when the job does not exist, or no longer:
+    /// a plain success deleted on completion, or an output past its retention.
+    fn job_output(&self, id: JobId) -> impl Future<Output = Result<crate::JobOutput>> + Send;
+
+    /// Opens a listener that hears [`crate::Wake::Done`] when a job completes with an
+    /// output (for [`Store::job_output`]'s waiters). Hints only: a waiter reads the row.
+    fn listen_outputs(
+        &self,
+        direct_url: Option<&str>,
+    ) -> impl Future<Output = Result<Self::Listener>> + Send;
 
     /// Reports worker `beat.owner` alive until the database's now + `ttl`.
     fn worker_beat(

@@ -287,11 +287,11 @@ macro_rules! statements {
         $crate::statements!(@table
             "active_count", "any_active", "audit_insert", "audit_list", "blocked_keys",
             "candidates_past_held",
-            "cancel", "dead_groups", "enqueue_insert", "fenced_row", "finish_attempt", "get",
+            "cancel", "complete_output", "dead_groups", "enqueue_insert", "fenced_row", "finish_attempt", "get",
             "job_state", "key_limit", "key_limit_delete", "key_limit_set", "key_limits_list",
             "key_running", "key_tokens_spend", "leader_get", "leader_insert",
             "leader_resign", "leader_update", "lease_status", "list", "now",
-            "ordering_behind", "overview", "periodic_advance", "periodic_due",
+            "ordering_behind", "output", "overview", "periodic_advance", "periodic_due",
             "periodic_list", "periodic_remove", "periodic_upsert", "prune", "queue_control",
             "queue_limits", "queue_pause", "queue_resume", "queue_tokens_spend",
             "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",

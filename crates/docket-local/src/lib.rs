@@ -23,6 +23,7 @@ pub mod engine;
 pub mod enqueue;
 pub mod exec;
 pub mod inspect;
+pub mod outputs;
 pub mod rows;
 pub mod sqltext;
 pub mod writes;
@@ -76,6 +77,14 @@ macro_rules! __store_ops {
                 Ok($crate::Engine::hub(self).listener())
             }
 
+            async fn listen_outputs(
+                &self,
+                _direct_url: Option<&str>,
+            ) -> $crate::core::Result<$crate::core::local::LocalHints> {
+                // This process's completions only; a waiter polls for the rest.
+                Ok($crate::Engine::hub(self).listener())
+            }
+
             async fn unblock_keys(&self, _batch: i32) -> $crate::core::Result<u64> {
                 // Nothing is ever flagged: a claim decides every key inside its own
                 // transaction, so there is nothing to sweep.
@@ -115,6 +124,8 @@ macro_rules! store_impl {
                 -> $crate::core::BatchOutcome = $crate::writes::complete_many;
             complete_delete_many(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::complete_delete_many;
+            complete_outputs(owner: &str => owner.to_owned(), outputs: &[$crate::core::Output] => outputs.to_vec())
+                -> $crate::core::BatchOutcome = $crate::outputs::complete_outputs;
             fail_many(owner: &str => owner.to_owned(), failures: &[$crate::core::Failure] => failures.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::fail_many;
             snooze_many(owner: &str => owner.to_owned(), snoozes: &[$crate::core::Snooze] => snoozes.to_vec())
@@ -131,6 +142,7 @@ macro_rules! store_impl {
                 = $crate::writes::retry;
             cancel(id: $crate::core::JobId) -> $crate::core::CancelOutcome = $crate::writes::cancel;
             get(id: $crate::core::JobId) -> $crate::core::JobRecord = $crate::writes::get;
+            job_output(id: $crate::core::JobId) -> $crate::core::JobOutput = $crate::outputs::output;
             worker_beat(beat: &$crate::core::WorkerBeat => beat.clone(), ttl: ::std::time::Duration) -> ()
                 = $crate::controls::worker_beat;
             worker_gone(owner: &str => owner.to_owned()) -> () = $crate::controls::worker_gone;

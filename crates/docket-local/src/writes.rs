@@ -25,7 +25,7 @@ pub fn ids(leases: &[Lease]) -> Vec<i64> {
 }
 
 /// Running jobs ended (committed): a key or a slot may be free for held-back work.
-fn ended<E: Engine>(e: &E, done: &[Lease]) {
+pub(crate) fn ended<E: Engine>(e: &E, done: &[Lease]) {
     if !done.is_empty() {
         e.hub().freed();
     }
@@ -58,7 +58,11 @@ pub async fn lease_lost<E: Engine>(e: &E, lease: Lease) -> Result<LeaseLost> {
     Ok(v.remove(0))
 }
 
-async fn outcome<E: Engine>(e: &E, leases: &[Lease], done: Vec<Lease>) -> Result<BatchOutcome> {
+pub(crate) async fn outcome<E: Engine>(
+    e: &E,
+    leases: &[Lease],
+    done: Vec<Lease>,
+) -> Result<BatchOutcome> {
     let lost: Vec<Lease> = leases
         .iter()
         .filter(|l| !done.contains(l))
@@ -336,6 +340,7 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
     let batch = retention.batch.max(1);
     let finished = ["succeeded".to_string(), "cancelled".to_string()];
     let dead = ["dead".to_string()];
+    let outputs = ms(retention.outputs);
     for (states, keep, counter) in [
         (&finished[..], retention.finished, &mut report.finished),
         (&dead[..], retention.dead, &mut report.dead),
@@ -344,7 +349,7 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
             let mut tx = e.begin().await?;
             let now = tx.now();
             let n = tx
-                .execute("prune", args![states, now, ms(keep), batch])
+                .execute("prune", args![states, now, ms(keep), batch, outputs])
                 .await?;
             tx.commit().await?;
             *counter += n;

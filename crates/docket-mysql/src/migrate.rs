@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "released",
         include_str!("../migrations/0002_released.sql"),
     ),
+    (3, "outputs", include_str!("../migrations/0003_outputs.sql")),
 ];
 
 /// The newest version.

@@ -109,6 +109,15 @@ impl InTransaction for MySqlStore {
         Ok(())
     }
 
+    async fn complete_output_in(
+        &self,
+        tx: &mut MySqlTx,
+        owner: &str,
+        output: &Output,
+    ) -> Result<()> {
+        docket_local::outputs::complete_output_on(self, &mut Caller(tx.conn()), owner, output).await
+    }
+
     async fn commit(tx: MySqlTx) -> Result<()> {
         tx.commit().await
     }

@@ -37,11 +37,14 @@ CREATE TABLE {{schema}}.jobs (
     ordering_key text,
     concurrency_key text,
     blocked boolean NOT NULL DEFAULT false,
-    released integer NOT NULL DEFAULT 0
+    released integer NOT NULL DEFAULT 0,
+    output jsonb
 );
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_blocked_is_pending_keyed CHECK (((NOT blocked) OR ((state = 'pending'::text) AND ((ordering_key IS NOT NULL) OR (concurrency_key IS NOT NULL)))));
+ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_bounded CHECK (((output IS NULL) OR (octet_length((output)::text) <= 16777216))) NOT VALID;
+ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_succeeded CHECK (((output IS NULL) OR (state = 'succeeded'::text))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pending_has_budget CHECK (((state <> 'pending'::text) OR (attempt < max_attempts)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_running_has_lease CHECK ((((state = 'running'::text) = (lease_owner IS NOT NULL)) AND ((state = 'running'::text) = (lease_expires_at IS NOT NULL))));
@@ -551,6 +554,30 @@ AS $function$
     RETURNING j.id, j.attempt
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.complete_output_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- complete_fenced() (migration 0016) with the output: the same plan notes and fence.
+    WITH done AS (
+    UPDATE jobs AS j
+    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+        lease_owner = NULL, lease_expires_at = NULL, output = c.output
+    FROM unnest(p_ids, p_attempts, p_outputs) AS c(id, attempt, output)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+    )
+    SELECT d.id, d.attempt
+    FROM done AS d
+    CROSS JOIN LATERAL (SELECT pg_notify(current_schema() || '_done', d.id::text)) AS n
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.enqueue(p_queue text, p_kind text, p_args jsonb DEFAULT '{}'::jsonb, p_priority smallint DEFAULT 0, p_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_max_attempts integer DEFAULT 25, p_unique_key text DEFAULT NULL::text, p_metadata jsonb DEFAULT '{}'::jsonb, p_ordering_key text DEFAULT NULL::text, p_concurrency_key text DEFAULT NULL::text)
  RETURNS TABLE(id bigint, duplicate boolean)
  LANGUAGE sql
@@ -1006,6 +1033,31 @@ AS $function$
           AND d.state IN ('succeeded', 'dead', 'cancelled')
           AND d.finished_at IS NOT NULL
           AND d.finished_at < now() - p_retention_ms * interval '1 millisecond'
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.prune_finished(p_states text[], p_retention_ms bigint, p_outputs_ms bigint, p_batch bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- prune_finished(text[], bigint, bigint) (migration 0016), and a row with an output is
+    -- also past the outputs' window.
+    WITH doomed AS (
+        SELECT d.id
+        FROM jobs AS d
+        WHERE d.state = ANY(p_states)
+          AND d.state IN ('succeeded', 'dead', 'cancelled')
+          AND d.finished_at IS NOT NULL
+          AND d.finished_at < now() - p_retention_ms * interval '1 millisecond'
+          AND (d.output IS NULL
+               OR d.finished_at < now() - p_outputs_ms * interval '1 millisecond')
         LIMIT greatest(p_batch, 0)
         FOR UPDATE SKIP LOCKED
     ), gone AS (

@@ -58,10 +58,22 @@ impl PgStore {
 pub struct PgHints {
     listener: PgListener,
     cancel: String,
+    done: String,
 }
 
 impl PgHints {
     pub(crate) async fn connect(store: &PgStore, direct_url: Option<&str>) -> Result<PgHints> {
+        let channels = [store.wakeup_channel(), store.cancel_channel()];
+        Self::connect_to(store, direct_url, &channels).await
+    }
+
+    /// A listener on `channels` of this schema (the wake-up and cancel channels for workers,
+    /// the done channel for callers waiting for outputs).
+    pub(crate) async fn connect_to(
+        store: &PgStore,
+        direct_url: Option<&str>,
+        channels: &[String],
+    ) -> Result<PgHints> {
         let unavailable = |e: sqlx::Error| StoreError::Unavailable(Box::new(e));
         let mut listener = match direct_url {
             Some(url) => {
@@ -77,13 +89,15 @@ impl PgHints {
                 .await
                 .map_err(unavailable)?,
         };
-        let wake = store.wakeup_channel();
-        let cancel = store.cancel_channel();
         listener
-            .listen_all([wake.as_str(), cancel.as_str()])
+            .listen_all(channels.iter().map(String::as_str))
             .await
             .map_err(unavailable)?;
-        Ok(PgHints { listener, cancel })
+        Ok(PgHints {
+            listener,
+            cancel: store.cancel_channel(),
+            done: store.done_channel(),
+        })
     }
 }
 
@@ -97,6 +111,11 @@ impl Listener for PgHints {
                 n.payload()
                     .parse::<i64>()
                     .map_or(Wake::Unreadable, |id| Wake::Cancel(JobId(id))),
+            )),
+            Ok(Some(n)) if n.channel() == self.done => Ok(Some(
+                n.payload()
+                    .parse::<i64>()
+                    .map_or(Wake::Unreadable, |id| Wake::Done(JobId(id))),
             )),
             Ok(Some(n)) => Ok(Some(Wake::Queue(n.payload().to_string()))),
             Err(e) => Err(StoreError::Unavailable(Box::new(e))),
@@ -118,6 +137,15 @@ impl InTransaction for PgStore {
 
     async fn complete_in(&self, tx: &mut Self::Tx, owner: &str, lease: Lease) -> Result<()> {
         self.complete_tx(tx, owner, lease).await
+    }
+
+    async fn complete_output_in(
+        &self,
+        tx: &mut Self::Tx,
+        owner: &str,
+        output: &Output,
+    ) -> Result<()> {
+        self.complete_output_tx(tx, owner, output).await
     }
 
     async fn commit(tx: Self::Tx) -> Result<()> {

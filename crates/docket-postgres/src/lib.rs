@@ -24,6 +24,7 @@ pub mod errors;
 mod explain;
 mod inspect;
 pub mod migrate;
+mod outputs;
 pub mod queries;
 /// Re-exported from the core (stored errors are redacted there too).
 pub use docket_core::redact;

@@ -35,6 +35,8 @@ queries!(
     claim,
     complete_many,
     complete_delete_many,
+    complete_outputs,
+    output,
     fail_many,
     snooze_many,
     heartbeat,

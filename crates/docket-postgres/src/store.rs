@@ -490,6 +490,10 @@ impl Store for PgStore {
             .await
     }
 
+    async fn complete_outputs(&self, owner: &str, outputs: &[Output]) -> Result<BatchOutcome> {
+        self.complete_outputs_impl(owner, outputs).await
+    }
+
     async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
         self.complete_with(&self.inner.q.complete_delete_many, owner, leases)
             .await
@@ -632,6 +636,7 @@ impl Store for PgStore {
     async fn prune(&self, retention: &Retention) -> Result<PruneReport> {
         let mut report = PruneReport::default();
         let batch = retention.batch.max(1);
+        let outputs = ms(retention.outputs);
         for (states, keep, counter) in [
             (
                 vec!["succeeded", "cancelled"],
@@ -646,6 +651,7 @@ impl Store for PgStore {
                         self.query_scalar(&self.inner.q.prune)
                             .bind(&states)
                             .bind(ms(keep))
+                            .bind(outputs)
                             .bind(batch)
                             .fetch_one(&mut *c)
                             .await
@@ -761,6 +767,14 @@ impl Store for PgStore {
             Some(r) => rows::record(&r),
             None => Err(StoreError::NotFound(id)),
         }
+    }
+
+    async fn job_output(&self, id: JobId) -> Result<JobOutput> {
+        self.output_impl(id).await
+    }
+
+    async fn listen_outputs(&self, direct_url: Option<&str>) -> Result<crate::engine::PgHints> {
+        crate::engine::PgHints::connect_to(self, direct_url, &[self.done_channel()]).await
     }
 
     async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {

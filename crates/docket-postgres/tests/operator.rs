@@ -193,6 +193,7 @@ async fn prune_respects_separate_retentions_and_batches() {
             finished: Duration::from_secs(24 * 3600),
             dead: Duration::from_secs(7 * 24 * 3600),
             batch: 3,
+            ..Retention::default()
         })
         .await
         .unwrap();
@@ -203,6 +204,7 @@ async fn prune_respects_separate_retentions_and_batches() {
             finished: Duration::from_secs(3600),
             dead: Duration::from_secs(3600),
             batch: 4,
+            ..Retention::default()
         })
         .await
         .unwrap();

@@ -110,6 +110,15 @@ impl InTransaction for SqliteStore {
         Ok(())
     }
 
+    async fn complete_output_in(
+        &self,
+        tx: &mut SqliteTx,
+        owner: &str,
+        output: &Output,
+    ) -> Result<()> {
+        docket_local::outputs::complete_output_on(self, tx, owner, output).await
+    }
+
     async fn commit(tx: SqliteTx) -> Result<()> {
         tx.commit().await
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_core::{BatchOutcome, Failure, Lease, Snooze, Store, StoreError};
+use docket_core::{BatchOutcome, Failure, Lease, Output, Snooze, Store, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
@@ -23,6 +23,8 @@ use crate::tracker::Tracker;
 pub enum Completion {
     /// Succeeded.
     Complete(Lease),
+    /// Succeeded with an output (kept with the job, never completed by delete).
+    Output(Output),
     /// Failed (retry, discard or cancel).
     Fail(Failure),
     /// Snoozed.
@@ -37,6 +39,7 @@ impl Completion {
             Completion::Complete(l) | Completion::Release(l) => *l,
             Completion::Fail(f) => f.lease,
             Completion::Snooze(s) => s.lease,
+            Completion::Output(o) => o.lease,
         }
     }
 }
@@ -171,13 +174,14 @@ impl<S: Store> Completer<S> {
     }
 
     async fn write_batch(&self, batch: &[Completion]) {
-        let mut groups: [Vec<Completion>; 4] = Default::default();
+        let mut groups: [Vec<Completion>; 5] = Default::default();
         for c in batch {
             let i = match c {
                 Completion::Complete(_) => 0,
                 Completion::Fail(_) => 1,
                 Completion::Snooze(_) => 2,
                 Completion::Release(_) => 3,
+                Completion::Output(_) => 4,
             };
             groups[i].push(c.clone());
         }
@@ -222,13 +226,23 @@ impl<S: Store> Completer<S> {
                 let v: Vec<Lease> = items.iter().map(Completion::lease).collect();
                 self.store.release_many(owner, &v).await
             }
+            Some(Completion::Output(_)) => {
+                let v: Vec<Output> = items
+                    .iter()
+                    .filter_map(|c| match c {
+                        Completion::Output(o) => Some(o.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.store.complete_outputs(owner, &v).await
+            }
             None => Ok(BatchOutcome::default()),
         }
     }
 
     fn what(items: &[Completion]) -> &'static str {
         match items.first() {
-            Some(Completion::Complete(_)) => "complete",
+            Some(Completion::Complete(_) | Completion::Output(_)) => "complete",
             Some(Completion::Fail(_)) => "fail",
             Some(Completion::Snooze(_)) => "snooze",
             _ => "release",

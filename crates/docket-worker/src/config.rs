@@ -110,8 +110,13 @@ pub struct WorkerConfig {
     /// samples, and failed, dead and cancelled jobs are always kept. Jobs completed inside
     /// the handler's own transaction (`complete_in`) keep their row either way.
     pub keep_succeeded: bool,
-    /// Retention of finished and dead jobs. Defaults to 1 day / 30 days.
+    /// Retention of finished and dead jobs, and of outputs. Defaults to 1 day / 30 days /
+    /// 1 day.
     pub retention: Retention,
+    /// The largest output a handler may record (`JobContext::set_output`), in bytes of
+    /// stored JSON text. Defaults to 1 MiB; at most 16 MiB
+    /// ([`docket_core::output::MAX_OUTPUT_BYTES`], the engines' hard cap).
+    pub max_output_bytes: usize,
     /// Periodic (cron) jobs this worker declares. Stored at start (creating or updating the
     /// definitions); whichever worker leads enqueues their ticks. Defaults to none.
     pub periodic: Vec<Periodic>,
@@ -164,6 +169,7 @@ impl Default for WorkerConfig {
             prune_interval: Duration::from_secs(60),
             keep_succeeded: false,
             retention: Retention::default(),
+            max_output_bytes: docket_core::output::DEFAULT_MAX_OUTPUT_BYTES,
             periodic: Vec::new(),
             schedule_interval: Duration::from_secs(1),
             presence_interval: Duration::from_secs(5),
@@ -232,6 +238,21 @@ impl WorkerConfig {
     #[must_use = "a builder method returns the changed value"]
     pub fn keep_succeeded(mut self, keep: bool) -> Self {
         self.keep_succeeded = keep;
+        self
+    }
+
+    /// Sets the largest output a handler may record (bytes of stored JSON text, at most
+    /// 16 MiB).
+    #[must_use = "a builder method returns the changed value"]
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets how long a job with an output stays readable after it finished.
+    #[must_use = "a builder method returns the changed value"]
+    pub fn output_retention(mut self, keep: Duration) -> Self {
+        self.retention.outputs = keep;
         self
     }
 
@@ -362,14 +383,21 @@ impl WorkerConfig {
                 ("prefetch".to_string(), self.prefetch, 0),
                 ("claim_batch".to_string(), self.claim_batch, 1),
                 ("completion_batch".to_string(), self.completion_batch, 1),
-            ]);
-        for (field, value, min) in sizes {
-            if !(min..=MAX_SIZE).contains(&value) {
+            ])
+            .map(|(f, v, min)| (f, v, min, MAX_SIZE))
+            .chain([(
+                "max_output_bytes".to_string(),
+                self.max_output_bytes,
+                2,
+                docket_core::output::MAX_OUTPUT_BYTES,
+            )]);
+        for (field, value, min, max) in sizes {
+            if !(min..=max).contains(&value) {
                 return Err(ConfigError::OutOfRange {
                     field,
                     value,
                     min,
-                    max: MAX_SIZE,
+                    max,
                 });
             }
         }

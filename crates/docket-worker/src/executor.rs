@@ -99,6 +99,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         cancel: entry.cancel.clone(),
         store: shared.erased_store.clone(),
         reason: entry.reason_cell(),
+        output: Default::default(),
+        max_output: shared.config.max_output_bytes,
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");
@@ -116,6 +118,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
     let started = std::time::Instant::now();
+    // The handler records its output here (`set_output`); it is written with the success.
+    let output = ctx.output.clone();
     let (attempt, max_attempts) = (job.attempt, job.max_attempts);
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
@@ -149,7 +153,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     if let Some(p) = &pace {
         p.record(ran);
     }
-    let completion = outcome(&shared, &entry, lease, ended, max_runtime);
+    let output = output.lock().expect("poisoned").take();
+    let completion = outcome(&shared, &entry, lease, ended, max_runtime, output);
     match completion {
         Some(c) => {
             let t = &shared.telemetry;
@@ -166,7 +171,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
 /// The metric outcome of a completion (a retry with no attempt left is the job's death).
 fn outcome_of(c: &Completion, attempt: i32, max_attempts: i32) -> Outcome {
     match c {
-        Completion::Complete(_) => Outcome::Succeeded,
+        Completion::Complete(_) | Completion::Output(_) => Outcome::Succeeded,
         Completion::Snooze(_) => Outcome::Snoozed,
         Completion::Release(_) => Outcome::Released,
         Completion::Fail(f) => match f.class {
@@ -311,6 +316,7 @@ fn outcome<S: Store>(
     lease: Lease,
     ended: Ended,
     max_runtime: Duration,
+    output: Option<serde_json::Value>,
 ) -> Option<Completion> {
     let fail = |class, message: String, retry_in| {
         Some(Completion::Fail(Failure {
@@ -336,7 +342,10 @@ fn outcome<S: Store>(
             debug!(job = %lease.id, "lease lost; outcome dropped");
             None
         }
-        (_, Ended::Returned(Ok(()))) => Some(Completion::Complete(lease)),
+        (_, Ended::Returned(Ok(()))) => Some(match output {
+            Some(value) => Completion::Output(docket_core::Output { lease, value }),
+            None => Completion::Complete(lease),
+        }),
         (Some(StopReason::Cancelled), _) => {
             fail(FailureClass::Cancel, "cancelled by operator".into(), None)
         }

@@ -60,6 +60,7 @@ pub(crate) async fn run<S: InTransaction, J: TxJob<S>>(call: TxCall<S>) -> TxEnd
         Ok(tx) => tx,
         Err(e) => return retry("could not begin the job's transaction", e),
     };
+    let output = ctx.output.clone();
     let ran = {
         let fut = std::panic::AssertUnwindSafe(job.run(ctx, S::conn(&mut tx))).catch_unwind();
         tokio::select! {
@@ -73,7 +74,15 @@ pub(crate) async fn run<S: InTransaction, J: TxJob<S>>(call: TxCall<S>) -> TxEnd
         Some(Ok(Err(e))) => Ended::Returned(Err(e)),
         Some(Ok(Ok(()))) => {
             // The completion joins the handler's writes: both commit, or neither.
-            match store.complete_in(&mut tx, &owner, lease).await {
+            let output = output.lock().expect("poisoned").take();
+            let completed = match output {
+                Some(value) => {
+                    let o = docket_core::Output { lease, value };
+                    store.complete_output_in(&mut tx, &owner, &o).await
+                }
+                None => store.complete_in(&mut tx, &owner, lease).await,
+            };
+            match completed {
                 Ok(()) => match S::commit(tx).await {
                     Ok(()) => return TxEnd::Committed,
                     Err(e) => {

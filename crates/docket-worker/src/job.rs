@@ -42,6 +42,10 @@ pub struct JobContext {
     pub(crate) store: std::sync::Arc<dyn std::any::Any + Send + Sync>,
     /// Why the job was told to stop (shared with the runtime's record of it).
     pub(crate) reason: std::sync::Arc<std::sync::Mutex<Option<StopReason>>>,
+    /// The output recorded by [`JobContext::set_output`], written with the completion.
+    pub(crate) output: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+    /// The largest output allowed (`WorkerConfig::max_output_bytes`).
+    pub(crate) max_output: usize,
 }
 
 impl JobContext {
@@ -49,6 +53,26 @@ impl JobContext {
     /// then `.pool()`); `None` when the worker runs another engine.
     pub fn store<S: Clone + 'static>(&self) -> Option<S> {
         self.store.downcast_ref::<S>().cloned()
+    }
+
+    /// Records the job's output: stored with the job by its completion when the handler
+    /// returns `Ok(())` — fenced like every write of this claim, so an attempt that lost its
+    /// lease records nothing — and readable with `store.output(id)` (typed:
+    /// [`crate::Outputs`]), `docket jobs output ID` and the dashboard until the outputs'
+    /// retention (`Retention::outputs`, 24 h by default), even when plain successes are
+    /// deleted. A later call replaces an earlier one; a failed run records nothing.
+    ///
+    /// An output that does not serialize, holds a NUL, a number longer than 1,024
+    /// characters, or is over `WorkerConfig::max_output_bytes` (1 MiB by default) of stored
+    /// JSON text is refused with [`JobError::Discard`] (it would be refused on every run),
+    /// so `ctx.set_output(&v)?` ends the job dead with the reason.
+    pub fn set_output<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), JobError> {
+        let v = serde_json::to_value(value)
+            .map_err(|e| JobError::discard(format!("the output does not serialize: {e}")))?;
+        docket_core::output::check(&v, self.max_output)
+            .map_err(|e| JobError::discard(format!("the output is refused: {e}")))?;
+        *self.output.lock().expect("poisoned") = Some(v);
+        Ok(())
     }
 
     /// True once the job must stop.

@@ -5,6 +5,7 @@
 //!   [`JobContext`] (with the stable job id to use as an idempotency key) and [`JobError`]
 //!   outcomes (retry, discard, snooze, cancel).
 //! - [`registry`]: handlers by kind (plus a fallback for `docket work --exec`).
+//! - [`outputs`]: typed reads of what handlers recorded with `JobContext::set_output`.
 //! - [`config`]: [`WorkerConfig`], every knob with its default.
 //! - [`worker`]: [`Worker`], which wires the services below and handles shutdown and drain.
 //! - Services, each with a `run_once` for tests: the fetcher (claims sized to free slots),
@@ -29,6 +30,7 @@ pub mod job;
 pub mod maintenance;
 pub mod metrics;
 mod notifier;
+pub mod outputs;
 mod pace;
 mod presence;
 pub mod registry;
@@ -46,5 +48,6 @@ pub use config::{ConfigError, QueueConfig, WorkerConfig};
 pub use enqueue::{new_job, new_tx_job, EnqueueJob};
 pub use heartbeat::BeatReport;
 pub use job::{Job, JobContext, JobError, JobResult, StopReason, TxJob};
+pub use outputs::{OutputError, Outputs};
 pub use registry::Registry;
 pub use worker::{RunReport, Shutdown, Worker, WorkerError};

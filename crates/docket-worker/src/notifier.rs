@@ -37,7 +37,8 @@ impl<S: Store> Notifier<S> {
                 }
             }
             Wake::Queue(q) => self.shared.wake(&q),
-            Wake::Unreadable => {}
+            // Outputs are for their waiters (`Store::listen_outputs`), not for workers.
+            Wake::Done(_) | Wake::Unreadable => {}
         }
     }
 }

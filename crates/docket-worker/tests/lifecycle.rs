@@ -457,6 +457,7 @@ async fn the_leader_prunes_by_itself_in_bounded_batches() {
         finished: Duration::from_secs(3600),
         dead: Duration::from_secs(24 * 3600),
         batch: 10,
+        ..Retention::default()
     };
     let w = start(&db, reg, c).await;
     // Pruning and the claim of the held job race (the leader may prune before the claim

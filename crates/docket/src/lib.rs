@@ -72,18 +72,19 @@ pub use docket_sqlite as sqlite;
 pub use docket_sqlite::SqliteStore;
 pub use docket_worker::{
     new_job, new_tx_job, testing, ConfigError, EnqueueJob, Job, JobContext, JobError, JobResult,
-    QueueConfig, Registry, RunReport, Shutdown, StopReason, TxJob, Worker, WorkerConfig,
-    WorkerError,
+    OutputError, Outputs, QueueConfig, Registry, RunReport, Shutdown, StopReason, TxJob, Worker,
+    WorkerConfig, WorkerError,
 };
 
 /// The names an application uses all day: `use docket::prelude::*;`. Includes the [`Store`]
-/// trait (so `store.enqueue(..)` resolves) and [`EnqueueJob`] (typed enqueue).
+/// trait (so `store.enqueue(..)` resolves), [`EnqueueJob`] (typed enqueue) and [`Outputs`]
+/// (typed results: `store.output::<T>(id)`, `store.wait_output::<T>(id, timeout)`).
 pub mod prelude {
     pub use docket_core::{InTransaction, JobId, JobState, NewJob, Store, StoreError};
     #[cfg(feature = "postgres")]
     pub use docket_postgres::PgStore;
     pub use docket_worker::{
-        EnqueueJob, Job, JobContext, JobError, JobResult, Registry, Shutdown, TxJob, Worker,
-        WorkerConfig,
+        EnqueueJob, Job, JobContext, JobError, JobResult, Outputs, Registry, Shutdown, TxJob,
+        Worker, WorkerConfig,
     };
 }

@@ -1,5 +1,5 @@
-//! The fencing matrix: every write that follows a claim (complete, complete by delete, fail,
-//! snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
+//! The fencing matrix: every write that follows a claim (complete, complete with an output,
+//! complete by delete, fail, snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
 //! reap, superseded by its *own* reclaim (so the attempt alone must fence), past its lease
 //! before any reap, or under another owner's name — is refused, reported lost with its
 //! reason, and leaves the current holder's job exactly as it was.
@@ -10,12 +10,29 @@ use docket_core::*;
 
 use super::*;
 
-/// The six fenced writes, by `owner` with `stale`; returns what each reported lost.
+/// The seven fenced writes, by `owner` with `stale`; returns what each reported lost.
 async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'static str, usize)> {
     let mut lost = Vec::new();
     let out = s.complete_many(owner, &[stale]).await.unwrap();
     assert!(out.applied.is_empty(), "complete applied: {out:?}");
     lost.push(("complete", out.lost.len()));
+    let out = s
+        .complete_outputs(
+            owner,
+            &[Output {
+                lease: stale,
+                value: serde_json::json!({"stale": true}),
+            }],
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.applied.is_empty(),
+        "complete with output applied: {out:?}"
+    );
+    lost.push(("complete with output", out.lost.len()));
+    let now = s.job_output(stale.id).await.unwrap();
+    assert_eq!(now.output, None, "a stale attempt recorded an output");
     let out = s.complete_delete_many(owner, &[stale]).await.unwrap();
     assert!(
         out.applied.is_empty(),

@@ -65,6 +65,7 @@ pub async fn prune_deletes_only_past_retention<H: Harness>(h: &H) {
         finished: Duration::from_secs(3600),
         dead: Duration::from_secs(3600),
         batch: 100,
+        ..Retention::default()
     };
     assert_eq!(s.prune(&retention).await.unwrap().finished, 0);
     h.advance(Duration::from_secs(3601)).await;

@@ -18,7 +18,8 @@
 //! leave no transaction behind), [`controls`] (pause, queue and key
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
 //! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
-//! samples, audit), and [`model`], the
+//! samples, audit), [`outputs`] (results stored by the fenced completion, kept for their
+//! window, bounded), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
@@ -30,6 +31,7 @@ pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
 mod mysql;
+pub mod outputs;
 mod postgres;
 mod sqlite;
 pub mod why;
@@ -110,6 +112,9 @@ macro_rules! conformance_suite {
             inspect::overview_counts_with_a_cap_and_dead_jobs_group,
             inspect::bulk_actions_and_run_now,
             inspect::samples_add_up_and_the_audit_log_keeps_actions,
+            outputs::an_output_is_kept_for_its_window,
+            outputs::a_batch_records_only_held_leases,
+            outputs::an_output_over_the_cap_writes_nothing,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -144,6 +144,7 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
             let retention = Retention {
                 finished: Duration::from_secs(keep as u64),
                 dead: Duration::from_secs(keep as u64),
+                outputs: Duration::from_secs(keep as u64),
                 batch: 2,
             };
             // Every engine prunes strictly older rows (`finished_at < now - keep`) on a
