@@ -247,6 +247,14 @@ pub struct WorkArgs {
     /// Exit 0 once no job in the queues is ready or running.
     #[arg(long)]
     pub drain: bool,
+    /// Store the command's stdout as the job's output (`docket jobs output ID`) when it exits
+    /// 0: it must be one JSON document within --max-output-bytes, else the job fails (dead at
+    /// once, with the reason). Without it stdout goes to the worker's own.
+    #[arg(long)]
+    pub capture_output: bool,
+    /// The largest output kept, in bytes of JSON text (at most 16 MiB).
+    #[arg(long, default_value_t = docket_core::output::DEFAULT_MAX_OUTPUT_BYTES)]
+    pub max_output_bytes: usize,
     /// Delete each succeeded job's row as it completes (the library's default,
     /// `WorkerConfig::keep_succeeded = false`). `docket work` keeps them by default, in state
     /// `succeeded` until the pruner's retention, for `docket jobs get`, searches and the
@@ -290,6 +298,20 @@ pub enum JobsCommand {
     Skip(IdArgs),
     /// Why a job is not running: every gate that holds it, by the claim's own rules.
     Why(IdArgs),
+    /// The output its handler recorded (`ctx.set_output`, or `work --exec --capture-output`).
+    Output(OutputArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    pub id: i64,
+    /// Wait up to this long for the job to finish (e.g. 30s); without it, ask once.
+    #[arg(long, allow_hyphen_values = true)]
+    pub wait: Option<String>,
+    /// The job's state, finish time and output as one JSON object (output null while the
+    /// job runs), exit 0 whatever the state.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

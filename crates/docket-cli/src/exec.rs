@@ -15,6 +15,10 @@
 //!   grandchild) is ended the same way: nothing outlives its job, and a grandchild holding
 //!   stderr open cannot hold the job open.
 //! - `sh` gets SIGKILL if the worker itself dies (parent-death signal).
+//! - With `--capture-output`, stdout is the job's output: read up to the bound (the rest is
+//!   drained and counted, so a chatty command never blocks on a full pipe), and kept only
+//!   when the command exits 0 and it is one JSON document within the bound that carries none
+//!   of the worker's secrets; otherwise the job fails at once with the reason.
 //!
 //! Processes are found by scanning `/proc` for the group: `kill(-pgid, 0)` would also count
 //! zombies, which an init that does not reap (common in containers) leaves for good, and no
@@ -47,6 +51,8 @@ pub struct ExecSpec {
     /// Secret values (each as written and percent-encoded) cut out of a command's stderr
     /// before it is stored as the job's error.
     pub secrets: Vec<String>,
+    /// Keep stdout (up to this many bytes) as the job's output.
+    pub capture: Option<usize>,
 }
 
 impl ExecSpec {
@@ -104,6 +110,7 @@ impl ExecSpec {
             kill_grace,
             scrub,
             secrets,
+            capture: None,
         }
     }
 
@@ -219,6 +226,48 @@ async fn read_tail(mut r: impl tokio::io::AsyncRead + Unpin) -> String {
     String::from_utf8_lossy(&tail).trim().to_string()
 }
 
+/// Up to `max` bytes of a stream, and its whole length (the rest is read and dropped).
+async fn read_bounded(mut r: impl tokio::io::AsyncRead + Unpin, max: usize) -> (Vec<u8>, usize) {
+    let mut kept: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = r.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        total += n;
+        let room = max.saturating_sub(kept.len()).min(n);
+        kept.extend_from_slice(&buf[..room]);
+    }
+    (kept, total)
+}
+
+/// The captured stdout of a command that exited 0, as the job's output, or why not.
+fn captured_output(
+    spec: &ExecSpec,
+    text: &[u8],
+    total: usize,
+    max: usize,
+) -> Result<serde_json::Value, JobError> {
+    if total > max {
+        return Err(JobError::discard(format!(
+            "--capture-output: stdout is {total} bytes, over the output bound of {max} bytes"
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(text).map_err(|e| {
+        JobError::discard(format!(
+            "--capture-output: stdout is not one JSON document: {e}"
+        ))
+    })?;
+    let s = String::from_utf8_lossy(text);
+    if spec.scrub_text(&s) != s {
+        return Err(JobError::discard(
+            "--capture-output: stdout holds a secret of the worker's (a password or token); nothing was kept",
+        ));
+    }
+    Ok(v)
+}
+
 /// Runs one job's command to its end (see the module doc).
 pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) -> JobResult {
     let mut cmd = tokio::process::Command::new("sh");
@@ -230,7 +279,11 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
         .env("DOCKET_QUEUE", &ctx.queue)
         .env("DOCKET_KIND", &ctx.kind)
         .stdin(Stdio::piped())
-        .stdout(Stdio::inherit())
+        .stdout(if spec.capture.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
@@ -262,6 +315,10 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
         let _ = stdin.shutdown().await;
     });
     let stderr = tokio::spawn(read_tail(child.stderr.take().expect("piped stderr")));
+    let stdout = spec.capture.map(|max| {
+        let out = child.stdout.take().expect("piped stdout");
+        tokio::spawn(read_bounded(out, max))
+    });
     // `sh` is reaped by its own task so the group can be watched while it is stopped.
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
@@ -296,7 +353,21 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
     };
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(0), _) => Ok(()),
+        (Some(0), _) => match (stdout, spec.capture) {
+            (Some(reader), Some(max)) => {
+                let (text, total) = tokio::time::timeout(Duration::from_secs(1), reader)
+                    .await
+                    .map_err(|_| {
+                        JobError::retry(
+                            "--capture-output: stdout was held open past the command's end",
+                        )
+                    })?
+                    .map_err(|_| JobError::retry("--capture-output: the stdout reader was lost"))?;
+                let v = captured_output(&spec, &text, total, max)?;
+                ctx.set_output(&v)
+            }
+            _ => Ok(()),
+        },
         (Some(EXIT_RETRY), _) => Err(JobError::retry(with_tail(format!(
             "exit {EXIT_RETRY} (retry)"
         )))),

@@ -1,9 +1,9 @@
-//! `docket jobs list|show|retry|cancel|skip|why`.
+//! `docket jobs list|show|retry|cancel|skip|why|output`.
 
 use comfy_table::Cell;
 use docket_core::{Gate, JobFilter, JobId, JobState, Store, WhyReport};
 
-use crate::cli::JobsCommand;
+use crate::cli::{exit, JobsCommand, OutputArgs};
 use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
@@ -28,8 +28,77 @@ fn why_text(r: &WhyReport) -> String {
     out
 }
 
+/// JSON for a person: pretty-printed, each line made terminal-safe (serde escapes the C0
+/// controls inside strings; C1 controls and bidirectional overrides are escaped here).
+fn pretty(v: &serde_json::Value) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(v)?;
+    Ok(text
+        .lines()
+        .map(output::safe)
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// `docket jobs output ID [--wait D] [--json]`.
+async fn show_output(ctx: &impl Open, a: OutputArgs) -> anyhow::Result<()> {
+    use docket_worker::{OutputError, Outputs};
+    let wait = a
+        .wait
+        .as_deref()
+        .map(|w| {
+            docket_core::duration::parse_bounded(
+                "wait",
+                w,
+                std::time::Duration::ZERO,
+                docket_core::duration::MAX_DELAY,
+            )
+            .map_err(|e| CliError::invalid(e.to_string()))
+        })
+        .transpose()?;
+    // A wait listens on a connection of its own besides the one that reads.
+    let store = Open::existing(ctx, if wait.is_some() { 2 } else { 1 }).await?;
+    let id = JobId(a.id);
+    if let Some(w) = wait {
+        match store.wait_output::<serde_json::Value>(id, w).await {
+            Ok(_) | Err(OutputError::Ended { .. } | OutputError::TimedOut { .. }) => {}
+            Err(OutputError::Store(e)) => return Err(e.into()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let o = store.job_output(id).await?;
+    if a.json {
+        return output::json(&serde_json::json!({
+            "id": id,
+            "state": o.state,
+            "finished_at": o.finished_at,
+            "output": o.output,
+        }));
+    }
+    match (o.state, &o.output) {
+        (_, Some(v)) => println!("{}", pretty(v)?),
+        (JobState::Pending | JobState::Running, None) => {
+            return Err(CliError::new(
+                exit::CONFLICT,
+                format!("job {id} is {}: no output yet", o.state.as_str()),
+            )
+            .hint("--wait 30s waits for it")
+            .into())
+        }
+        (state, None) => {
+            return Err(CliError::new(
+                exit::CONFLICT,
+                format!("job {id} ended {} without an output", state.as_str()),
+            )
+            .hint(format!("`docket jobs show {id}` shows its errors"))
+            .into())
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
     match cmd {
+        JobsCommand::Output(a) => show_output(ctx, a).await?,
         JobsCommand::List(a) => {
             let state = a
                 .state
@@ -111,6 +180,14 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
                     Cell::new("metadata"),
                     Cell::new(output::preview(&j.metadata, 500)),
                 ]);
+                if j.state == JobState::Succeeded {
+                    if let Some(v) = store.job_output(j.id).await?.output {
+                        t.add_row(vec![
+                            Cell::new("output"),
+                            Cell::new(output::preview(&v, 2000)),
+                        ]);
+                    }
+                }
                 if !j.invalid.is_empty() {
                     t.add_row(vec![
                         Cell::new("INVALID ROW"),

@@ -73,6 +73,7 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     }
     cfg.max_runtime = max_runtime;
     cfg.keep_succeeded = !a.delete_succeeded;
+    cfg.max_output_bytes = a.max_output_bytes;
     cfg.shutdown_timeout = dur(
         "shutdown-timeout",
         &a.shutdown_timeout,
@@ -105,7 +106,8 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     let store = ctx.migrated(conns).await?;
     let mut registry = Registry::default();
     let secrets = ctx.secrets();
-    let spec = ExecSpec::new(a.exec.clone(), kill_grace, &secrets);
+    let mut spec = ExecSpec::new(a.exec.clone(), kill_grace, &secrets);
+    spec.capture = a.capture_output.then_some(a.max_output_bytes);
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));
     if let Some(addr) = &a.metrics_listen {
         crate::dashboard::serve_metrics(addr, store.clone()).await?;

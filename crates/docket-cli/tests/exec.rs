@@ -301,3 +301,96 @@ async fn encoded_passwords_and_dashboard_credentials_stay_put() {
         assert!(!stored.contains(secret), "{secret} stored: {stored}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_stdout_is_the_output_only_when_it_is_one_bounded_json_document() {
+    let db = TestDb::new().await;
+    let good = enqueue(&db, r#""good""#).await;
+    let not_json = enqueue(&db, r#""notjson""#).await;
+    let two_docs = enqueue(&db, r#""twodocs""#).await;
+    let big = enqueue(&db, r#""big""#).await;
+    let discarded = enqueue(&db, r#""discard""#).await;
+    let script = r#"a=$(cat); case "$a" in
+        *good*) printf '{"ok": true, "args": %s, "esc": "\u001b[2J"}\n' "$a" ;;
+        *notjson*) echo hello ;;
+        *twodocs*) echo '{"a":1} {"b":2}' ;;
+        *big*) printf '"%02000d"' 0 ;;
+        *discard*) echo '{"x":1}'; exit 65 ;;
+    esac"#;
+    let o = docket(&db)
+        .args([
+            "work",
+            "--queue",
+            "x",
+            "--drain",
+            "--capture-output",
+            "--max-output-bytes",
+            "1000",
+            "--exec",
+            script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+
+    let o = docket(&db)
+        .args(["jobs", "output", &good.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    assert_eq!(v["state"], "succeeded");
+    assert_eq!(v["output"]["ok"], true);
+    assert_eq!(v["output"]["args"], "good");
+    // For a person: pretty JSON, with nothing a terminal would act on.
+    let o = docket(&db)
+        .args(["jobs", "output", &good.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains("\"ok\": true"), "{}", out(&o));
+    assert!(!out(&o).contains('\u{1b}'), "{:?}", out(&o));
+
+    for (id, why) in [
+        (not_json, "not one JSON document"),
+        (two_docs, "not one JSON document"),
+        (big, "over the output bound of 1000 bytes"),
+        (discarded, "exit 65"),
+    ] {
+        assert_eq!(state(&db, id).await, "dead", "job {id}");
+        let o = docket(&db)
+            .args(["jobs", "show", &id.to_string(), "--json"])
+            .output()
+            .unwrap();
+        assert!(out(&o).contains(why), "job {id}: {}", out(&o));
+        let o = docket(&db)
+            .args(["jobs", "output", &id.to_string()])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 6, "{}", err(&o));
+        assert!(
+            err(&o).contains("ended dead without an output"),
+            "{}",
+            err(&o)
+        );
+    }
+
+    // Not run yet: no output, also after a bounded wait; a missing job is exit 4.
+    let pending = enqueue(&db, "{}").await;
+    let o = docket(&db)
+        .args(["jobs", "output", &pending.to_string(), "--wait", "200ms"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 6, "{}", err(&o));
+    assert!(err(&o).contains("pending: no output yet"), "{}", err(&o));
+    let o = docket(&db)
+        .args(["jobs", "output", "987654321"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 4, "{}", err(&o));
+    let o = docket(&db)
+        .args(["jobs", "output", &pending.to_string(), "--wait", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", err(&o));
+}

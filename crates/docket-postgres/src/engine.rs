@@ -56,9 +56,19 @@ impl PgStore {
 /// One dedicated LISTEN connection (never through a pooler) on this schema's wake-up and
 /// cancel channels.
 pub struct PgHints {
-    listener: PgListener,
-    cancel: String,
-    done: String,
+    inner: Hints,
+}
+
+enum Hints {
+    /// A connection of its own (a worker's notifier).
+    Own {
+        listener: PgListener,
+        cancel: String,
+        done: String,
+    },
+    /// One output waiter's share of the store's done listener (`crate::outputs::DoneHub`):
+    /// `None` when its connection dropped.
+    Shared(tokio::sync::broadcast::Receiver<Option<JobId>>),
 }
 
 impl PgHints {
@@ -94,25 +104,58 @@ impl PgHints {
             .await
             .map_err(unavailable)?;
         Ok(PgHints {
-            listener,
-            cancel: store.cancel_channel(),
-            done: store.done_channel(),
+            inner: Hints::Own {
+                listener,
+                cancel: store.cancel_channel(),
+                done: store.done_channel(),
+            },
         })
+    }
+
+    /// A waiter's share of the store's done listener.
+    pub(crate) fn shared(rx: tokio::sync::broadcast::Receiver<Option<JobId>>) -> PgHints {
+        PgHints {
+            inner: Hints::Shared(rx),
+        }
+    }
+
+    /// The underlying listener (the done hub's own).
+    pub(crate) fn into_listener(self) -> Option<PgListener> {
+        match self.inner {
+            Hints::Own { listener, .. } => Some(listener),
+            Hints::Shared(_) => None,
+        }
     }
 }
 
 impl Listener for PgHints {
     async fn recv(&mut self) -> Result<Option<Wake>> {
-        match self.listener.try_recv().await {
+        let (listener, cancel, done) = match &mut self.inner {
+            Hints::Own {
+                listener,
+                cancel,
+                done,
+            } => (listener, cancel, done),
+            Hints::Shared(rx) => {
+                use tokio::sync::broadcast::error::RecvError;
+                return Ok(match rx.recv().await {
+                    Ok(Some(id)) => Some(Wake::Done(id)),
+                    // Hints were missed: the waiter reads the row again.
+                    Err(RecvError::Lagged(_)) => Some(Wake::Unreadable),
+                    Ok(None) | Err(RecvError::Closed) => None,
+                });
+            }
+        };
+        match listener.try_recv().await {
             // The connection dropped. The caller reconnects itself (rather than letting sqlx
             // re-listen lazily) so that its claim-once happens only after LISTEN is back.
             Ok(None) => Ok(None),
-            Ok(Some(n)) if n.channel() == self.cancel => Ok(Some(
+            Ok(Some(n)) if n.channel() == cancel.as_str() => Ok(Some(
                 n.payload()
                     .parse::<i64>()
                     .map_or(Wake::Unreadable, |id| Wake::Cancel(JobId(id))),
             )),
-            Ok(Some(n)) if n.channel() == self.done => Ok(Some(
+            Ok(Some(n)) if n.channel() == done.as_str() => Ok(Some(
                 n.payload()
                     .parse::<i64>()
                     .map_or(Wake::Unreadable, |id| Wake::Done(JobId(id))),

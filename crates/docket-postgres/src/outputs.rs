@@ -2,8 +2,12 @@
 //! (`complete_output_fenced()`, migration 0018), the read, and the listener of the
 //! `<schema>_done` channel that wakes a caller waiting for one.
 
+use std::time::Duration;
+
 use docket_core::*;
+use sqlx::postgres::PgListener;
 use sqlx::{PgConnection, Row};
+use tokio::sync::broadcast;
 
 use crate::errors::db_err;
 use crate::rows;
@@ -89,5 +93,80 @@ impl PgStore {
             output: r.try_get("output").map_err(db_err)?,
             finished_at: r.try_get("finished_at").map_err(db_err)?,
         })
+    }
+}
+
+/// The LISTEN connection on `<schema>_done` that every output waiter of one store shares:
+/// opened by the first waiter (which returns only once LISTEN is in place, so a completion
+/// after it is heard), closed when the last one has gone. One connection however many
+/// callers wait, instead of one each out of the application's pool.
+#[derive(Default)]
+pub(crate) struct DoneHub {
+    tx: tokio::sync::Mutex<Option<broadcast::Sender<Option<JobId>>>>,
+}
+
+impl std::fmt::Debug for DoneHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DoneHub")
+    }
+}
+
+/// Hints a waiter may fall behind by before it is told to read again.
+const DONE_CAPACITY: usize = 1024;
+/// How often the hub's task looks whether anyone still waits.
+const IDLE_CHECK: Duration = Duration::from_secs(5);
+
+impl PgStore {
+    pub(crate) async fn listen_outputs_impl(
+        &self,
+        direct_url: Option<&str>,
+    ) -> Result<crate::engine::PgHints> {
+        let mut slot = self.inner.done.tx.lock().await;
+        if let Some(tx) = slot.as_ref() {
+            return Ok(crate::engine::PgHints::shared(tx.subscribe()));
+        }
+        let hints =
+            crate::engine::PgHints::connect_to(self, direct_url, &[self.done_channel()]).await?;
+        let listener = hints.into_listener().expect("its own connection");
+        let (tx, rx) = broadcast::channel(DONE_CAPACITY);
+        *slot = Some(tx.clone());
+        tokio::spawn(relay_done(self.clone(), listener, tx));
+        Ok(crate::engine::PgHints::shared(rx))
+    }
+}
+
+/// Passes each done hint to the store's waiters until the connection drops (they are told,
+/// and poll) or nobody waits any more.
+async fn relay_done(
+    store: PgStore,
+    mut listener: PgListener,
+    tx: broadcast::Sender<Option<JobId>>,
+) {
+    let mut idle = tokio::time::interval(IDLE_CHECK);
+    loop {
+        tokio::select! {
+            n = listener.try_recv() => match n {
+                Ok(Some(n)) => {
+                    if let Ok(id) = n.payload().parse::<i64>() {
+                        let _ = tx.send(Some(JobId(id)));
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    let _ = tx.send(None);
+                    break;
+                }
+            },
+            _ = idle.tick() => {
+                if tx.receiver_count() == 0 {
+                    break;
+                }
+            }
+        }
+    }
+    // Unless a new waiter came in meanwhile and found the hub still set, the next one opens
+    // a new connection.
+    let mut slot = store.inner.done.tx.lock().await;
+    if slot.as_ref().is_some_and(|t| t.same_channel(&tx)) {
+        *slot = None;
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) q: Queries,
     limits: Limits,
     pooler: PoolerMode,
+    /// The one LISTEN connection shared by this store's output waiters.
+    pub(crate) done: crate::outputs::DoneHub,
 }
 
 pub(crate) fn ms(d: Duration) -> i64 {
@@ -88,6 +90,7 @@ impl PgStore {
                 q: Queries::render(schema),
                 limits: Limits::default(),
                 pooler: PoolerMode::Direct,
+                done: Default::default(),
             }),
         })
     }
@@ -113,6 +116,7 @@ impl PgStore {
             q: Queries::render(&inner.schema),
             limits: inner.limits,
             pooler: inner.pooler,
+            done: Default::default(),
         };
         change(&mut new);
         PgStore {
@@ -774,7 +778,7 @@ impl Store for PgStore {
     }
 
     async fn listen_outputs(&self, direct_url: Option<&str>) -> Result<crate::engine::PgHints> {
-        crate::engine::PgHints::connect_to(self, direct_url, &[self.done_channel()]).await
+        self.listen_outputs_impl(direct_url).await
     }
 
     async fn worker_beat(&self, beat: &WorkerBeat, ttl: Duration) -> Result<()> {

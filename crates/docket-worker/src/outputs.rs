@@ -68,8 +68,9 @@ pub trait Outputs: Store {
     }
 
     /// Waits up to `timeout` for the job's output. Woken by the engine's notifications
-    /// where it has them (PostgreSQL's LISTEN on `<schema>_done`, one connection per
-    /// waiter; SQLite and MariaDB: completions in this process), reading the row again
+    /// where it has them (PostgreSQL's LISTEN on `<schema>_done`: one connection of the
+    /// store's pool shared by all its waiters while any waits; SQLite and MariaDB:
+    /// completions in this process), reading the row again
     /// at growing intervals otherwise (10 ms up to 500 ms) — the hint only says when to
     /// look, the row says what happened.
     fn wait_output<T: DeserializeOwned + Send>(
@@ -111,7 +112,9 @@ pub trait Outputs: Store {
                 loop {
                     tokio::select! {
                         r = l.recv() => match r {
+                            // This job's, or hints were missed: read again.
                             Ok(Some(Wake::Done(done))) if done == id => break,
+                            Ok(Some(Wake::Unreadable)) => break,
                             Ok(Some(_)) => continue,
                             // The connection dropped: poll from now on.
                             Ok(None) | Err(_) => {

@@ -1,0 +1,284 @@
+//! Outputs through the runtime, on every engine: a handler's `ctx.set_output` is written by
+//! its fenced completion and read back typed (`store.output::<T>`, `store.wait_output::<T>`)
+//! although the worker deletes plain successes; an output over the configured bound ends the
+//! job dead with the reason; an in-transaction handler's output commits with its writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use docket_core::*;
+use docket_testkit::conformance::{Harness, MySqlHarness, PgHarness, SqliteHarness};
+use docket_worker::{
+    JobContext, JobError, JobResult, OutputError, Outputs, Registry, RunReport, Shutdown, TxJob,
+    Worker, WorkerConfig,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Receipt {
+    charge: String,
+    cents: i64,
+}
+
+/// A job run inside its completing transaction that records an output.
+#[derive(Serialize, Deserialize)]
+struct Booked {
+    n: i64,
+}
+
+impl<S: InTransaction> TxJob<S> for Booked {
+    const KIND: &'static str = "booked";
+    async fn run(self, ctx: JobContext, _tx: &mut S::Conn) -> JobResult {
+        ctx.set_output(&json!({"booked": self.n}))?;
+        Ok(())
+    }
+}
+
+fn config() -> WorkerConfig {
+    // The default completion deletes a plain success: outputs must survive it.
+    let mut c = WorkerConfig::default()
+        .queue("q", 4)
+        .lease(Duration::from_secs(10));
+    c.poll_interval = Duration::from_millis(100);
+    c
+}
+
+fn registry<S: InTransaction>() -> Registry<S> {
+    let mut r = Registry::default();
+    r.register_fn("charge", |args, ctx: JobContext| async move {
+        let cents = args["cents"].as_i64().unwrap_or(0);
+        ctx.set_output(&Receipt {
+            charge: format!("ch_{}", ctx.id),
+            cents,
+        })?;
+        Ok(())
+    });
+    r.register_fn("plain", |_, _| async { Ok(()) });
+    r.register_fn("huge", |_, ctx: JobContext| async move {
+        ctx.set_output(&"x".repeat(500))?;
+        Ok(())
+    });
+    r.register_fn("fails_after_output", |_, ctx: JobContext| async move {
+        ctx.set_output(&1)?;
+        Err(JobError::discard("no"))
+    });
+    r.register_tx::<Booked>();
+    r
+}
+
+async fn run_until<S: Store>(
+    store: S,
+    cfg: WorkerConfig,
+    reg: Registry<S>,
+    done: impl std::future::Future<Output = ()>,
+) -> RunReport {
+    let worker = Arc::new(Worker::new(store, reg, cfg).expect("worker"));
+    let shutdown = Shutdown::default();
+    let (w, s) = (worker.clone(), shutdown.clone());
+    let task = tokio::spawn(async move { w.run(s).await.expect("run") });
+    tokio::time::timeout(Duration::from_secs(60), done)
+        .await
+        .expect("done in time");
+    shutdown.graceful.cancel();
+    task.await.expect("worker task")
+}
+
+async fn put<S: Store>(s: &S, kind: &str, args: serde_json::Value) -> JobId {
+    s.enqueue(&NewJob::new("q", kind, args)).await.unwrap().id
+}
+
+async fn outputs_are_written_and_read_back<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let charge = put(&s, "charge", json!({"cents": 1250})).await;
+    let plain = put(&s, "plain", json!({})).await;
+    let booked = put(&s, "booked", json!({"n": 7})).await;
+    let failed = put(&s, "fails_after_output", json!({})).await;
+    assert_eq!(
+        s.output::<Receipt>(charge).await.unwrap(),
+        None,
+        "not run yet"
+    );
+    // A waiter from before the run: woken by the completion (or its next read).
+    let waiter = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.wait_output::<Receipt>(charge, Duration::from_secs(60))
+                .await
+        })
+    };
+    let s2 = s.clone();
+    let report = run_until(s.clone(), config(), registry(), async move {
+        loop {
+            let st = |id| {
+                let s2 = s2.clone();
+                async move { s2.job_output(id).await.map(|o| o.state) }
+            };
+            if st(charge).await.ok() == Some(JobState::Succeeded)
+                && st(booked).await.ok() == Some(JobState::Succeeded)
+                && st(failed).await.ok() == Some(JobState::Dead)
+                && st(plain).await.is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(report.metrics.fenced, 0, "{report:?}");
+    assert_eq!(report.metrics.completed, 3, "{report:?}");
+    let want = Receipt {
+        charge: format!("ch_{charge}"),
+        cents: 1250,
+    };
+    assert_eq!(waiter.await.unwrap().unwrap(), want);
+    assert_eq!(s.output::<Receipt>(charge).await.unwrap(), Some(want));
+    assert_eq!(
+        s.output::<serde_json::Value>(booked).await.unwrap(),
+        Some(json!({"booked": 7}))
+    );
+    // A plain success is deleted as before; a failed run records nothing.
+    assert!(matches!(
+        s.output::<Receipt>(plain).await,
+        Err(OutputError::Store(StoreError::NotFound(_)))
+    ));
+    assert!(matches!(
+        s.output::<i64>(failed).await,
+        Err(OutputError::Ended {
+            state: JobState::Dead,
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.output::<Vec<String>>(charge).await,
+        Err(OutputError::Decode { .. })
+    ));
+}
+
+async fn an_output_over_the_bound_ends_the_job_dead<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = put(&s, "huge", json!({})).await;
+    let cfg = config().max_output_bytes(100);
+    let s2 = s.clone();
+    run_until(s.clone(), cfg, registry(), async move {
+        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Dead) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let rec = s.get(id).await.unwrap();
+    let msg = &rec.errors.last().expect("an error").message;
+    assert!(msg.contains("output") && msg.contains("100"), "{msg}");
+    let err = s
+        .wait_output::<String>(id, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OutputError::Ended { .. }), "{err:?}");
+}
+
+async fn a_wait_for_a_job_nobody_runs_times_out<H: Harness>() {
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = put(&s, "charge", json!({})).await;
+    let err = s
+        .wait_output::<Receipt>(id, Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OutputError::TimedOut { .. }), "{err:?}");
+    assert!(matches!(
+        s.wait_output::<Receipt>(JobId(424_242), Duration::from_secs(5))
+            .await,
+        Err(OutputError::Store(StoreError::NotFound(_)))
+    ));
+}
+
+macro_rules! per_engine {
+    ($($engine:ident: $h:ty),*) => {
+        $(
+            mod $engine {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn outputs_are_written_and_read_back() {
+                    super::outputs_are_written_and_read_back::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn an_output_over_the_bound_ends_the_job_dead() {
+                    super::an_output_over_the_bound_ends_the_job_dead::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_wait_for_a_job_nobody_runs_times_out() {
+                    super::a_wait_for_a_job_nobody_runs_times_out::<$h>().await;
+                }
+            }
+        )*
+    };
+}
+
+per_engine!(postgres: PgHarness, sqlite: SqliteHarness, mysql: MySqlHarness);
+
+/// PostgreSQL: every waiter of a store shares one LISTEN connection, so thirty callers
+/// waiting at once on a pool of two connections are all woken by their jobs' completions
+/// (one connection each would leave the pool empty and the waiters timing out on it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waiters_share_one_listening_connection() {
+    let h = PgHarness::fresh().await;
+    let small = h.db.second_store(2).await;
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        ids.push(put(h.store(), "charge", json!({"cents": n})).await);
+    }
+    let waiters: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let s = small.clone();
+            tokio::spawn(async move { s.wait_output::<i64>(id, Duration::from_secs(60)).await })
+        })
+        .collect();
+    let s = h.store();
+    let claimed = s
+        .claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: 30,
+            owner: "w".into(),
+            lease: Duration::from_secs(60),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 30);
+    let outputs: Vec<Output> = claimed
+        .iter()
+        .map(|j| Output {
+            lease: j.lease(),
+            value: json!(j.id.0 * 10),
+        })
+        .collect();
+    assert_eq!(
+        s.complete_outputs("w", &outputs)
+            .await
+            .unwrap()
+            .applied
+            .len(),
+        30
+    );
+    for (w, id) in waiters.into_iter().zip(&ids) {
+        let v = tokio::time::timeout(Duration::from_secs(20), w)
+            .await
+            .expect("woken in time")
+            .unwrap()
+            .unwrap();
+        assert_eq!(v, id.0 * 10);
+    }
+}
