@@ -40,6 +40,11 @@ fn charset_ok(s: &str, max: usize, extra: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
 }
 
+/// [`visible`] line by line: multi-line text (pretty JSON) keeps its line breaks.
+pub fn visible_lines(s: &str) -> String {
+    s.lines().map(visible).collect::<Vec<_>>().join("\n")
+}
+
 /// Text from job data or keys made safe to show to a person, on a terminal or a page:
 /// control characters (C0, DEL, C1 — an escape sequence can rewrite a terminal's screen or
 /// title) and bidirectional overrides and isolates (which reorder what is shown, so a key can

@@ -43,11 +43,40 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
     ))
     .await
     .unwrap();
+    // A succeeded job whose output is hostile too (and holds a terminal escape).
+    let o = s
+        .enqueue(&NewJob::new("done", "send", json!({})))
+        .await
+        .unwrap()
+        .id;
+    let c = s
+        .claim(&ClaimRequest {
+            queue: "done".into(),
+            limit: 1,
+            owner: "w".into(),
+            lease: Duration::from_secs(60),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    let out = s
+        .complete_outputs(
+            "w",
+            &[Output {
+                lease: c[0].lease(),
+                value: json!({"receipt": "<b>key</b>", "esc": "\u{9b}2J"}),
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.applied.len(), 1);
     let base = serve(s.clone(), Options::default()).await;
     let c = client();
     for path in [
         "/".to_string(),
         "/jobs".into(),
+        format!("/jobs/{o}"),
         format!("/jobs/{j}"),
         format!("/jobs/{p}"),
         "/jobs?field=args.user_id%20%3D%2042".into(),
@@ -73,7 +102,13 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
                 "the error shown, escaped"
             );
         }
+        if path == format!("/jobs/{o}") {
+            assert!(body.contains("<h2>Output</h2>"), "the output is shown");
+            assert!(body.contains("&lt;b&gt;key&lt;/b&gt;"), "escaped");
+            assert!(!body.contains('\u{9b}'), "no C1 control reaches the page");
+        }
         if path == format!("/jobs/{p}") {
+            assert!(!body.contains("<h2>Output</h2>"), "a pending job has none");
             assert!(body.contains("scheduled for"), "why names the schedule");
             assert!(body.contains("Run now"));
         }

@@ -1,6 +1,6 @@
 //! One job: every field as stored, args and metadata pretty and escaped, each attempt's
-//! error with its owner and time, the lease, "why is it not running?" for a pending job, and
-//! the actions its state allows.
+//! error with its owner and time, the lease, "why is it not running?" for a pending job, the
+//! output its handler recorded (a succeeded job's), and the actions its state allows.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +31,14 @@ pub async fn page<S: Store>(
     let why = if j.state == JobState::Pending {
         match app.store.why(id).await {
             Ok(w) => Some(w),
+            Err(e) => return layout::error(&app, &e),
+        }
+    } else {
+        None
+    };
+    let output = if j.state == JobState::Succeeded {
+        match app.store.job_output(id).await {
+            Ok(o) => o.output,
             Err(e) => return layout::error(&app, &e),
         }
     } else {
@@ -84,6 +92,16 @@ pub async fn page<S: Store>(
             dt { "concurrency key" } dd { (shown(&j.concurrency_key)) }
             dt { "blocked" } dd { (j.blocked) }
         }
+        @if let Some(v) = &output {
+            h2 { "Output" }
+            @let text = layout::pretty(v);
+            @if text.len() > OUTPUT_SHOWN {
+                pre #output { (layout::cut(&text, OUTPUT_SHOWN)) }
+                p.muted { (text.len()) " bytes; " code { "docket jobs output " (j.id) } " prints all of it." }
+            } @else {
+                pre #output { (docket_core::validate::visible_lines(&text)) }
+            }
+        }
         h2 { "Args" }
         pre #args { (layout::pretty(&j.args)) }
         h2 { "Metadata" }
@@ -114,6 +132,9 @@ pub async fn page<S: Store>(
         Some(started),
     )
 }
+
+/// Characters of an output shown on the page (outputs may be up to 16 MiB).
+const OUTPUT_SHOWN: usize = 64 * 1024;
 
 /// A key as shown: control characters and bidi overrides visible, "–" for none.
 fn shown(k: &Option<String>) -> String {
