@@ -180,6 +180,17 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
                     Cell::new("metadata"),
                     Cell::new(output::preview(&j.metadata, 500)),
                 ]);
+                if let Some(p) = &j.progress {
+                    t.add_row(vec![
+                        Cell::new("progress"),
+                        Cell::new(format!(
+                            "{:.1}% {} (at {})",
+                            p.percent,
+                            output::safe(&p.message),
+                            output::time(&p.at)
+                        )),
+                    ]);
+                }
                 if j.state == JobState::Succeeded {
                     if let Some(v) = store.job_output(j.id).await?.output {
                         t.add_row(vec![

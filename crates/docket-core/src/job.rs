@@ -528,6 +528,8 @@ pub struct JobRecord {
     pub args: serde_json::Value,
     pub metadata: serde_json::Value,
     pub errors: Vec<ErrorEntry>,
+    /// The last progress its handler reported (read by `get` only; `None` in lists).
+    pub progress: Option<crate::JobProgress>,
     /// What is wrong with the stored row, when something is (a non-finite time, a malformed
     /// history): such a row can only come from a write that bypassed Docket's checks, and is
     /// shown rather than hidden.

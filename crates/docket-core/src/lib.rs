@@ -17,6 +17,7 @@
 //!   groups, throughput samples, the audit log).
 //! - [`why`]: every gate that holds a pending job ("why is this job not running?").
 //! - [`output`]: a handler's result, stored by the fenced completion and kept for a window.
+//! - [`progress`]: a running job's reported progress, written with its heartbeat.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -32,6 +33,7 @@ pub mod local;
 pub mod mutants;
 pub mod output;
 pub mod periodic;
+pub mod progress;
 pub mod redact;
 pub mod store;
 pub mod validate;
@@ -48,6 +50,7 @@ pub use inspect::{
 pub use job::*;
 pub use output::{JobOutput, Output};
 pub use periodic::*;
+pub use progress::{JobProgress, Progress};
 pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};

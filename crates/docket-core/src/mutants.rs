@@ -66,6 +66,9 @@ pub enum Mutant {
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
+    /// Progress is written without its fence: a stale attempt's report lands on its
+    /// successor's run.
+    ProgressStaleAttempt,
 }
 
 impl Mutant {
@@ -92,6 +95,7 @@ impl Mutant {
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
+        Mutant::ProgressStaleAttempt,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -118,6 +122,7 @@ impl Mutant {
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",
+            Mutant::ProgressStaleAttempt => "progress_stale_attempt",
         }
     }
 
@@ -182,6 +187,10 @@ impl Mutant {
             Mutant::OutputStaleCompletion => &[
                 ("complete_output_fenced", "AND j.attempt = c.attempt", ""),
                 ("complete_output_fenced", FENCE, "AND j.state = 'running'"),
+            ],
+            Mutant::ProgressStaleAttempt => &[
+                ("progress_fenced", "AND j.attempt = c.attempt", ""),
+                ("progress_fenced", FENCE, "AND j.state = 'running'"),
             ],
             // Both branches (ordering and concurrency keys): the edit replaces every match.
             Mutant::HandoverLost => &[(

@@ -129,6 +129,15 @@ pub trait Store: Clone + Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<HeartbeatOutcome>> + Send;
 
+    /// Records running jobs' progress (fenced as [`Store::heartbeat`]: a stale attempt
+    /// writes nothing; the lease is not extended). Reports are checked first
+    /// ([`crate::progress::check`]); an invalid one fails the batch and writes nothing.
+    fn progress_many(
+        &self,
+        owner: &str,
+        reports: &[crate::Progress],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
     /// Gives back claimed jobs that were never started or were interrupted by shutdown:
     /// pending again at once, and the attempt does not count against the budget (fenced).
     fn release_many(

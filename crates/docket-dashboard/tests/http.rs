@@ -71,12 +71,42 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         .await
         .unwrap();
     assert_eq!(out.applied.len(), 1);
+    // A running job with hostile progress.
+    let running = s
+        .enqueue(&NewJob::new("prog", "send", json!({})))
+        .await
+        .unwrap()
+        .id;
+    let c = s
+        .claim(&ClaimRequest {
+            queue: "prog".into(),
+            limit: 1,
+            owner: "w".into(),
+            lease: Duration::from_secs(60),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    let out = s
+        .progress_many(
+            "w",
+            &[Progress {
+                lease: c[0].lease(),
+                percent: 42.0,
+                message: "<b>key</b> \u{202e}gnp.exe".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.applied.len(), 1);
     let base = serve(s.clone(), Options::default()).await;
     let c = client();
     for path in [
         "/".to_string(),
         "/jobs".into(),
         format!("/jobs/{o}"),
+        format!("/jobs/{running}"),
         format!("/jobs/{j}"),
         format!("/jobs/{p}"),
         "/jobs?field=args.user_id%20%3D%2042".into(),
@@ -106,6 +136,13 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
             assert!(body.contains("<h2>Output</h2>"), "the output is shown");
             assert!(body.contains("&lt;b&gt;key&lt;/b&gt;"), "escaped");
             assert!(!body.contains('\u{9b}'), "no C1 control reaches the page");
+        }
+        if path == format!("/jobs/{running}") {
+            assert!(body.contains("42.0%"), "progress is shown");
+            assert!(
+                !body.contains('\u{202e}'),
+                "no bidi override reaches the page"
+            );
         }
         if path == format!("/jobs/{p}") {
             assert!(!body.contains("<h2>Output</h2>"), "a pending job has none");

@@ -135,6 +135,16 @@ impl Row {
         T::from_value(self.value(col)?).map_err(|e| corrupt(format!("{col}: {e}")))
     }
 
+    /// Column `col` as `T`, `None` when the row has no such column (a column only some
+    /// statements select).
+    pub fn get_if<T: FromValue>(&self, col: &str) -> Result<Option<T>> {
+        if self.names.iter().any(|n| n == col) {
+            self.get(col).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// The first column as `T` (a scalar query).
     pub fn first<T: FromValue>(&self) -> Result<T> {
         let v = self.values.first().ok_or_else(|| corrupt("an empty row"))?;
@@ -291,7 +301,7 @@ macro_rules! statements {
             "job_state", "key_limit", "key_limit_delete", "key_limit_set", "key_limits_list",
             "key_running", "key_tokens_spend", "leader_get", "leader_insert",
             "leader_resign", "leader_update", "lease_status", "list", "now",
-            "ordering_behind", "output", "overview", "periodic_advance", "periodic_due",
+            "ordering_behind", "output", "overview", "progress", "periodic_advance", "periodic_due",
             "periodic_list", "periodic_remove", "periodic_upsert", "prune", "queue_control",
             "queue_limits", "queue_pause", "queue_resume", "queue_tokens_spend",
             "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",

@@ -133,6 +133,8 @@ macro_rules! store_impl {
             heartbeat(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec(),
                       lease: ::std::time::Duration)
                 -> $crate::core::HeartbeatOutcome = $crate::writes::heartbeat;
+            progress_many(owner: &str => owner.to_owned(), reports: &[$crate::core::Progress] => reports.to_vec())
+                -> $crate::core::BatchOutcome = $crate::outputs::progress_many;
             release_many(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::release_many;
             reap(batch: i64) -> $crate::core::ReapReport = $crate::writes::reap;

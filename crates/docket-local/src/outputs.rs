@@ -1,5 +1,6 @@
-//! Job outputs: the fenced completion that records a handler's output and its read.
-//! PostgreSQL's versions: `complete_output_fenced()` (migration 0018) and `sql/output.sql`.
+//! Job outputs and progress: the fenced completion that records a handler's output, its
+//! read, and the fenced progress write. PostgreSQL's versions: `complete_output_fenced()`,
+//! `progress_fenced()` (migration 0018) and `sql/output.sql`.
 
 use docket_core::output::{check, sorted_outputs, MAX_OUTPUT_BYTES};
 use docket_core::*;
@@ -77,6 +78,45 @@ pub async fn complete_output_on<E: Engine, C: Conn>(
         return Err(lost.into());
     }
     Ok(())
+}
+
+/// Records running jobs' progress, fenced as a heartbeat (same attempt, same owner, lease
+/// unexpired by the database's clock) without extending the lease, in one write
+/// transaction. PostgreSQL: `progress_fenced()` (migration 0018).
+pub async fn progress_many<E: Engine>(
+    e: &E,
+    owner: &str,
+    reports: &[Progress],
+) -> Result<BatchOutcome> {
+    if reports.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let sorted = docket_core::progress::sorted_progress(reports)?;
+    let leases: Vec<Lease> = sorted.iter().map(|p| p.lease).collect();
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let mut done = Vec::new();
+    for p in &sorted {
+        let l = p.lease;
+        let n = tx
+            .execute(
+                "progress",
+                args![
+                    l.id.0,
+                    l.attempt,
+                    owner,
+                    now,
+                    f64::from(p.percent),
+                    p.message.as_str()
+                ],
+            )
+            .await?;
+        if n == 1 {
+            done.push(l);
+        }
+    }
+    tx.commit().await?;
+    outcome(e, &leases, done).await
 }
 
 /// A job's state and output; `NotFound` once its row is gone.

@@ -3,7 +3,9 @@
 //! notes (operator reads) or fails the claimed job with the reason (claims), never stalls.
 
 use chrono::{DateTime, Utc};
-use docket_core::{ClaimedJob, ErrorEntry, JobId, JobRecord, JobState, Lease, StoreError};
+use docket_core::{
+    ClaimedJob, ErrorEntry, JobId, JobProgress, JobRecord, JobState, Lease, StoreError,
+};
 
 use crate::exec::{corrupt, Row};
 
@@ -227,6 +229,20 @@ pub fn record(r: &Row) -> Result<JobRecord, StoreError> {
     let max_attempts = narrow("max_attempts")?;
     let released = narrow("released")?;
     let st: String = r.get("state")?;
+    let progress = match (
+        r.get_if::<Option<f64>>("progress_percent")?.flatten(),
+        r.get_if::<Option<i64>>("progress_at")?.flatten(),
+    ) {
+        (Some(percent), Some(ms)) => Some(JobProgress {
+            percent: percent as f32,
+            message: r
+                .get_if::<Option<String>>("progress_message")?
+                .flatten()
+                .unwrap_or_default(),
+            at: at(ms, "progress_at").map_err(corrupt)?,
+        }),
+        _ => None,
+    };
     Ok(JobRecord {
         id: JobId(r.get("id")?),
         queue: r.get("queue")?,
@@ -250,6 +266,7 @@ pub fn record(r: &Row) -> Result<JobRecord, StoreError> {
         args,
         metadata,
         errors,
+        progress,
         invalid: notes,
     })
 }

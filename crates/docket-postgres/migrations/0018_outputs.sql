@@ -1,4 +1,5 @@
--- Job outputs: a handler's result, stored with its job by the fenced completion.
+-- Job outputs and progress: a handler's result, stored with its job by the fenced
+-- completion, and what a running handler reports, written with its heartbeat.
 --
 -- * jobs.output (jsonb, NULL for a job without one): written only by
 --   complete_output_fenced(), whose fence is complete_fenced()'s (attempt, owner, unexpired
@@ -9,6 +10,9 @@
 --   under its lock.
 -- * Each completion announces its job on <schema>_done (payload: the id), delivered on commit,
 --   so a caller waiting for an output wakes at once (a hint: the waiter reads the row).
+-- * jobs.progress_percent / progress_message / progress_at: written only by
+--   progress_fenced(), whose fence is heartbeat_fenced()'s; 0..100 and at most 1,024 bytes
+--   (the client cuts messages to 256).
 -- * prune_finished() gains the outputs' window: a succeeded row with an output is deleted
 --   only once past both windows. The three-argument form stays for older clients.
 
@@ -17,6 +21,30 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_output_bounded
     CHECK (output IS NULL OR octet_length(output::text) <= 16777216) NOT VALID;
 ALTER TABLE jobs ADD CONSTRAINT jobs_output_succeeded
     CHECK (output IS NULL OR state = 'succeeded') NOT VALID;
+
+ALTER TABLE jobs ADD COLUMN progress_percent real;
+ALTER TABLE jobs ADD COLUMN progress_message text;
+ALTER TABLE jobs ADD COLUMN progress_at timestamptz;
+ALTER TABLE jobs ADD CONSTRAINT jobs_progress_bounded
+    CHECK ((progress_percent IS NULL OR progress_percent BETWEEN 0 AND 100)
+           AND (progress_message IS NULL OR octet_length(progress_message) <= 1024)) NOT VALID;
+
+CREATE FUNCTION progress_fenced(p_ids bigint[], p_attempts integer[], p_percents real[],
+    p_messages text[], p_owner text)
+RETURNS TABLE (id bigint, attempt integer)
+LANGUAGE sql VOLATILE AS $$
+    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease.
+    UPDATE jobs AS j
+    SET attempt = c.attempt, progress_percent = c.percent, progress_message = c.message,
+        progress_at = statement_timestamp()
+    FROM unnest(p_ids, p_attempts, p_percents, p_messages) AS c(id, attempt, percent, message)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$$;
 
 CREATE FUNCTION complete_output_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[],
     p_owner text)
@@ -71,6 +99,7 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY[
         'complete_output_fenced(bigint[], integer[], jsonb[], text)',
+        'progress_fenced(bigint[], integer[], real[], text[], text)',
         'prune_finished(text[], bigint, bigint, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());

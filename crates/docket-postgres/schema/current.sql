@@ -38,7 +38,10 @@ CREATE TABLE {{schema}}.jobs (
     concurrency_key text,
     blocked boolean NOT NULL DEFAULT false,
     released integer NOT NULL DEFAULT 0,
-    output jsonb
+    output jsonb,
+    progress_percent real,
+    progress_message text,
+    progress_at timestamp with time zone
 );
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
@@ -47,6 +50,7 @@ ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_bounded CHECK (((output I
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_succeeded CHECK (((output IS NULL) OR (state = 'succeeded'::text))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pending_has_budget CHECK (((state <> 'pending'::text) OR (attempt < max_attempts)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_progress_bounded CHECK ((((progress_percent IS NULL) OR ((progress_percent >= (0)::double precision) AND (progress_percent <= (100)::double precision))) AND ((progress_message IS NULL) OR (octet_length(progress_message) <= 1024)))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_running_has_lease CHECK ((((state = 'running'::text) = (lease_owner IS NOT NULL)) AND ((state = 'running'::text) = (lease_expires_at IS NOT NULL))));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_state_valid CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'succeeded'::text, 'dead'::text, 'cancelled'::text])));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_terminal_has_finished CHECK (((state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) = (finished_at IS NOT NULL)));
@@ -1016,6 +1020,25 @@ CREATE OR REPLACE FUNCTION {{schema}}.lock_space(p_what text)
  SET search_path TO '{{schema}}'
 AS $function$
     SELECT hashtext(current_schema() || '/' || p_what)
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.progress_fenced(p_ids bigint[], p_attempts integer[], p_percents real[], p_messages text[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease.
+    UPDATE jobs AS j
+    SET attempt = c.attempt, progress_percent = c.percent, progress_message = c.message,
+        progress_at = statement_timestamp()
+    FROM unnest(p_ids, p_attempts, p_percents, p_messages) AS c(id, attempt, percent, message)
+    WHERE j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.prune_finished(p_states text[], p_retention_ms bigint, p_batch bigint)

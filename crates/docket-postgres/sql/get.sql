@@ -1,7 +1,8 @@
--- get: one whole job, for operators.
+-- get: one whole job, for operators, with its last progress (lists leave that out).
 -- Parameters: $1 bigint id.
 SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at,
        attempted_at, finished_at, lease_owner, lease_expires_at, cancel_requested_at,
-       unique_key, ordering_key, concurrency_key, blocked, args, metadata, errors
+       unique_key, ordering_key, concurrency_key, blocked, args, metadata, errors,
+       progress_percent, progress_message, progress_at
 FROM {{schema}}.jobs
 WHERE id = $1

@@ -1,6 +1,7 @@
-//! Job outputs on PostgreSQL: the fenced completion that records them
-//! (`complete_output_fenced()`, migration 0018), the read, and the listener of the
-//! `<schema>_done` channel that wakes a caller waiting for one.
+//! Job outputs and progress on PostgreSQL: the fenced completion that records outputs
+//! (`complete_output_fenced()`, migration 0018), their read, the listener of the
+//! `<schema>_done` channel that wakes a caller waiting for one, and the fenced progress
+//! write (`progress_fenced()`).
 
 use std::time::Duration;
 
@@ -72,6 +73,32 @@ impl PgStore {
             ));
         }
         Ok(())
+    }
+
+    pub(crate) async fn progress_many_impl(
+        &self,
+        owner: &str,
+        reports: &[Progress],
+    ) -> Result<BatchOutcome> {
+        if reports.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let sorted = docket_core::progress::sorted_progress(reports)?;
+        let leases: Vec<Lease> = sorted.iter().map(|p| p.lease).collect();
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().progress_many)
+                    .bind(sorted.iter().map(|p| p.lease.id.0).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|p| p.lease.attempt).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|p| p.percent).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|p| p.message.clone()).collect::<Vec<_>>())
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        self.fenced(&leases, rows).await
     }
 
     pub(crate) async fn output_impl(&self, id: JobId) -> Result<JobOutput> {

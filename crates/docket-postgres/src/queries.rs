@@ -37,6 +37,7 @@ queries!(
     complete_delete_many,
     complete_outputs,
     output,
+    progress_many,
     fail_many,
     snooze_many,
     heartbeat,

@@ -3,7 +3,7 @@
 //! values beyond chrono's range), and every failure is an error naming the column.
 
 use chrono::{DateTime, Utc};
-use docket_core::{ClaimedJob, ErrorEntry, JobId, JobRecord, JobState, StoreError};
+use docket_core::{ClaimedJob, ErrorEntry, JobId, JobProgress, JobRecord, JobState, StoreError};
 use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
 use sqlx::{Decode, Postgres, Row, Type};
 
@@ -153,6 +153,20 @@ pub(crate) fn record(r: &PgRow) -> Result<JobRecord, StoreError> {
     let finished_at = opt("finished_at", &mut notes)?;
     let lease_expires_at = opt("lease_expires_at", &mut notes)?;
     let cancel_requested_at = opt("cancel_requested_at", &mut notes)?;
+    // Only get.sql selects the progress columns.
+    let progress = match r.try_get::<Option<f32>, _>("progress_percent") {
+        Err(sqlx::Error::ColumnNotFound(_)) => None,
+        Err(e) => return Err(db_err(e)),
+        Ok(None) => None,
+        Ok(Some(percent)) => Some(JobProgress {
+            percent,
+            message: r
+                .try_get::<Option<String>, _>("progress_message")
+                .map_err(db_err)?
+                .unwrap_or_default(),
+            at: opt("progress_at", &mut notes)?.unwrap_or(DateTime::<Utc>::MIN_UTC),
+        }),
+    };
     Ok(JobRecord {
         id: JobId(r.try_get("id").map_err(db_err)?),
         queue: r.try_get("queue").map_err(db_err)?,
@@ -176,6 +190,7 @@ pub(crate) fn record(r: &PgRow) -> Result<JobRecord, StoreError> {
         args: r.try_get("args").map_err(db_err)?,
         metadata: r.try_get("metadata").map_err(db_err)?,
         errors,
+        progress,
         invalid: notes,
     })
 }

@@ -498,6 +498,10 @@ impl Store for PgStore {
         self.complete_outputs_impl(owner, outputs).await
     }
 
+    async fn progress_many(&self, owner: &str, reports: &[Progress]) -> Result<BatchOutcome> {
+        self.progress_many_impl(owner, reports).await
+    }
+
     async fn complete_delete_many(&self, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
         self.complete_with(&self.inner.q.complete_delete_many, owner, leases)
             .await

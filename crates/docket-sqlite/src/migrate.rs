@@ -15,6 +15,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0002_released.sql"),
     ),
     (3, "outputs", include_str!("../migrations/0003_outputs.sql")),
+    (
+        4,
+        "progress",
+        include_str!("../migrations/0004_progress.sql"),
+    ),
 ];
 
 /// The newest version.

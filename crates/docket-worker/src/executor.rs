@@ -101,6 +101,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         reason: entry.reason_cell(),
         output: Default::default(),
         max_output: shared.config.max_output_bytes,
+        progress: entry.progress_cell(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");

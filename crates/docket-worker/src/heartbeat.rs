@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use docket_core::{Lease, Store};
+use docket_core::{Lease, Progress, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -89,8 +89,42 @@ impl<S: Store> Heartbeater<S> {
                 warn!(error = %e, "heartbeat failed; will retry");
             }
         }
+        self.write_progress(&entries).await;
         Metrics::add(&self.shared.metrics.leases_lost, report.lost as u64);
         report
+    }
+
+    /// Writes the progress reported since the last beat (one statement, only when there is
+    /// any). A report that fails to be written is dropped: the next one replaces it anyway.
+    async fn write_progress(&self, entries: &[std::sync::Arc<crate::tracker::InFlight>]) {
+        let reports: Vec<Progress> = entries
+            .iter()
+            .filter(|e| e.reason() != Some(StopReason::LeaseLost) && !e.is_finished())
+            .filter_map(|e| {
+                let (percent, message) = e.take_progress()?;
+                Some(Progress {
+                    lease: e.lease,
+                    percent,
+                    message,
+                })
+            })
+            .collect();
+        if reports.is_empty() {
+            return;
+        }
+        let write = self
+            .shared
+            .store
+            .progress_many(&self.shared.config.owner, &reports);
+        match tokio::time::timeout(self.shared.config.heartbeat_interval, write).await {
+            Ok(Ok(out)) => {
+                for lost in &out.lost {
+                    tracing::debug!(job = %lost.lease.id, reason = %lost.reason, "progress fenced off");
+                }
+            }
+            Ok(Err(e)) => warn!(error = %e, "progress not written"),
+            Err(_) => warn!("progress not written: timed out"),
+        }
     }
 }
 

@@ -46,6 +46,8 @@ pub struct JobContext {
     pub(crate) output: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
     /// The largest output allowed (`WorkerConfig::max_output_bytes`).
     pub(crate) max_output: usize,
+    /// Where progress reports go (the runtime's record of this job).
+    pub(crate) progress: std::sync::Arc<std::sync::Mutex<Option<(f32, String)>>>,
 }
 
 impl JobContext {
@@ -73,6 +75,21 @@ impl JobContext {
             .map_err(|e| JobError::discard(format!("the output is refused: {e}")))?;
         *self.output.lock().expect("poisoned") = Some(v);
         Ok(())
+    }
+
+    /// Reports progress: `percent` (clamped to 0..=100; NaN counts as 0) and what the
+    /// handler is doing (cut to 256 bytes). Cheap to call often: reports between two
+    /// heartbeats coalesce to the latest, which the next heartbeat writes — fenced like it,
+    /// so an attempt that lost its lease reports nothing. Shown by `docket jobs show` and the
+    /// dashboard's job page (with the database time of the write).
+    pub fn progress(&self, percent: f64, message: impl Into<String>) {
+        let p = if percent.is_nan() {
+            0.0
+        } else {
+            percent.clamp(0.0, 100.0)
+        };
+        let message = docket_core::progress::cut_message(&message.into().replace('\0', ""));
+        *self.progress.lock().expect("poisoned") = Some((p as f32, message));
     }
 
     /// True once the job must stop.

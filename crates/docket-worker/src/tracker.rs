@@ -40,6 +40,9 @@ pub struct InFlight {
     permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// The handler is done and its outcome is with the completer.
     finished: std::sync::atomic::AtomicBool,
+    /// Progress reported since the last beat took it (`JobContext::progress`): only the
+    /// latest report is kept, so reports coalesce between beats.
+    progress: Arc<Mutex<Option<(f32, String)>>>,
 }
 
 impl InFlight {
@@ -85,6 +88,16 @@ impl InFlight {
     /// The shared cell behind [`InFlight::reason`], for the handler's context.
     pub fn reason_cell(&self) -> Arc<Mutex<Option<StopReason>>> {
         self.reason.clone()
+    }
+
+    /// The cell the handler's progress reports go to.
+    pub fn progress_cell(&self) -> Arc<Mutex<Option<(f32, String)>>> {
+        self.progress.clone()
+    }
+
+    /// The latest progress reported since the last call, if any.
+    pub fn take_progress(&self) -> Option<(f32, String)> {
+        self.progress.lock().expect("poisoned").take()
     }
 
     /// Frees the concurrency slot.
@@ -140,6 +153,7 @@ impl Tracker {
             deadline: Mutex::new(deadline),
             permit: Mutex::new(permit),
             finished: Default::default(),
+            progress: Default::default(),
         });
         jobs.insert(lease.id, entry.clone());
         Some(entry)

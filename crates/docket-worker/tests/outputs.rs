@@ -1,7 +1,8 @@
 //! Outputs through the runtime, on every engine: a handler's `ctx.set_output` is written by
 //! its fenced completion and read back typed (`store.output::<T>`, `store.wait_output::<T>`)
 //! although the worker deletes plain successes; an output over the configured bound ends the
-//! job dead with the reason; an in-transaction handler's output commits with its writes.
+//! job dead with the reason; an in-transaction handler's output commits with its writes;
+//! progress a running handler reports reaches the job with the next heartbeat.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,6 +201,49 @@ async fn a_wait_for_a_job_nobody_runs_times_out<H: Harness>() {
     ));
 }
 
+async fn progress_reaches_the_job_while_it_runs<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = put(&s, "slow", json!({})).await;
+    let go = Arc::new(tokio::sync::Notify::new());
+    let mut reg = registry::<H::S>();
+    let g = go.clone();
+    reg.register_fn("slow", move |_, ctx: JobContext| {
+        let g = g.clone();
+        async move {
+            ctx.progress(10.0, "starting");
+            ctx.progress(250.0, "step 2 of 3: \u{1b}[2J");
+            g.notified().await;
+            Ok(())
+        }
+    });
+    let mut cfg = config();
+    cfg.heartbeat_interval = Duration::from_millis(100);
+    let s2 = s.clone();
+    let g = go.clone();
+    run_until(s.clone(), cfg, reg, async move {
+        loop {
+            if let Some(p) = s2.get(id).await.unwrap().progress {
+                // The latest report, clamped; the raw text is kept, escaped when shown.
+                assert_eq!(
+                    (p.percent, p.message.as_str()),
+                    (100.0, "step 2 of 3: \u{1b}[2J")
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        g.notify_one();
+        while s2.job_output(id).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
 macro_rules! per_engine {
     ($($engine:ident: $h:ty),*) => {
         $(
@@ -214,6 +258,11 @@ macro_rules! per_engine {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn an_output_over_the_bound_ends_the_job_dead() {
                     super::an_output_over_the_bound_ends_the_job_dead::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn progress_reaches_the_job_while_it_runs() {
+                    super::progress_reaches_the_job_while_it_runs::<$h>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

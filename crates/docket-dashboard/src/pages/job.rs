@@ -82,6 +82,13 @@ pub async fn page<S: Store>(
             dt { "created" } dd { (layout::time(&j.created_at)) }
             dt { "last claimed" } dd { (layout::opt_time(&j.attempted_at)) }
             dt { "finished" } dd { (layout::opt_time(&j.finished_at)) }
+            @if let Some(p) = &j.progress {
+                dt { "progress" } dd #progress {
+                    progress max="100" value=(p.percent) { (p.percent) "%" }
+                    " " (format!("{:.1}%", p.percent)) " " (docket_core::validate::visible(&p.message))
+                    " " span.muted { "(" (layout::time(&p.at)) ")" }
+                }
+            }
             dt { "lease" } dd {
                 @if let Some(o) = &j.lease_owner { (o) " until " (layout::opt_time(&j.lease_expires_at)) }
                 @else { "–" }

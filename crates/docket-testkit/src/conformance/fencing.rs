@@ -1,5 +1,5 @@
 //! The fencing matrix: every write that follows a claim (complete, complete with an output,
-//! complete by delete, fail, snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
+//! progress, complete by delete, fail, snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
 //! reap, superseded by its *own* reclaim (so the attempt alone must fence), past its lease
 //! before any reap, or under another owner's name — is refused, reported lost with its
 //! reason, and leaves the current holder's job exactly as it was.
@@ -10,7 +10,7 @@ use docket_core::*;
 
 use super::*;
 
-/// The seven fenced writes, by `owner` with `stale`; returns what each reported lost.
+/// The eight fenced writes, by `owner` with `stale`; returns what each reported lost.
 async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'static str, usize)> {
     let mut lost = Vec::new();
     let out = s.complete_many(owner, &[stale]).await.unwrap();
@@ -33,6 +33,19 @@ async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'stati
     lost.push(("complete with output", out.lost.len()));
     let now = s.job_output(stale.id).await.unwrap();
     assert_eq!(now.output, None, "a stale attempt recorded an output");
+    let out = s
+        .progress_many(
+            owner,
+            &[Progress {
+                lease: stale,
+                percent: 50.0,
+                message: "stale".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    assert!(out.applied.is_empty(), "progress applied: {out:?}");
+    lost.push(("progress", out.lost.len()));
     let out = s.complete_delete_many(owner, &[stale]).await.unwrap();
     assert!(
         out.applied.is_empty(),

@@ -115,6 +115,7 @@ macro_rules! conformance_suite {
             outputs::an_output_is_kept_for_its_window,
             outputs::a_batch_records_only_held_leases,
             outputs::an_output_over_the_cap_writes_nothing,
+            outputs::progress_is_written_only_under_the_claim,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

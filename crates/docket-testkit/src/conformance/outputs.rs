@@ -1,6 +1,7 @@
 //! Job outputs: stored only by the completion of the claim that holds the job, read back
 //! with [`Store::job_output`], kept past a plain success's retention for their own window,
-//! and bounded on every engine whatever the caller checked.
+//! and bounded on every engine whatever the caller checked. Progress: written only under
+//! the claim that holds the job, read back by `get`, checked before any write.
 
 use std::time::Duration;
 
@@ -148,4 +149,72 @@ pub async fn an_output_over_the_cap_writes_nothing<H: Harness>(h: &H) {
         .await
         .unwrap();
     assert_eq!(out.applied, vec![l]);
+}
+
+/// Progress is written under the claim that holds the job (the lease is not extended), read
+/// back by `get` with the database time, refused for a stale attempt or another owner, and
+/// checked before any write: an out-of-range report fails the batch and writes nothing.
+pub async fn progress_is_written_only_under_the_claim<H: Harness>(h: &H) {
+    let s = h.store();
+    let id = put(s, job("q")).await;
+    let c = claim(s, "q", 1, "w", LONG).await;
+    let l = lease(&c[0]);
+    let before = get(s, id).await;
+    assert_eq!(before.progress, None);
+    let report = |lease, percent, message: &str| Progress {
+        lease,
+        percent,
+        message: message.into(),
+    };
+    let out = s
+        .progress_many(
+            "w",
+            &[report(l, 10.0, "first"), report(l, 42.5, "charging <card>")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.applied, vec![l]);
+    let now = get(s, id).await;
+    let p = now.progress.clone().expect("progress recorded");
+    assert_eq!((p.percent, p.message.as_str()), (42.5, "charging <card>"));
+    assert!(p.at >= before.attempted_at.unwrap(), "{p:?}");
+    assert_eq!(
+        now.lease_expires_at, before.lease_expires_at,
+        "the lease is not extended"
+    );
+    assert_eq!(
+        s.list(&JobFilter::default()).await.unwrap()[0].progress,
+        None,
+        "lists leave it out"
+    );
+
+    let stale = Lease {
+        id: l.id,
+        attempt: l.attempt + 1,
+    };
+    for (owner, lease) in [("w", stale), ("other", l)] {
+        let out = s
+            .progress_many(owner, &[report(lease, 99.0, "stale")])
+            .await
+            .unwrap();
+        assert!(out.applied.is_empty());
+        assert_eq!(out.lost.len(), 1);
+    }
+    for bad in [
+        report(l, 100.5, ""),
+        report(l, f32::NAN, ""),
+        report(
+            l,
+            1.0,
+            &"x".repeat(docket_core::progress::MAX_PROGRESS_MESSAGE + 1),
+        ),
+    ] {
+        let err = s.progress_many("w", &[bad]).await.unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+    }
+    assert_eq!(
+        get(s, id).await.progress,
+        Some(p),
+        "nothing stale or invalid was written"
+    );
 }
