@@ -219,6 +219,19 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
                     }
                     println!("errors:\n{e}");
                 }
+                let steps = store.job_steps(j.id).await?;
+                if !steps.is_empty() {
+                    let mut t = output::table(&["step", "run", "recorded", "output"]);
+                    for s in &steps {
+                        t.add_row(vec![
+                            Cell::new(output::safe(&s.name)),
+                            Cell::new(s.attempt),
+                            Cell::new(output::time(&s.recorded_at)),
+                            Cell::new(output::preview(&s.output, 200)),
+                        ]);
+                    }
+                    println!("steps:\n{t}");
+                }
             }
         }
         JobsCommand::Retry(a) => {

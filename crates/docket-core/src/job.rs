@@ -479,6 +479,8 @@ pub struct PruneReport {
     pub finished: u64,
     /// Dead rows deleted.
     pub dead: u64,
+    /// Step records of jobs that no longer exist, deleted.
+    pub steps: u64,
 }
 
 /// One entry of a job's bounded error history.

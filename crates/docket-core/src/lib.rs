@@ -18,6 +18,7 @@
 //! - [`why`]: every gate that holds a pending job ("why is this job not running?").
 //! - [`output`]: a handler's result, stored by the fenced completion and kept for a window.
 //! - [`progress`]: a running job's reported progress, written with its heartbeat.
+//! - [`steps`]: memoized steps, recorded once per job under the claim's fence.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -35,6 +36,7 @@ pub mod output;
 pub mod periodic;
 pub mod progress;
 pub mod redact;
+pub mod steps;
 pub mod store;
 pub mod validate;
 pub mod why;
@@ -51,6 +53,7 @@ pub use job::*;
 pub use output::{JobOutput, Output};
 pub use periodic::*;
 pub use progress::{JobProgress, Progress};
+pub use steps::{StepRecord, StepRecorded};
 pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};

@@ -69,6 +69,9 @@ pub enum Mutant {
     /// Progress is written without its fence: a stale attempt's report lands on its
     /// successor's run.
     ProgressStaleAttempt,
+    /// A step is recorded without the claim's check: a stale attempt's step is kept and a
+    /// later run skips work nobody recorded under the claim.
+    StepNoFence,
 }
 
 impl Mutant {
@@ -96,6 +99,7 @@ impl Mutant {
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
+        Mutant::StepNoFence,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -123,6 +127,7 @@ impl Mutant {
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
+            Mutant::StepNoFence => "step_no_fence",
         }
     }
 
@@ -191,6 +196,10 @@ impl Mutant {
             Mutant::ProgressStaleAttempt => &[
                 ("progress_fenced", "AND j.attempt = c.attempt", ""),
                 ("progress_fenced", FENCE, "AND j.state = 'running'"),
+            ],
+            Mutant::StepNoFence => &[
+                ("record_step", "AND j.attempt = p_attempt", ""),
+                ("record_step", FENCE, "AND j.state = 'running'"),
             ],
             // Both branches (ordering and concurrency keys): the edit replaces every match.
             Mutant::HandoverLost => &[(

@@ -129,6 +129,23 @@ pub trait Store: Clone + Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<HeartbeatOutcome>> + Send;
 
+    /// Records step `name`'s output for the job `lease` holds, in one transaction with the
+    /// fence (attempt, owner, unexpired lease; the job's row locked until it commits): a
+    /// [`crate::StoreError::LeaseLost`] when the claim no longer holds, and nothing is
+    /// written. When the job already has a step of that name, nothing is written and the
+    /// recorded output comes back (`written: false`). Name and output are checked first.
+    fn record_step(
+        &self,
+        owner: &str,
+        lease: Lease,
+        name: &str,
+        output: &serde_json::Value,
+    ) -> impl Future<Output = Result<crate::StepRecorded>> + Send;
+
+    /// The steps job `id` has recorded, oldest first (empty for a job without, or one that
+    /// no longer exists).
+    fn job_steps(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::StepRecord>>> + Send;
+
     /// Records running jobs' progress (fenced as [`Store::heartbeat`]: a stale attempt
     /// writes nothing; the lease is not extended). Reports are checked first
     /// ([`crate::progress::check`]); an invalid one fails the batch and writes nothing.

@@ -100,6 +100,16 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         .await
         .unwrap();
     assert_eq!(out.applied.len(), 1);
+    let rec = s
+        .record_step(
+            "w",
+            c[0].lease(),
+            "<i>charge</i>",
+            &json!({"id": "<script>x"}),
+        )
+        .await
+        .unwrap();
+    assert!(rec.written);
     let base = serve(s.clone(), Options::default()).await;
     let c = client();
     for path in [
@@ -139,6 +149,11 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         }
         if path == format!("/jobs/{running}") {
             assert!(body.contains("42.0%"), "progress is shown");
+            assert!(body.contains("<h2>Steps</h2>"), "steps are shown");
+            assert!(
+                body.contains("&lt;i&gt;charge&lt;/i&gt;"),
+                "a step's name, escaped"
+            );
             assert!(
                 !body.contains('\u{202e}'),
                 "no bidi override reaches the page"

@@ -306,7 +306,8 @@ macro_rules! statements {
             "queue_limits", "queue_pause", "queue_resume", "queue_tokens_spend",
             "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",
             "samples_forget", "samples_list", "samples_record", "search", "search_finished",
-            "search_window", "search_window_scan", "skip", "stats_queues", "unique_holder",
+            "search_window", "search_window_scan", "skip", "stats_queues", "step_fence",
+            "step_get", "step_insert", "steps_list", "steps_prune", "unique_holder",
             "why_ahead", "why_job", "why_ordering", "why_served", "worker_beat",
             "worker_forget", "worker_gone", "workers_list"
             $(, $extra)*

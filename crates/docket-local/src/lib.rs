@@ -26,12 +26,15 @@ pub mod inspect;
 pub mod outputs;
 pub mod rows;
 pub mod sqltext;
+pub mod steps;
 pub mod writes;
 
 pub use docket_core as core;
 pub use engine::{Engine, Tx};
 pub use enqueue::{BulkEnqueued, BULK_CHUNK};
 pub use exec::{Arg, Conn, FromValue, Inserted, Row, Value};
+#[doc(hidden)]
+pub use serde_json;
 
 /// An argument of a [`store_impl!`] operation, made owned for [`Engine::detach`].
 #[doc(hidden)]
@@ -133,6 +136,10 @@ macro_rules! store_impl {
             heartbeat(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec(),
                       lease: ::std::time::Duration)
                 -> $crate::core::HeartbeatOutcome = $crate::writes::heartbeat;
+            record_step(owner: &str => owner.to_owned(), lease: $crate::core::Lease,
+                        name: &str => name.to_owned(), output: &$crate::serde_json::Value => output.clone())
+                -> $crate::core::StepRecorded = $crate::steps::record_step;
+            job_steps(id: $crate::core::JobId) -> Vec<$crate::core::StepRecord> = $crate::steps::job_steps;
             progress_many(owner: &str => owner.to_owned(), reports: &[$crate::core::Progress] => reports.to_vec())
                 -> $crate::core::BatchOutcome = $crate::outputs::progress_many;
             release_many(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec())

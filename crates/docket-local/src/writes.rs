@@ -358,6 +358,7 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
             }
         }
     }
+    report.steps = crate::steps::prune_steps(e, batch).await?;
     Ok(report)
 }
 

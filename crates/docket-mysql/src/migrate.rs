@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "progress",
         include_str!("../migrations/0004_progress.sql"),
     ),
+    (5, "steps", include_str!("../migrations/0005_steps.sql")),
 ];
 
 /// The newest version.

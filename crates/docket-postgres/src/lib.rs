@@ -31,6 +31,7 @@ pub use docket_core::redact;
 pub mod roles;
 mod rows;
 pub mod schema_dump;
+mod steps;
 pub mod store;
 mod why;
 mod workers;

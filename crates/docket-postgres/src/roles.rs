@@ -97,6 +97,8 @@ GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
 {keep_jobs}-- The record of key hand-overs is written by the key-release trigger only (migration 0017).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".key_handovers FROM \"{w}\";
+-- A step is recorded only through the fenced record_step() (migration 0019).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";

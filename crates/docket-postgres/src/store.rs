@@ -498,6 +498,20 @@ impl Store for PgStore {
         self.complete_outputs_impl(owner, outputs).await
     }
 
+    async fn record_step(
+        &self,
+        owner: &str,
+        lease: Lease,
+        name: &str,
+        output: &serde_json::Value,
+    ) -> Result<StepRecorded> {
+        self.record_step_impl(owner, lease, name, output).await
+    }
+
+    async fn job_steps(&self, id: JobId) -> Result<Vec<StepRecord>> {
+        self.job_steps_impl(id).await
+    }
+
     async fn progress_many(&self, owner: &str, reports: &[Progress]) -> Result<BatchOutcome> {
         self.progress_many_impl(owner, reports).await
     }
@@ -673,6 +687,7 @@ impl Store for PgStore {
                 }
             }
         }
+        report.steps = self.prune_steps(batch).await?;
         Ok(report)
     }
 

@@ -102,6 +102,10 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         output: Default::default(),
         max_output: shared.config.max_output_bytes,
         progress: entry.progress_cell(),
+        steps: shared.step_store.clone(),
+        owner: shared.config.owner.as_str().into(),
+        run_steps: Default::default(),
+        entry: entry.clone(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");

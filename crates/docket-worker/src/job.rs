@@ -48,6 +48,20 @@ pub struct JobContext {
     pub(crate) max_output: usize,
     /// Where progress reports go (the runtime's record of this job).
     pub(crate) progress: std::sync::Arc<std::sync::Mutex<Option<(f32, String)>>>,
+    /// The store, for steps.
+    pub(crate) steps: std::sync::Arc<dyn crate::steps::StepStore>,
+    /// The worker's identity (steps are recorded under the claim: owner and token).
+    pub(crate) owner: std::sync::Arc<str>,
+    /// This run's steps.
+    pub(crate) run_steps: std::sync::Arc<tokio::sync::Mutex<crate::steps::RunSteps>>,
+    /// The runtime's record of this job (stopped when a step finds the lease lost).
+    pub(crate) entry: std::sync::Arc<crate::tracker::InFlight>,
+}
+
+impl fmt::Debug for dyn crate::steps::StepStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StepStore")
+    }
 }
 
 impl JobContext {
@@ -90,6 +104,83 @@ impl JobContext {
         };
         let message = docket_core::progress::cut_message(&message.into().replace('\0', ""));
         *self.progress.lock().expect("poisoned") = Some((p as f32, message));
+    }
+
+    /// Runs `f` at most once per job *as far as the database records*: the first run that
+    /// gets here runs it and records its output under this claim's fence (a stale attempt
+    /// records nothing); every later run of the job — a retry, a run after a crash or a
+    /// durable sleep — gets the recorded value back without running `f`.
+    ///
+    /// A crash after `f`'s side effect and before its record runs `f` again: use the job id
+    /// and `name` as the side effect's idempotency key (`format!("{}:{name}", ctx.id)`).
+    ///
+    /// `name` is unique within a job (1 to 128 bytes, no control characters): using one
+    /// twice in a run is a [`JobError::Discard`], as is an output that does not serialize
+    /// or is over the output bound. An error from `f` is the step's failure: nothing is
+    /// recorded and the job fails with it (a retry runs `f` again). When the claim no longer
+    /// holds, the job stops (its outcome is not written) and nothing is recorded.
+    pub async fn step<T, F, Fut>(&self, name: &str, f: F) -> Result<T, JobError>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, JobError>>,
+    {
+        docket_core::steps::check_name(name).map_err(JobError::discard)?;
+        let decode = |v: serde_json::Value| {
+            serde_json::from_value::<T>(v).map_err(|e| {
+                JobError::discard(format!(
+                    "step {name:?}: its recorded output does not decode as the type asked for: {e}"
+                ))
+            })
+        };
+        {
+            let mut st = self.run_steps.lock().await;
+            if !st.used.insert(name.to_string()) {
+                return Err(JobError::discard(format!(
+                    "step {name:?} is used twice in one run: step names are unique within a job"
+                )));
+            }
+            if st.recorded.is_none() {
+                let loaded = self.steps.load(self.id).await.map_err(|e| {
+                    JobError::retry(format!("the job's recorded steps could not be read: {e}"))
+                })?;
+                st.recorded = Some(loaded.into_iter().map(|s| (s.name, s.output)).collect());
+            }
+            if let Some(v) = st.recorded.as_ref().and_then(|r| r.get(name)) {
+                return decode(v.clone());
+            }
+        }
+        let out = f().await?;
+        let v = serde_json::to_value(&out).map_err(|e| {
+            JobError::discard(format!("step {name:?}: its output does not serialize: {e}"))
+        })?;
+        docket_core::output::check(&v, self.max_output)
+            .map_err(|e| JobError::discard(format!("step {name:?}: {e}")))?;
+        let lease = docket_core::Lease {
+            id: self.id,
+            attempt: self.fence,
+        };
+        match self.steps.record(&self.owner, lease, name, &v).await {
+            Ok(r) => {
+                let value = if r.written { v } else { r.output };
+                if let Some(rec) = self.run_steps.lock().await.recorded.as_mut() {
+                    rec.insert(name.to_string(), value.clone());
+                }
+                if r.written {
+                    Ok(out)
+                } else {
+                    decode(value)
+                }
+            }
+            Err(docket_core::StoreError::LeaseLost(lost)) => {
+                self.entry.stop(StopReason::LeaseLost);
+                Err(JobError::retry(format!(
+                    "step {name:?} not recorded: {}",
+                    lost.reason
+                )))
+            }
+            Err(e) => Err(JobError::retry(format!("step {name:?} not recorded: {e}"))),
+        }
     }
 
     /// True once the job must stop.

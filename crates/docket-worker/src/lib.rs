@@ -37,6 +37,7 @@ pub mod registry;
 mod runtime;
 mod service;
 mod shutdown;
+mod steps;
 mod supervisor;
 pub mod telemetry;
 pub mod testing;

@@ -148,6 +148,7 @@ impl<S: Store> Worker<S> {
         Ok(Worker {
             shared: Arc::new(Shared {
                 erased_store: Arc::new(store.clone()),
+                step_store: Arc::new(store.clone()),
                 store,
                 registry,
                 config,

@@ -44,6 +44,10 @@ pub async fn page<S: Store>(
     } else {
         None
     };
+    let steps = match app.store.job_steps(id).await {
+        Ok(s) => s,
+        Err(e) => return layout::error(&app, &e),
+    };
     let scheduled = j.state == JobState::Pending
         && why.as_ref().is_some_and(|w| {
             w.gates
@@ -107,6 +111,22 @@ pub async fn page<S: Store>(
                 p.muted { (text.len()) " bytes; " code { "docket jobs output " (j.id) } " prints all of it." }
             } @else {
                 pre #output { (docket_core::validate::visible_lines(&text)) }
+            }
+        }
+        @if !steps.is_empty() {
+            h2 { "Steps" }
+            table #steps {
+                thead { tr { th { "step" } th.n { "run" } th { "recorded" } th { "output" } } }
+                tbody {
+                    @for s in &steps {
+                        tr {
+                            td { (docket_core::validate::visible(&s.name)) }
+                            td.n { (s.attempt) }
+                            td { (layout::time(&s.recorded_at)) }
+                            td { code { (layout::cut(&s.output.to_string(), 200)) } }
+                        }
+                    }
+                }
             }
         }
         h2 { "Args" }

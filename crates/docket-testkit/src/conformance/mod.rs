@@ -19,7 +19,8 @@
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
 //! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
 //! samples, audit), [`outputs`] (results stored by the fenced completion, kept for their
-//! window, bounded), and [`model`], the
+//! window, bounded), [`steps`] (memoized steps recorded once, under the claim), and
+//! [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
@@ -34,6 +35,7 @@ mod mysql;
 pub mod outputs;
 mod postgres;
 mod sqlite;
+pub mod steps;
 pub mod why;
 
 use std::future::Future;
@@ -116,6 +118,7 @@ macro_rules! conformance_suite {
             outputs::a_batch_records_only_held_leases,
             outputs::an_output_over_the_cap_writes_nothing,
             outputs::progress_is_written_only_under_the_claim,
+            steps::steps_are_recorded_once_under_the_claim,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -1,8 +1,9 @@
-//! Outputs through the runtime, on every engine: a handler's `ctx.set_output` is written by
+//! Durable jobs through the runtime, on every engine. Outputs: a handler's `ctx.set_output` is written by
 //! its fenced completion and read back typed (`store.output::<T>`, `store.wait_output::<T>`)
 //! although the worker deletes plain successes; an output over the configured bound ends the
 //! job dead with the reason; an in-transaction handler's output commits with its writes;
-//! progress a running handler reports reaches the job with the next heartbeat.
+//! progress a running handler reports reaches the job with the next heartbeat; a step
+//! recorded by one run is not run again by the next, and a name used twice fails the job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -244,6 +245,90 @@ where
     .await;
 }
 
+async fn recorded_steps_are_not_run_again<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = s
+        .enqueue(
+            &NewJob::new("q", "three_steps", json!({})).backoff(Backoff {
+                base: Duration::from_millis(10),
+                cap: Duration::from_millis(10),
+            }),
+        )
+        .await
+        .unwrap()
+        .id;
+    let twice = put(&s, "twice", json!({})).await;
+    let runs: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
+    let mut reg = registry::<H::S>();
+    let r = runs.clone();
+    reg.register_fn("three_steps", move |_, ctx: JobContext| {
+        let r = r.clone();
+        async move {
+            let a: i64 = ctx
+                .step("a", || async {
+                    r[0].fetch_add(1, Ordering::SeqCst);
+                    Ok(1)
+                })
+                .await?;
+            let b: String = ctx
+                .step("b", || async {
+                    // Fails on its first run: the job is retried, "a" is not run again.
+                    if r[1].fetch_add(1, Ordering::SeqCst) == 0 {
+                        return Err(JobError::retry("b failed once"));
+                    }
+                    Ok(format!("b after {a}"))
+                })
+                .await?;
+            let c: Vec<i64> = ctx
+                .step("c", || async {
+                    r[2].fetch_add(1, Ordering::SeqCst);
+                    Ok(vec![a, 3])
+                })
+                .await?;
+            ctx.set_output(&json!({"a": a, "b": b, "c": c}))?;
+            Ok(())
+        }
+    });
+    reg.register_fn("twice", |_, ctx: JobContext| async move {
+        ctx.step("x", || async { Ok(1) }).await?;
+        ctx.step("x", || async { Ok(2) }).await?;
+        Ok(())
+    });
+    let s2 = s.clone();
+    run_until(s.clone(), config(), reg, async move {
+        loop {
+            let a = s2.job_output(id).await.map(|o| o.state).ok();
+            let b = s2.job_output(twice).await.map(|o| o.state).ok();
+            if a == Some(JobState::Succeeded) && b == Some(JobState::Dead) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let counts: Vec<usize> = runs.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert_eq!(counts, [1, 2, 1], "a recorded step ran again");
+    assert_eq!(
+        s.output::<serde_json::Value>(id).await.unwrap(),
+        Some(json!({"a": 1, "b": "b after 1", "c": [1, 3]}))
+    );
+    let steps = s.job_steps(id).await.unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert!(
+        steps[0].attempt < steps[1].attempt,
+        "b was recorded by the second run"
+    );
+    let rec = s.get(twice).await.unwrap();
+    let msg = &rec.errors.last().expect("an error").message;
+    assert!(msg.contains("used twice"), "{msg}");
+}
+
 macro_rules! per_engine {
     ($($engine:ident: $h:ty),*) => {
         $(
@@ -263,6 +348,11 @@ macro_rules! per_engine {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn progress_reaches_the_job_while_it_runs() {
                     super::progress_reaches_the_job_while_it_runs::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn recorded_steps_are_not_run_again() {
+                    super::recorded_steps_are_not_run_again::<$h>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

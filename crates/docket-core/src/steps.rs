@@ -1,0 +1,77 @@
+//! Memoized steps: a named piece of a job's work whose output is recorded once per job,
+//! under the claim that holds the job. A later attempt gets the recorded value instead of
+//! running the step again, and a stale attempt can record nothing: the record is written in
+//! one transaction with the fence (attempt, owner, unexpired lease on the database clock),
+//! the job's row locked until it commits.
+//!
+//! What this does not promise: a crash after a step's side effect and before its record
+//! runs the step again (at-least-once, as every job). The job id and the step name together
+//! make the idempotency key for such effects.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::ValidationError;
+
+/// The longest step name, in bytes.
+pub const MAX_STEP_NAME: usize = 128;
+
+/// The most steps one job may record (a bound on the rows one job keeps).
+pub const MAX_STEPS: usize = 1000;
+
+/// One recorded step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRecord {
+    /// Its name, unique within the job.
+    pub name: String,
+    /// The run that recorded it (the claim's token).
+    pub attempt: i32,
+    /// What the step returned.
+    pub output: serde_json::Value,
+    /// When it was recorded (the database's clock).
+    pub recorded_at: DateTime<Utc>,
+}
+
+/// What [`crate::Store::record_step`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRecorded {
+    /// The step's output as recorded: this call's, or an earlier record's of the same name
+    /// (the first record wins).
+    pub output: serde_json::Value,
+    /// True when this call wrote it.
+    pub written: bool,
+}
+
+/// Checks a step name: 1 to [`MAX_STEP_NAME`] bytes, no control characters.
+pub fn check_name(name: &str) -> Result<(), ValidationError> {
+    let bad = |reason: String| {
+        Err(ValidationError::Other {
+            what: "step name",
+            reason,
+        })
+    };
+    if name.is_empty() || name.len() > MAX_STEP_NAME {
+        return bad(format!(
+            "{} bytes; 1 to {MAX_STEP_NAME} allowed",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return bad(format!("{:?} holds a control character", name));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_names_are_bounded_and_printable() {
+        assert!(check_name("charge card").is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name(&"x".repeat(MAX_STEP_NAME + 1)).is_err());
+        assert!(check_name("a\nb").is_err());
+        assert!(check_name("a\u{0}b").is_err());
+    }
+}

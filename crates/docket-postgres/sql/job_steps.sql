@@ -1,0 +1,6 @@
+-- job_steps: the steps a job recorded, oldest first.
+-- Parameters: $1 bigint job id.
+SELECT name, attempt, output, recorded_at
+FROM {{schema}}.job_steps
+WHERE job_id = $1
+ORDER BY recorded_at, name

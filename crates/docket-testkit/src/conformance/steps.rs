@@ -1,0 +1,110 @@
+//! Memoized steps: recorded once per job and only under the claim that holds it — not by a
+//! stale attempt, another owner or a lease past its expiry, also after the job was reaped
+//! and claimed again — read back in order, and pruned once their job is gone.
+
+use std::time::Duration;
+
+use docket_core::*;
+use serde_json::json;
+
+use super::*;
+
+fn lost(r: Result<StepRecorded>) -> bool {
+    matches!(r, Err(StoreError::LeaseLost(_)))
+}
+
+/// The whole life of a job's steps.
+pub async fn steps_are_recorded_once_under_the_claim<H: Harness>(h: &H) {
+    let s = h.store();
+    let id = put(s, job("q")).await;
+    let c = claim(s, "q", 1, "a", Duration::from_secs(5)).await;
+    let l1 = lease(&c[0]);
+    let r = s
+        .record_step("a", l1, "charge", &json!({"charge": "ch_1"}))
+        .await
+        .unwrap();
+    assert!(r.written);
+    // The same name again: the first record wins and comes back.
+    let r = s
+        .record_step("a", l1, "charge", &json!({"charge": "ch_2"}))
+        .await
+        .unwrap();
+    assert_eq!((r.written, r.output), (false, json!({"charge": "ch_1"})));
+    assert!(
+        s.record_step("a", l1, "email", &json!(null))
+            .await
+            .unwrap()
+            .written
+    );
+
+    // Refused, writing nothing: a stale attempt, another owner, a bad name or output.
+    let stale = Lease {
+        id: l1.id,
+        attempt: l1.attempt + 1,
+    };
+    assert!(lost(s.record_step("a", stale, "x", &json!(1)).await));
+    assert!(lost(s.record_step("b", l1, "x", &json!(1)).await));
+    for (name, out) in [("", json!(1)), ("a\nb", json!(1)), ("ok", json!("a\u{0}b"))] {
+        let r = s.record_step("a", l1, name, &out).await;
+        assert!(matches!(r, Err(StoreError::Invalid(_))), "{name:?}: {r:?}");
+    }
+    let steps = s.job_steps(id).await.unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["charge", "email"]);
+    assert!(steps.iter().all(|s| s.attempt == l1.attempt));
+    assert_eq!(steps[0].output, json!({"charge": "ch_1"}));
+
+    // Past its lease (before any reap) the claim records nothing; reaped and claimed again,
+    // the old claim still records nothing and the new one goes on.
+    h.advance(Duration::from_secs(6)).await;
+    assert!(lost(s.record_step("a", l1, "late", &json!(1)).await));
+    assert_eq!(s.reap(100).await.unwrap().jobs.len(), 1);
+    h.advance(Duration::from_secs(3600)).await;
+    let c = claim(s, "q", 1, "b", LONG).await;
+    let l2 = lease(&c[0]);
+    assert_eq!(l2.id, id);
+    assert!(lost(s.record_step("a", l1, "late", &json!(1)).await));
+    let r = s
+        .record_step("b", l2, "charge", &json!("again"))
+        .await
+        .unwrap();
+    assert_eq!((r.written, r.output), (false, json!({"charge": "ch_1"})));
+    assert!(
+        s.record_step("b", l2, "ship", &json!(3))
+            .await
+            .unwrap()
+            .written
+    );
+    let steps = s.job_steps(id).await.unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(
+        (steps[2].name.as_str(), steps[2].attempt),
+        ("ship", l2.attempt)
+    );
+
+    // Gone with their job: completed by delete, the next prune takes its steps.
+    let other = put(s, job("p")).await;
+    let oc = claim(s, "p", 1, "b", LONG).await;
+    assert!(
+        s.record_step("b", lease(&oc[0]), "keep", &json!(1))
+            .await
+            .unwrap()
+            .written
+    );
+    assert_eq!(
+        s.complete_delete_many("b", &[l2])
+            .await
+            .unwrap()
+            .applied
+            .len(),
+        1
+    );
+    let r = s.prune(&Retention::default()).await.unwrap();
+    assert_eq!(r.steps, 3);
+    assert!(s.job_steps(id).await.unwrap().is_empty());
+    assert_eq!(
+        s.job_steps(other).await.unwrap().len(),
+        1,
+        "a live job keeps its steps"
+    );
+}
