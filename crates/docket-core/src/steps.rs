@@ -42,6 +42,41 @@ pub struct StepRecorded {
     pub written: bool,
 }
 
+/// Names beginning with this are Docket's own records (durable sleeps): a handler's step
+/// may not use them.
+pub const RESERVED_PREFIX: &str = "docket:";
+
+/// The step name a durable sleep named `name` is recorded under.
+pub fn sleep_step(name: &str) -> String {
+    format!("{RESERVED_PREFIX}sleep:{name}")
+}
+
+/// When a recorded durable sleep ends (its record's time plus its length, on the
+/// database's clock), and its name; `None` for any other step.
+pub fn sleep_of(step: &StepRecord) -> Option<(&str, DateTime<Utc>)> {
+    let name = step
+        .name
+        .strip_prefix(RESERVED_PREFIX)?
+        .strip_prefix("sleep:")?;
+    let ms = step.output.get("sleep_ms")?.as_i64()?;
+    Some((
+        name,
+        step.recorded_at + chrono::TimeDelta::try_milliseconds(ms)?,
+    ))
+}
+
+/// Checks the name of a handler's own step: as [`check_name`], and not one of Docket's.
+pub fn check_user_name(name: &str) -> Result<(), ValidationError> {
+    check_name(name)?;
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(ValidationError::Other {
+            what: "step name",
+            reason: format!("{name:?}: names beginning with {RESERVED_PREFIX:?} are Docket's"),
+        });
+    }
+    Ok(())
+}
+
 /// Checks a step name: 1 to [`MAX_STEP_NAME`] bytes, no control characters.
 pub fn check_name(name: &str) -> Result<(), ValidationError> {
     let bad = |reason: String| {
@@ -73,5 +108,29 @@ mod tests {
         assert!(check_name(&"x".repeat(MAX_STEP_NAME + 1)).is_err());
         assert!(check_name("a\nb").is_err());
         assert!(check_name("a\u{0}b").is_err());
+        assert!(check_user_name("docket:sleep:x").is_err());
+        assert!(check_name(&sleep_step("x")).is_ok());
+    }
+
+    #[test]
+    fn a_sleep_ends_its_length_after_its_record() {
+        let at = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let step = StepRecord {
+            name: sleep_step("cool-off"),
+            attempt: 1,
+            output: serde_json::json!({"sleep_ms": 90_000}),
+            recorded_at: at,
+        };
+        let (name, until) = sleep_of(&step).unwrap();
+        assert_eq!(name, "cool-off");
+        assert_eq!((until - at).num_seconds(), 90);
+        let plain = StepRecord {
+            name: "sleep_ms".into(),
+            ..step
+        };
+        assert!(
+            sleep_of(&plain).is_none(),
+            "a handler's step is never a sleep"
+        );
     }
 }

@@ -16,6 +16,12 @@ pub enum Gate {
     NotPending { state: JobState },
     /// It is scheduled for later (a delay, a backoff, a snooze).
     ScheduledLater { run_at: DateTime<Utc>, in_s: f64 },
+    /// Its handler parked it in a durable sleep (`ctx.sleep`) until `until`.
+    Sleeping {
+        name: String,
+        until: DateTime<Utc>,
+        in_s: f64,
+    },
     /// Its queue is paused.
     QueuePaused { since: DateTime<Utc> },
     /// Its queue runs as many jobs as its `max_running` allows.
@@ -56,6 +62,35 @@ pub enum Gate {
     BehindInQueue { ahead: i64 },
 }
 
+/// Names a durable sleep where the report only says "scheduled for later": when the job's
+/// most recent step is a sleep (`ctx.sleep` records one, then parks the job until it ends).
+/// Every engine's `why` applies it to the job's steps.
+pub fn name_sleep(report: &mut WhyReport, steps: &[crate::StepRecord]) {
+    let Some(last) = steps.iter().max_by_key(|s| s.recorded_at) else {
+        return;
+    };
+    let Some((name, _)) = crate::steps::sleep_of(last) else {
+        return;
+    };
+    for g in &mut report.gates {
+        if let Gate::ScheduledLater { run_at, in_s } = g {
+            *g = Gate::Sleeping {
+                name: name.to_string(),
+                until: *run_at,
+                in_s: *in_s,
+            };
+        }
+    }
+}
+
+/// Whether `report` is scheduled later (a sleep may be the reason).
+pub fn scheduled_later(report: &WhyReport) -> bool {
+    report
+        .gates
+        .iter()
+        .any(|g| matches!(g, Gate::ScheduledLater { .. }))
+}
+
 /// The answer for one job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WhyReport {
@@ -82,6 +117,12 @@ impl Gate {
             Gate::ScheduledLater { run_at, in_s } => {
                 format!("scheduled for {} (in {})", time(run_at), human_secs(*in_s))
             }
+            Gate::Sleeping { name, until, in_s } => format!(
+                "sleeping until {} (in {}): durable sleep {}",
+                time(until),
+                human_secs(*in_s),
+                crate::validate::visible(name)
+            ),
             Gate::QueuePaused { since } => format!("queue {q} is paused (since {})", time(since)),
             Gate::QueueFull {
                 max_running,

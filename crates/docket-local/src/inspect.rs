@@ -285,6 +285,14 @@ pub async fn any_active<E: Engine>(e: &E, queues: &[String]) -> Result<bool> {
 /// Every gate that holds job `id`, read in one read transaction (one snapshot), by the
 /// comparisons the claim makes.
 pub async fn why<E: Engine>(e: &E, id: JobId) -> Result<WhyReport> {
+    let mut r = why_gates(e, id).await?;
+    if docket_core::why::scheduled_later(&r) {
+        docket_core::why::name_sleep(&mut r, &crate::steps::job_steps(e, id).await?);
+    }
+    Ok(r)
+}
+
+async fn why_gates<E: Engine>(e: &E, id: JobId) -> Result<WhyReport> {
     let mut tx = e.begin_read().await?;
     let now = tx.now();
     let row = tx

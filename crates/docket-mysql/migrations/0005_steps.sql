@@ -10,7 +10,7 @@ CREATE TABLE job_steps (
     name        VARCHAR(128) NOT NULL,
     attempt     INT          NOT NULL,
     output      LONGTEXT     NOT NULL,
-    recorded_at BIGINT       NOT NULL,
+    recorded_at BIGINT       NOT NULL COMMENT 'time_ms',
     PRIMARY KEY (job_id, name),
     CONSTRAINT job_steps_output_json CHECK (JSON_VALID(output) AND LENGTH(output) <= 16777216)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

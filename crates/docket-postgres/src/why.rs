@@ -21,7 +21,11 @@ impl PgStore {
             })
             .await?;
         let row = row.ok_or(StoreError::NotFound(id))?;
-        report(id, &row)
+        let mut r = report(id, &row)?;
+        if docket_core::why::scheduled_later(&r) {
+            docket_core::why::name_sleep(&mut r, &self.job_steps_impl(id).await?);
+        }
+        Ok(r)
     }
 }
 

@@ -7,4 +7,4 @@ ALTER TABLE jobs ADD COLUMN progress_percent REAL
     CHECK (progress_percent IS NULL OR progress_percent BETWEEN 0 AND 100);
 ALTER TABLE jobs ADD COLUMN progress_message TEXT
     CHECK (progress_message IS NULL OR length(CAST(progress_message AS BLOB)) <= 1024);
-ALTER TABLE jobs ADD COLUMN progress_at INTEGER;
+ALTER TABLE jobs ADD COLUMN progress_at TIMEINT;

@@ -9,6 +9,6 @@ CREATE TABLE job_steps (
     name        TEXT    NOT NULL CHECK (length(CAST(name AS BLOB)) BETWEEN 1 AND 128),
     attempt     INTEGER NOT NULL,
     output      TEXT    NOT NULL CHECK (json_valid(output) AND length(CAST(output AS BLOB)) <= 16777216),
-    recorded_at INTEGER NOT NULL,
+    recorded_at TIMEINT NOT NULL,
     PRIMARY KEY (job_id, name)
 );

@@ -106,6 +106,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         owner: shared.config.owner.as_str().into(),
         run_steps: Default::default(),
         entry: entry.clone(),
+        claimed_at: job.lease_expires_at
+            - chrono::TimeDelta::from_std(shared.config.lease).unwrap_or_default(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");

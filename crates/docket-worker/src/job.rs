@@ -56,6 +56,9 @@ pub struct JobContext {
     pub(crate) run_steps: std::sync::Arc<tokio::sync::Mutex<crate::steps::RunSteps>>,
     /// The runtime's record of this job (stopped when a step finds the lease lost).
     pub(crate) entry: std::sync::Arc<crate::tracker::InFlight>,
+    /// When this claim was made, on the database's clock (its lease's expiry less the
+    /// lease): durable sleeps are judged against it.
+    pub(crate) claimed_at: chrono::DateTime<chrono::Utc>,
 }
 
 impl fmt::Debug for dyn crate::steps::StepStore {
@@ -125,7 +128,7 @@ impl JobContext {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, JobError>>,
     {
-        docket_core::steps::check_name(name).map_err(JobError::discard)?;
+        docket_core::steps::check_user_name(name).map_err(JobError::discard)?;
         let decode = |v: serde_json::Value| {
             serde_json::from_value::<T>(v).map_err(|e| {
                 JobError::discard(format!(
@@ -133,22 +136,8 @@ impl JobContext {
                 ))
             })
         };
-        {
-            let mut st = self.run_steps.lock().await;
-            if !st.used.insert(name.to_string()) {
-                return Err(JobError::discard(format!(
-                    "step {name:?} is used twice in one run: step names are unique within a job"
-                )));
-            }
-            if st.recorded.is_none() {
-                let loaded = self.steps.load(self.id).await.map_err(|e| {
-                    JobError::retry(format!("the job's recorded steps could not be read: {e}"))
-                })?;
-                st.recorded = Some(loaded.into_iter().map(|s| (s.name, s.output)).collect());
-            }
-            if let Some(v) = st.recorded.as_ref().and_then(|r| r.get(name)) {
-                return decode(v.clone());
-            }
+        if let Some(v) = self.recorded_step(name).await? {
+            return decode(v.output);
         }
         let out = f().await?;
         let v = serde_json::to_value(&out).map_err(|e| {
@@ -156,6 +145,67 @@ impl JobContext {
         })?;
         docket_core::output::check(&v, self.max_output)
             .map_err(|e| JobError::discard(format!("step {name:?}: {e}")))?;
+        let (value, written) = self.record(name, v).await?;
+        if written {
+            Ok(out)
+        } else {
+            decode(value)
+        }
+    }
+
+    /// Parks the job for `duration` — not running, holding no slot, spending no attempt —
+    /// and runs it again from the top once the time has passed; recorded steps are skipped
+    /// then, and this call returns `Ok(())` at once. Call it with `?`: the first time it
+    /// returns the park as an error, which ends this run (the worker writes the park,
+    /// fenced like every write of the claim). `name` is unique within the job, like a
+    /// step's; the time is kept on the database's clock (an operator's "run now" ends a
+    /// sleep early). `docket jobs why` says "sleeping until T".
+    pub async fn sleep(&self, name: &str, duration: std::time::Duration) -> Result<(), JobError> {
+        docket_core::steps::check_user_name(name).map_err(JobError::discard)?;
+        let duration = duration.min(docket_core::duration::MAX_DELAY);
+        let step = docket_core::steps::sleep_step(name);
+        if let Some(rec) = self.recorded_step(&step).await? {
+            // Recorded by an earlier run: done once this run was claimed after its end (a
+            // crash right after the record must not cut the sleep short).
+            let until = docket_core::steps::sleep_of(&rec).map(|(_, t)| t);
+            return match until.map(|t| t - self.claimed_at) {
+                Some(left) if left > chrono::TimeDelta::zero() => Err(JobError::snooze(
+                    left.to_std().unwrap_or(std::time::Duration::ZERO),
+                )),
+                _ => Ok(()),
+            };
+        }
+        let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        self.record(&step, serde_json::json!({ "sleep_ms": ms }))
+            .await?;
+        Err(JobError::snooze(duration))
+    }
+
+    /// A step recorded before (or by) this run, marking `name` used in this run: a name
+    /// used twice in one run is a [`JobError::Discard`].
+    async fn recorded_step(&self, name: &str) -> Result<Option<docket_core::StepRecord>, JobError> {
+        let mut st = self.run_steps.lock().await;
+        if !st.used.insert(name.to_string()) {
+            return Err(JobError::discard(format!(
+                "step {name:?} is used twice in one run: step names are unique within a job"
+            )));
+        }
+        if st.recorded.is_none() {
+            let loaded = self.steps.load(self.id).await.map_err(|e| {
+                JobError::retry(format!("the job's recorded steps could not be read: {e}"))
+            })?;
+            st.recorded = Some(loaded.into_iter().map(|s| (s.name.clone(), s)).collect());
+        }
+        Ok(st.recorded.as_ref().and_then(|r| r.get(name)).cloned())
+    }
+
+    /// Records step `name` under this claim: the value as recorded (an earlier record of
+    /// the name wins) and whether this call wrote it. A lost claim stops the job.
+    async fn record(
+        &self,
+        name: &str,
+        v: serde_json::Value,
+    ) -> Result<(serde_json::Value, bool), JobError> {
         let lease = docket_core::Lease {
             id: self.id,
             attempt: self.fence,
@@ -164,13 +214,17 @@ impl JobContext {
             Ok(r) => {
                 let value = if r.written { v } else { r.output };
                 if let Some(rec) = self.run_steps.lock().await.recorded.as_mut() {
-                    rec.insert(name.to_string(), value.clone());
+                    rec.insert(
+                        name.to_string(),
+                        docket_core::StepRecord {
+                            name: name.to_string(),
+                            attempt: self.fence,
+                            output: value.clone(),
+                            recorded_at: self.claimed_at,
+                        },
+                    );
                 }
-                if r.written {
-                    Ok(out)
-                } else {
-                    decode(value)
-                }
+                Ok((value, r.written))
             }
             Err(docket_core::StoreError::LeaseLost(lost)) => {
                 self.entry.stop(StopReason::LeaseLost);

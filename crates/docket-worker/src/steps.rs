@@ -39,7 +39,7 @@ impl<S: Store> StepStore for S {
 #[derive(Debug, Default)]
 pub(crate) struct RunSteps {
     /// The steps recorded before this run (or by it), by name; loaded at the first step.
-    pub recorded: Option<HashMap<String, serde_json::Value>>,
+    pub recorded: Option<HashMap<String, StepRecord>>,
     /// The names this run has used (a name may be used once per run).
     pub used: HashSet<String>,
 }

@@ -329,6 +329,68 @@ where
     assert!(msg.contains("used twice"), "{msg}");
 }
 
+async fn a_durable_sleep_parks_the_job_until_its_time<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = put(&s, "sleepy", json!({})).await;
+    let runs: Arc<[AtomicUsize; 2]> = Arc::new(Default::default());
+    let mut reg = registry::<H::S>();
+    let r = runs.clone();
+    reg.register_fn("sleepy", move |_, ctx: JobContext| {
+        let r = r.clone();
+        async move {
+            ctx.step("a", || async {
+                r[0].fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .await?;
+            ctx.sleep("cool-off", Duration::from_secs(3600)).await?;
+            ctx.step("b", || async {
+                r[1].fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .await?;
+            ctx.set_output(&"woke")?;
+            Ok(())
+        }
+    });
+    let s2 = s.clone();
+    let report = run_until(s.clone(), config(), reg, async move {
+        // Parked: pending, sleeping for an hour, holding no slot.
+        loop {
+            let w = s2.why(id).await.unwrap();
+            if let Some(Gate::Sleeping { name, in_s, .. }) = w.gates.first() {
+                assert_eq!(name, "cool-off");
+                assert!(*in_s > 3500.0, "{in_s}");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let rec = s2.get(id).await.unwrap();
+        assert_eq!((rec.state, rec.runs()), (JobState::Pending, 0), "{rec:?}");
+        // The hour passes (every time of the store moves back): it runs again, from the top.
+        h.advance(Duration::from_secs(3601)).await;
+        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Succeeded) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(report.metrics.snoozed, 1, "{report:?}");
+    let counts: Vec<usize> = runs.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert_eq!(counts, [1, 1], "a recorded step ran again");
+    assert_eq!(
+        s.output::<String>(id).await.unwrap().as_deref(),
+        Some("woke")
+    );
+    let rec = s.get(id).await.unwrap();
+    assert_eq!(rec.runs(), 1, "the sleep spent no attempt: {rec:?}");
+    assert!(rec.errors.is_empty(), "{:?}", rec.errors);
+}
+
 macro_rules! per_engine {
     ($($engine:ident: $h:ty),*) => {
         $(
@@ -353,6 +415,11 @@ macro_rules! per_engine {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn recorded_steps_are_not_run_again() {
                     super::recorded_steps_are_not_run_again::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_durable_sleep_parks_the_job_until_its_time() {
+                    super::a_durable_sleep_parks_the_job_until_its_time::<$h>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

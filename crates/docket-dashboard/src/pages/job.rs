@@ -50,9 +50,12 @@ pub async fn page<S: Store>(
     };
     let scheduled = j.state == JobState::Pending
         && why.as_ref().is_some_and(|w| {
-            w.gates
-                .iter()
-                .any(|g| matches!(g, docket_core::Gate::ScheduledLater { .. }))
+            w.gates.iter().any(|g| {
+                matches!(
+                    g,
+                    docket_core::Gate::ScheduledLater { .. } | docket_core::Gate::Sleeping { .. }
+                )
+            })
         });
     let act = |a: &str| format!("/jobs/{}/{a}", j.id);
     let body = html! {

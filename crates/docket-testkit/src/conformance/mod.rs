@@ -119,6 +119,7 @@ macro_rules! conformance_suite {
             outputs::an_output_over_the_cap_writes_nothing,
             outputs::progress_is_written_only_under_the_claim,
             steps::steps_are_recorded_once_under_the_claim,
+            steps::why_names_a_durable_sleep,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -108,3 +108,47 @@ pub async fn steps_are_recorded_once_under_the_claim<H: Harness>(h: &H) {
         "a live job keeps its steps"
     );
 }
+
+/// A job parked by a durable sleep (its sleep recorded as a step, then snoozed for the
+/// sleep's length) is named as sleeping by `why`; a plain snooze stays "scheduled for later".
+pub async fn why_names_a_durable_sleep<H: Harness>(h: &H) {
+    let s = h.store();
+    let sleeper = put(s, job("q")).await;
+    let snoozer = put(s, job("q")).await;
+    let c = claim(s, "q", 2, "w", LONG).await;
+    for j in &c {
+        if j.id == sleeper {
+            let step = docket_core::steps::sleep_step("cool-off");
+            let r = s
+                .record_step("w", lease(j), &step, &json!({"sleep_ms": 90_000}))
+                .await
+                .unwrap();
+            assert!(r.written);
+        }
+        let out = s
+            .snooze_many(
+                "w",
+                &[Snooze {
+                    lease: lease(j),
+                    delay: Duration::from_secs(90),
+                }],
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.applied.len(), 1);
+    }
+    let w = s.why(sleeper).await.unwrap();
+    match w.gates.as_slice() {
+        [Gate::Sleeping { name, in_s, .. }, ..] => {
+            assert_eq!(name, "cool-off");
+            assert!((60.0..=90.0).contains(in_s), "{in_s}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(w.gates[0].describe("q").starts_with("sleeping until"));
+    let w = s.why(snoozer).await.unwrap();
+    assert!(
+        matches!(w.gates.first(), Some(Gate::ScheduledLater { .. })),
+        "{w:?}"
+    );
+}

@@ -13,6 +13,7 @@ fn gates_of(r: &WhyReport) -> Vec<&'static str> {
         .map(|g| match g {
             Gate::NotPending { .. } => "not_pending",
             Gate::ScheduledLater { .. } => "scheduled_later",
+            Gate::Sleeping { .. } => "sleeping",
             Gate::QueuePaused { .. } => "queue_paused",
             Gate::QueueFull { .. } => "queue_full",
             Gate::QueueRateEmpty { .. } => "queue_rate_empty",
