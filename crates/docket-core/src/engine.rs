@@ -105,6 +105,16 @@ pub trait InTransaction: Store {
         job: &NewJob,
     ) -> impl Future<Output = Result<Enqueued>> + Send;
 
+    /// Sends a signal inside the caller's transaction on `conn` (as [`Store::signal`]): it
+    /// exists, and wakes its job, iff the transaction commits.
+    fn signal_in(
+        &self,
+        conn: &mut Self::Conn,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> impl Future<Output = Result<crate::SignalSent>> + Send;
+
     /// The args of every job of `kind` the transaction on `conn` has enqueued so far (for
     /// tests that assert what a request enqueued before it commits).
     fn enqueued_in(

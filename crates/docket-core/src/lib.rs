@@ -19,6 +19,7 @@
 //! - [`output`]: a handler's result, stored by the fenced completion and kept for a window.
 //! - [`progress`]: a running job's reported progress, written with its heartbeat.
 //! - [`steps`]: memoized steps, recorded once per job under the claim's fence.
+//! - [`signals`]: signals a job waits for, parked, and the fenced park.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -36,6 +37,7 @@ pub mod output;
 pub mod periodic;
 pub mod progress;
 pub mod redact;
+pub mod signals;
 pub mod steps;
 pub mod store;
 pub mod validate;
@@ -53,6 +55,7 @@ pub use job::*;
 pub use output::{JobOutput, Output};
 pub use periodic::*;
 pub use progress::{JobProgress, Progress};
+pub use signals::{Park, SignalSent};
 pub use steps::{StepRecord, StepRecorded};
 pub use store::*;
 pub use validate::Limits;

@@ -146,6 +146,34 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// no longer exists).
     fn job_steps(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::StepRecord>>> + Send;
 
+    /// Parks claimed jobs waiting for a signal (fenced as [`Store::snooze_many`], the budget
+    /// given back the same way): pending until `delay` has passed, or at once when the
+    /// signal has already arrived. The park and [`Store::signal`] lock the job's row first,
+    /// so one of them always sees the other.
+    fn park_many(
+        &self,
+        owner: &str,
+        parks: &[crate::Park],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Sends signal `name` with `payload` to job `id`: kept until its wait reads it (sent
+    /// before the wait, it is found at once); a repeat of (job, name) changes nothing; a job
+    /// parked waiting for it is woken. `NotFound` for a missing job and `WrongState` for a
+    /// finished one, with nothing written.
+    fn signal(
+        &self,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> impl Future<Output = Result<crate::SignalSent>> + Send;
+
+    /// The payload of signal `name` sent to job `id`, if one was.
+    fn job_signal(
+        &self,
+        id: JobId,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>>> + Send;
+
     /// Records running jobs' progress (fenced as [`Store::heartbeat`]: a stale attempt
     /// writes nothing; the lease is not extended). Reports are checked first
     /// ([`crate::progress::check`]); an invalid one fails the batch and writes nothing.

@@ -22,6 +22,13 @@ pub enum Gate {
         until: DateTime<Utc>,
         in_s: f64,
     },
+    /// Its handler parked it waiting for signal `name` (`ctx.wait_signal`) since `since`;
+    /// it runs at `timeout_at` without one.
+    WaitingForSignal {
+        name: String,
+        since: DateTime<Utc>,
+        timeout_at: DateTime<Utc>,
+    },
     /// Its queue is paused.
     QueuePaused { since: DateTime<Utc> },
     /// Its queue runs as many jobs as its `max_running` allows.
@@ -62,23 +69,33 @@ pub enum Gate {
     BehindInQueue { ahead: i64 },
 }
 
-/// Names a durable sleep where the report only says "scheduled for later": when the job's
-/// most recent step is a sleep (`ctx.sleep` records one, then parks the job until it ends).
+/// Names a park where the report only says "scheduled for later": when the job's most
+/// recent step is a durable sleep (`ctx.sleep` records one, then parks the job until it
+/// ends) or a wait for a signal (`ctx.wait_signal`, parked until the signal or its timeout).
 /// Every engine's `why` applies it to the job's steps.
 pub fn name_sleep(report: &mut WhyReport, steps: &[crate::StepRecord]) {
     let Some(last) = steps.iter().max_by_key(|s| s.recorded_at) else {
         return;
     };
-    let Some((name, _)) = crate::steps::sleep_of(last) else {
-        return;
-    };
+    let wait = last
+        .name
+        .strip_prefix(crate::steps::RESERVED_PREFIX)
+        .and_then(|n| n.strip_prefix("wait:"));
     for g in &mut report.gates {
         if let Gate::ScheduledLater { run_at, in_s } = g {
-            *g = Gate::Sleeping {
-                name: name.to_string(),
-                until: *run_at,
-                in_s: *in_s,
-            };
+            if let Some((name, _)) = crate::steps::sleep_of(last) {
+                *g = Gate::Sleeping {
+                    name: name.to_string(),
+                    until: *run_at,
+                    in_s: *in_s,
+                };
+            } else if let Some(name) = wait {
+                *g = Gate::WaitingForSignal {
+                    name: name.to_string(),
+                    since: last.recorded_at,
+                    timeout_at: *run_at,
+                };
+            }
         }
     }
 }
@@ -122,6 +139,16 @@ impl Gate {
                 time(until),
                 human_secs(*in_s),
                 crate::validate::visible(name)
+            ),
+            Gate::WaitingForSignal {
+                name,
+                since,
+                timeout_at,
+            } => format!(
+                "waiting for signal {} since {}, timing out at {}",
+                crate::validate::visible(name),
+                time(since),
+                time(timeout_at)
             ),
             Gate::QueuePaused { since } => format!("queue {q} is paused (since {})", time(since)),
             Gate::QueueFull {

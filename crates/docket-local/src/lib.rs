@@ -25,6 +25,7 @@ pub mod exec;
 pub mod inspect;
 pub mod outputs;
 pub mod rows;
+pub mod signals;
 pub mod sqltext;
 pub mod steps;
 pub mod writes;
@@ -140,6 +141,13 @@ macro_rules! store_impl {
                         name: &str => name.to_owned(), output: &$crate::serde_json::Value => output.clone())
                 -> $crate::core::StepRecorded = $crate::steps::record_step;
             job_steps(id: $crate::core::JobId) -> Vec<$crate::core::StepRecord> = $crate::steps::job_steps;
+            park_many(owner: &str => owner.to_owned(), parks: &[$crate::core::Park] => parks.to_vec())
+                -> $crate::core::BatchOutcome = $crate::signals::park_many;
+            signal(id: $crate::core::JobId, name: &str => name.to_owned(),
+                   payload: &$crate::serde_json::Value => payload.clone())
+                -> $crate::core::SignalSent = $crate::signals::signal;
+            job_signal(id: $crate::core::JobId, name: &str => name.to_owned())
+                -> Option<$crate::serde_json::Value> = $crate::signals::job_signal;
             progress_many(owner: &str => owner.to_owned(), reports: &[$crate::core::Progress] => reports.to_vec())
                 -> $crate::core::BatchOutcome = $crate::outputs::progress_many;
             release_many(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec())

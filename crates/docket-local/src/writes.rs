@@ -358,7 +358,8 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
             }
         }
     }
-    report.steps = crate::steps::prune_steps(e, batch).await?;
+    report.steps = crate::steps::prune_steps(e, batch).await?
+        + crate::signals::prune_signals(e, batch).await?;
     Ok(report)
 }
 
@@ -390,7 +391,7 @@ pub async fn list<E: Engine>(e: &E, filter: &JobFilter) -> Result<Vec<JobRecord>
 
 /// (state, attempt, queue, unique key, the row) of job `id`, locked where the engine locks
 /// rows, or `NotFound`.
-async fn job_state<C: Conn>(
+pub(crate) async fn job_state<C: Conn>(
     c: &mut C,
     id: JobId,
 ) -> Result<(JobState, i32, String, Option<String>, Row)> {

@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0004_progress.sql"),
     ),
     (5, "steps", include_str!("../migrations/0005_steps.sql")),
+    (6, "signals", include_str!("../migrations/0006_signals.sql")),
 ];
 
 /// The newest version.

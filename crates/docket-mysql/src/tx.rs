@@ -126,6 +126,19 @@ impl InTransaction for MySqlStore {
         tx.rollback().await
     }
 
+    async fn signal_in(
+        &self,
+        conn: &mut MySqlTx,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        let mut c = Caller(conn.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        let (sent, _) = docket_local::signals::signal_on(&mut c, now, id, name, payload).await?;
+        Ok(sent)
+    }
+
     async fn enqueue_in(&self, conn: &mut MySqlTx, job: &NewJob) -> Result<Enqueued> {
         conn.enqueue(job).await
     }

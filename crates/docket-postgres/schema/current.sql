@@ -13,6 +13,16 @@ CREATE TABLE {{schema}}._sqlx_migrations (
 );
 ALTER TABLE {{schema}}._sqlx_migrations ADD CONSTRAINT _sqlx_migrations_pkey PRIMARY KEY (version);
 
+CREATE TABLE {{schema}}.job_signals (
+    job_id bigint NOT NULL,
+    name text NOT NULL,
+    payload jsonb NOT NULL,
+    sent_at timestamp with time zone NOT NULL DEFAULT statement_timestamp()
+);
+ALTER TABLE {{schema}}.job_signals ADD CONSTRAINT job_signals_name_bounded CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 128)));
+ALTER TABLE {{schema}}.job_signals ADD CONSTRAINT job_signals_payload_bounded CHECK ((octet_length((payload)::text) <= 1048576));
+ALTER TABLE {{schema}}.job_signals ADD CONSTRAINT job_signals_pkey PRIMARY KEY (job_id, name);
+
 CREATE TABLE {{schema}}.job_steps (
     job_id bigint NOT NULL,
     name text NOT NULL,
@@ -1033,6 +1043,35 @@ AS $function$
     SELECT hashtext(current_schema() || '/' || p_what)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.park_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_signals text[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    -- The rows first, in id order: a signal() that holds one commits before the next
+    -- statement's snapshot, which then sees its signal.
+    SELECT 1 FROM jobs AS j WHERE j.id = ANY(p_ids) ORDER BY j.id FOR UPDATE;
+    UPDATE jobs AS j
+    SET attempt = s.attempt,
+        state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        run_at = now() + CASE
+            WHEN EXISTS (SELECT 1 FROM job_signals AS g WHERE g.job_id = j.id AND g.name = s.signal)
+            THEN 0 ELSE greatest(s.delay_ms, 0) END * interval '1 millisecond',
+        max_attempts = j.max_attempts + 1,
+        released = j.released + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts, p_delays_ms, p_signals) AS s(id, attempt, delay_ms, signal)
+    WHERE j.id = s.id
+      AND j.attempt = s.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.progress_fenced(p_ids bigint[], p_attempts integer[], p_percents real[], p_messages text[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
@@ -1106,7 +1145,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.prune_steps(p_batch bigint)
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    -- Steps of jobs that no longer exist (completed by delete, pruned, never kept), bounded.
+    -- Steps and signals of jobs that no longer exist (completed by delete, pruned), bounded.
     WITH doomed AS (
         SELECT s.job_id, s.name
         FROM job_steps AS s
@@ -1117,8 +1156,18 @@ AS $function$
         DELETE FROM job_steps AS s USING doomed
         WHERE s.job_id = doomed.job_id AND s.name = doomed.name
         RETURNING 1
+    ), doomed_signals AS (
+        SELECT g.job_id, g.name
+        FROM job_signals AS g
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = g.job_id)
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone_signals AS (
+        DELETE FROM job_signals AS g USING doomed_signals
+        WHERE g.job_id = doomed_signals.job_id AND g.name = doomed_signals.name
+        RETURNING 1
     )
-    SELECT count(*) FROM gone
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_signals)
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.push_error(p_errors jsonb, p_entry jsonb)
@@ -1284,6 +1333,48 @@ AS $function$
     SET run_at = now()
     WHERE j.id = p_id AND j.state = 'pending' AND j.run_at > now()
     RETURNING j.queue
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.signal(p_id bigint, p_name text, p_payload jsonb)
+ RETURNS TABLE(new boolean, woke boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_state text;
+    v_queue text;
+    v_new integer;
+    v_woke integer;
+BEGIN
+    IF p_name IS NULL OR octet_length(p_name) NOT BETWEEN 1 AND 128 OR p_name ~ '[[:cntrl:]]'
+       OR p_name LIKE 'docket:%' THEN
+        RAISE EXCEPTION 'invalid signal name: 1 to 128 bytes, no control characters, not docket:...'
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_payload IS NULL OR octet_length(p_payload::text) > 1048576 THEN
+        RAISE EXCEPTION 'invalid signal payload: JSON of at most 1048576 bytes' USING ERRCODE = '22023';
+    END IF;
+    SELECT j.state, j.queue INTO v_state, v_queue FROM jobs AS j WHERE j.id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % not found', p_id USING ERRCODE = 'P0002';
+    END IF;
+    IF v_state IN ('succeeded', 'dead', 'cancelled') THEN
+        RAISE EXCEPTION 'job % is %: a signal is refused', p_id, v_state USING ERRCODE = '55000';
+    END IF;
+    INSERT INTO job_signals (job_id, name, payload) VALUES (p_id, p_name, p_payload)
+    ON CONFLICT (job_id, name) DO NOTHING;
+    GET DIAGNOSTICS v_new = ROW_COUNT;
+    UPDATE jobs AS j SET run_at = now()
+    WHERE j.id = p_id AND j.state = 'pending' AND j.run_at > now()
+      AND EXISTS (SELECT 1 FROM job_steps AS s WHERE s.job_id = p_id AND s.name = 'docket:wait:' || p_name)
+      AND NOT EXISTS (SELECT 1 FROM job_steps AS s WHERE s.job_id = p_id AND s.name = 'docket:signal:' || p_name);
+    GET DIAGNOSTICS v_woke = ROW_COUNT;
+    IF v_woke > 0 THEN
+        PERFORM pg_notify(current_schema() || '_wakeup', v_queue);
+    END IF;
+    RETURN QUERY SELECT v_new = 1, v_woke = 1;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.skip_job(p_id bigint)

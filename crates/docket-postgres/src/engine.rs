@@ -199,6 +199,16 @@ impl InTransaction for PgStore {
         tx.rollback().await.map_err(db_err)
     }
 
+    async fn signal_in(
+        &self,
+        conn: &mut PgConnection,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        self.signal_on(conn, id, name, payload).await
+    }
+
     async fn enqueue_in(&self, conn: &mut PgConnection, job: &NewJob) -> Result<Enqueued> {
         self.enqueue_tx(conn, job).await
     }

@@ -60,6 +60,7 @@ impl Roles {
 
 const ENQUEUE: &str =
     "enqueue(text, text, jsonb, smallint, timestamptz, integer, text, jsonb, text, text)";
+const SIGNAL: &str = "signal(bigint, text, jsonb)";
 const ENQUEUE_JOBS: &str = "enqueue_jobs(text[], text[], jsonb[], smallint[], timestamptz[], bigint[], integer[], text[], jsonb[], bigint[], bigint[], text[], text[])";
 
 /// The grant script for `schema`: creates the group roles when missing (NOLOGIN), revokes
@@ -88,7 +89,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA \"{s}\" FROM PUBLIC;
 GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
 -- Application: enqueue through the validating definer functions, nothing else.
 REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
-GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS} TO \"{a}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL} TO \"{a}\";
 -- Worker: the runtime's reads and writes; a job row only through the functions that are
 -- the state machine's transitions (claim, the fenced completions, reap, prune, controls:
 -- migration 0016), never by a statement of its own.
@@ -97,8 +98,9 @@ GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
 {keep_jobs}-- The record of key hand-overs is written by the key-release trigger only (migration 0017).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".key_handovers FROM \"{w}\";
--- A step is recorded only through the fenced record_step() (migration 0019).
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps FROM \"{w}\";
+-- A step is recorded only through the fenced record_step(), a signal only through signal()
+-- (migration 0019).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps, \"{s}\".job_signals FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";

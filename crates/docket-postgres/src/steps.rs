@@ -1,11 +1,12 @@
-//! Memoized steps on PostgreSQL: the fenced record (`record_step()`, migration 0019), the
-//! read, and the pruning of steps whose job is gone.
+//! Memoized steps, signals and parks on PostgreSQL (migration 0019): the fenced record
+//! (`record_step()`), the read, the fenced park (`park_fenced()`), sending a signal
+//! (`signal()`), and the pruning of steps and signals whose job is gone.
 
 use docket_core::output::{check, MAX_OUTPUT_BYTES};
 use docket_core::*;
 use sqlx::{PgConnection, Row};
 
-use crate::errors::db_err;
+use crate::errors::{db_err, sqlstate};
 use crate::store::PgStore;
 
 impl PgStore {
@@ -65,8 +66,111 @@ impl PgStore {
             .collect()
     }
 
-    /// Deletes step records of jobs that no longer exist, `batch` at a time until none is
-    /// left; returns how many.
+    pub(crate) async fn park_many_impl(&self, owner: &str, parks: &[Park]) -> Result<BatchOutcome> {
+        if parks.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let sorted = docket_core::signals::sorted_parks(parks)?;
+        let leases: Vec<Lease> = sorted.iter().map(|p| p.lease).collect();
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().park_many)
+                    .bind(sorted.iter().map(|p| p.lease.id.0).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|p| p.lease.attempt).collect::<Vec<_>>())
+                    .bind(
+                        sorted
+                            .iter()
+                            .map(|p| crate::store::ms(p.delay))
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(sorted.iter().map(|p| p.signal.clone()).collect::<Vec<_>>())
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        self.fenced(&leases, rows).await
+    }
+
+    /// Sends a signal on `conn` (the caller's transaction, or one of the store's own).
+    pub(crate) async fn signal_on(
+        &self,
+        conn: &mut PgConnection,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        docket_core::signals::check(name, payload)?;
+        let r = self
+            .query(&self.queries().signal)
+            .bind(id.0)
+            .bind(name)
+            .bind(payload)
+            .fetch_one(&mut *conn)
+            .await;
+        match r {
+            Ok(r) => Ok(SignalSent {
+                new: r.try_get("new").map_err(db_err)?,
+                woke: r.try_get("woke").map_err(db_err)?,
+            }),
+            Err(e) => match sqlstate(&e).as_deref() {
+                Some("P0002") => Err(StoreError::NotFound(id)),
+                Some("55000") => {
+                    // Finished: say in which state (read outside the failed transaction).
+                    let state = self.output_impl(id).await.map(|o| o.state)?;
+                    Err(StoreError::WrongState {
+                        id,
+                        state,
+                        op: "signal",
+                    })
+                }
+                _ => Err(db_err(e)),
+            },
+        }
+    }
+
+    pub(crate) async fn signal_impl(
+        &self,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        let mut tx = self.pool().begin().await.map_err(db_err)?;
+        let sent = self.signal_on(&mut tx, id, name, payload).await;
+        match sent {
+            Ok(s) => {
+                tx.commit().await.map_err(db_err)?;
+                Ok(s)
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) async fn job_signal_impl(
+        &self,
+        id: JobId,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>> {
+        let row = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().job_signal)
+                    .bind(id.0)
+                    .bind(name)
+                    .fetch_optional(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        row.map(|r| r.try_get("payload").map_err(db_err))
+            .transpose()
+    }
+
+    /// Deletes step and signal records of jobs that no longer exist, `batch` at a time until
+    /// none is left; returns how many.
     pub(crate) async fn prune_steps(&self, batch: i64) -> Result<u64> {
         let mut total = 0;
         loop {

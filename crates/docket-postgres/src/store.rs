@@ -512,6 +512,23 @@ impl Store for PgStore {
         self.job_steps_impl(id).await
     }
 
+    async fn park_many(&self, owner: &str, parks: &[Park]) -> Result<BatchOutcome> {
+        self.park_many_impl(owner, parks).await
+    }
+
+    async fn signal(
+        &self,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        self.signal_impl(id, name, payload).await
+    }
+
+    async fn job_signal(&self, id: JobId, name: &str) -> Result<Option<serde_json::Value>> {
+        self.job_signal_impl(id, name).await
+    }
+
     async fn progress_many(&self, owner: &str, reports: &[Progress]) -> Result<BatchOutcome> {
         self.progress_many_impl(owner, reports).await
     }

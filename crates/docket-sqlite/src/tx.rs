@@ -127,6 +127,19 @@ impl InTransaction for SqliteStore {
         tx.rollback().await
     }
 
+    async fn signal_in(
+        &self,
+        conn: &mut SqliteConnection,
+        id: JobId,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<SignalSent> {
+        let mut c = crate::exec::Caller(conn);
+        let now: i64 = c.scalar("now", args![]).await?;
+        let (sent, _) = docket_local::signals::signal_on(&mut c, now, id, name, payload).await?;
+        Ok(sent)
+    }
+
     async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
         self.enqueue_tx(conn, job).await
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_core::{BatchOutcome, Failure, Lease, Output, Snooze, Store, StoreError};
+use docket_core::{BatchOutcome, Failure, Lease, Output, Park, Snooze, Store, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
@@ -25,6 +25,8 @@ pub enum Completion {
     Complete(Lease),
     /// Succeeded with an output (kept with the job, never completed by delete).
     Output(Output),
+    /// Parked waiting for a signal (a snooze that the signal cuts short).
+    Park(Park),
     /// Failed (retry, discard or cancel).
     Fail(Failure),
     /// Snoozed.
@@ -40,6 +42,7 @@ impl Completion {
             Completion::Fail(f) => f.lease,
             Completion::Snooze(s) => s.lease,
             Completion::Output(o) => o.lease,
+            Completion::Park(p) => p.lease,
         }
     }
 }
@@ -174,7 +177,7 @@ impl<S: Store> Completer<S> {
     }
 
     async fn write_batch(&self, batch: &[Completion]) {
-        let mut groups: [Vec<Completion>; 5] = Default::default();
+        let mut groups: [Vec<Completion>; 6] = Default::default();
         for c in batch {
             let i = match c {
                 Completion::Complete(_) => 0,
@@ -182,6 +185,7 @@ impl<S: Store> Completer<S> {
                 Completion::Snooze(_) => 2,
                 Completion::Release(_) => 3,
                 Completion::Output(_) => 4,
+                Completion::Park(_) => 5,
             };
             groups[i].push(c.clone());
         }
@@ -236,6 +240,16 @@ impl<S: Store> Completer<S> {
                     .collect();
                 self.store.complete_outputs(owner, &v).await
             }
+            Some(Completion::Park(_)) => {
+                let v: Vec<Park> = items
+                    .iter()
+                    .filter_map(|c| match c {
+                        Completion::Park(p) => Some(p.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.store.park_many(owner, &v).await
+            }
             None => Ok(BatchOutcome::default()),
         }
     }
@@ -244,7 +258,7 @@ impl<S: Store> Completer<S> {
         match items.first() {
             Some(Completion::Complete(_) | Completion::Output(_)) => "complete",
             Some(Completion::Fail(_)) => "fail",
-            Some(Completion::Snooze(_)) => "snooze",
+            Some(Completion::Snooze(_) | Completion::Park(_)) => "snooze",
             _ => "release",
         }
     }

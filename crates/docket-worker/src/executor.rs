@@ -108,6 +108,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         entry: entry.clone(),
         claimed_at: job.lease_expires_at
             - chrono::TimeDelta::from_std(shared.config.lease).unwrap_or_default(),
+        park: Default::default(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");
@@ -127,6 +128,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     let started = std::time::Instant::now();
     // The handler records its output here (`set_output`); it is written with the success.
     let output = ctx.output.clone();
+    // And the signal a snooze waits for (`wait_signal`): the snooze is then a park.
+    let park = ctx.park.clone();
     let (attempt, max_attempts) = (job.attempt, job.max_attempts);
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
@@ -161,7 +164,17 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         p.record(ran);
     }
     let output = output.lock().expect("poisoned").take();
-    let completion = outcome(&shared, &entry, lease, ended, max_runtime, output);
+    let completion = match outcome(&shared, &entry, lease, ended, max_runtime, output) {
+        Some(Completion::Snooze(s)) => match park.lock().expect("poisoned").take() {
+            Some(signal) => Some(Completion::Park(docket_core::Park {
+                lease: s.lease,
+                delay: s.delay,
+                signal,
+            })),
+            None => Some(Completion::Snooze(s)),
+        },
+        other => other,
+    };
     match completion {
         Some(c) => {
             let t = &shared.telemetry;
@@ -179,7 +192,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
 fn outcome_of(c: &Completion, attempt: i32, max_attempts: i32) -> Outcome {
     match c {
         Completion::Complete(_) | Completion::Output(_) => Outcome::Succeeded,
-        Completion::Snooze(_) => Outcome::Snoozed,
+        Completion::Snooze(_) | Completion::Park(_) => Outcome::Snoozed,
         Completion::Release(_) => Outcome::Released,
         Completion::Fail(f) => match f.class {
             FailureClass::Retry if attempt < max_attempts => Outcome::Retried,

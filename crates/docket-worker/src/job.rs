@@ -59,6 +59,18 @@ pub struct JobContext {
     /// When this claim was made, on the database's clock (its lease's expiry less the
     /// lease): durable sleeps are judged against it.
     pub(crate) claimed_at: chrono::DateTime<chrono::Utc>,
+    /// The signal a park waits for (`wait_signal`): the snooze it returns is written as a
+    /// park, due at once if the signal arrives before the park is written.
+    pub(crate) park: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// What a wait for a signal ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal<T> {
+    /// The signal arrived, with this payload.
+    Received(T),
+    /// The timeout passed first.
+    TimedOut,
 }
 
 impl fmt::Debug for dyn crate::steps::StepStore {
@@ -179,6 +191,82 @@ impl JobContext {
         self.record(&step, serde_json::json!({ "sleep_ms": ms }))
             .await?;
         Err(JobError::snooze(duration))
+    }
+
+    /// Waits for signal `name` (sent with `store.signal(id, name, payload)`, `signal_in`
+    /// inside a transaction, SQL `docket.signal(...)`, `docket jobs signal` or the
+    /// dashboard) for up to `timeout`: parked meanwhile — pending, holding no slot, spending
+    /// no attempt — and run again from the top when it arrives or the timeout passes; a
+    /// signal sent before the wait is found at once. Call it with `?`: while the job must
+    /// wait it returns the park as an error, which ends this run.
+    ///
+    /// The answer — the payload, or [`Signal::TimedOut`] — is recorded as a step under this
+    /// claim, so the job resumes once per wait with one answer whatever runs it again. `name`
+    /// is unique within the job, like a step's; a payload that is not a `T` is a
+    /// [`JobError::Discard`]. `docket jobs why` says "waiting for signal S since T, timing
+    /// out at T'".
+    pub async fn wait_signal<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Signal<T>, JobError> {
+        use docket_core::signals::{answer_step, wait_step};
+        docket_core::steps::check_user_name(name).map_err(JobError::discard)?;
+        let timeout = timeout.min(docket_core::duration::MAX_DELAY);
+        let decode = |v: serde_json::Value| -> Result<Signal<T>, JobError> {
+            match v.get("signal") {
+                Some(p) => serde_json::from_value(p.clone())
+                    .map(Signal::Received)
+                    .map_err(|e| {
+                        JobError::discard(format!(
+                            "signal {name:?}: its payload does not decode as the type asked for: {e}"
+                        ))
+                    }),
+                None => Ok(Signal::TimedOut),
+            }
+        };
+        let answer = answer_step(name);
+        if let Some(rec) = self.recorded_step(&answer).await? {
+            return decode(rec.output);
+        }
+        let sent = self
+            .steps
+            .signal(self.id, name)
+            .await
+            .map_err(|e| JobError::retry(format!("signal {name:?} could not be read: {e}")))?;
+        if let Some(payload) = sent {
+            let (v, _) = self
+                .record(&answer, serde_json::json!({ "signal": payload }))
+                .await?;
+            return decode(v);
+        }
+        let wait = wait_step(name);
+        let left = match self.recorded_step(&wait).await? {
+            Some(rec) => {
+                let ms = rec
+                    .output
+                    .get("timeout_ms")
+                    .and_then(|v| v.as_i64())
+                    .unwrap_or(0);
+                let until = rec.recorded_at + chrono::TimeDelta::milliseconds(ms);
+                let left = until - self.claimed_at;
+                if left <= chrono::TimeDelta::zero() {
+                    let (v, _) = self
+                        .record(&answer, serde_json::json!({ "timed_out": true }))
+                        .await?;
+                    return decode(v);
+                }
+                left.to_std().unwrap_or(std::time::Duration::ZERO)
+            }
+            None => {
+                let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+                self.record(&wait, serde_json::json!({ "timeout_ms": ms }))
+                    .await?;
+                timeout
+            }
+        };
+        *self.park.lock().expect("poisoned") = Some(name.to_string());
+        Err(JobError::snooze(left))
     }
 
     /// A step recorded before (or by) this run, marking `name` used in this run: a name

@@ -48,7 +48,7 @@ pub mod worker;
 pub use config::{ConfigError, QueueConfig, WorkerConfig};
 pub use enqueue::{new_job, new_tx_job, EnqueueJob};
 pub use heartbeat::BeatReport;
-pub use job::{Job, JobContext, JobError, JobResult, StopReason, TxJob};
+pub use job::{Job, JobContext, JobError, JobResult, Signal, StopReason, TxJob};
 pub use outputs::{OutputError, Outputs};
 pub use registry::Registry;
 pub use worker::{RunReport, Shutdown, Worker, WorkerError};

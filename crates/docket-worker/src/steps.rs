@@ -17,6 +17,11 @@ pub(crate) trait StepStore: Send + Sync {
         name: &'a str,
         output: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<StepRecorded, StoreError>>;
+    fn signal<'a>(
+        &'a self,
+        id: JobId,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<serde_json::Value>, StoreError>>;
 }
 
 impl<S: Store> StepStore for S {
@@ -32,6 +37,14 @@ impl<S: Store> StepStore for S {
         output: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<StepRecorded, StoreError>> {
         Box::pin(self.record_step(owner, lease, name, output))
+    }
+
+    fn signal<'a>(
+        &'a self,
+        id: JobId,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<serde_json::Value>, StoreError>> {
+        Box::pin(self.job_signal(id, name))
     }
 }
 

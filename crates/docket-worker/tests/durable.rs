@@ -3,7 +3,9 @@
 //! although the worker deletes plain successes; an output over the configured bound ends the
 //! job dead with the reason; an in-transaction handler's output commits with its writes;
 //! progress a running handler reports reaches the job with the next heartbeat; a step
-//! recorded by one run is not run again by the next, and a name used twice fails the job.
+//! recorded by one run is not run again by the next, and a name used twice fails the job; a
+//! durable sleep parks the job until its time; a wait for a signal resumes once, with the
+//! signal or with its timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +13,8 @@ use std::time::Duration;
 use docket_core::*;
 use docket_testkit::conformance::{Harness, MySqlHarness, PgHarness, SqliteHarness};
 use docket_worker::{
-    JobContext, JobError, JobResult, OutputError, Outputs, Registry, RunReport, Shutdown, TxJob,
-    Worker, WorkerConfig,
+    JobContext, JobError, JobResult, OutputError, Outputs, Registry, RunReport, Shutdown, Signal,
+    TxJob, Worker, WorkerConfig,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -391,6 +393,88 @@ where
     assert!(rec.errors.is_empty(), "{:?}", rec.errors);
 }
 
+async fn a_wait_resumes_once_with_its_signal_or_its_timeout<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let signalled = put(&s, "approval", json!({})).await;
+    let timed_out = put(&s, "approval", json!({})).await;
+    let early = put(&s, "approval", json!({})).await;
+    // Sent before its job ever runs: found at once.
+    assert!(
+        s.signal(early, "approved", &json!("early"))
+            .await
+            .unwrap()
+            .new
+    );
+    let mut reg = registry::<H::S>();
+    reg.register_fn("approval", |_, ctx: JobContext| async move {
+        let answer = match ctx
+            .wait_signal::<String>("approved", Duration::from_secs(3600))
+            .await?
+        {
+            Signal::Received(by) => format!("approved by {by}"),
+            Signal::TimedOut => "timed out".to_string(),
+        };
+        ctx.set_output(&answer)?;
+        Ok(())
+    });
+    let s2 = s.clone();
+    let state = |id| {
+        let s2 = s2.clone();
+        async move { s2.job_output(id).await.map(|o| o.state).ok() }
+    };
+    let waiting = |id| {
+        let s2 = s2.clone();
+        async move {
+            matches!(
+                s2.why(id).await.unwrap().gates.first(),
+                Some(Gate::WaitingForSignal { .. })
+            )
+        }
+    };
+    let s3 = s.clone();
+    run_until(s.clone(), config(), reg, async move {
+        while !(waiting(signalled).await && waiting(timed_out).await) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sent = s3
+            .signal(signalled, "approved", &json!("ann"))
+            .await
+            .unwrap();
+        assert_eq!((sent.new, sent.woke), (true, true));
+        while state(signalled).await != Some(JobState::Succeeded) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The other one's hour passes.
+        h.advance(Duration::from_secs(3601)).await;
+        while state(timed_out).await != Some(JobState::Succeeded)
+            || state(early).await != Some(JobState::Succeeded)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let out = |id| {
+        let s = s.clone();
+        async move { s.output::<String>(id).await.unwrap().unwrap() }
+    };
+    assert_eq!(out(signalled).await, "approved by ann");
+    assert_eq!(out(timed_out).await, "timed out");
+    assert_eq!(out(early).await, "approved by early");
+    for id in [signalled, timed_out] {
+        let rec = s.get(id).await.unwrap();
+        assert_eq!(rec.runs(), 1, "the wait spent no attempt: {rec:?}");
+    }
+    // A late signal to a finished job is refused.
+    assert!(matches!(
+        s.signal(timed_out, "approved", &json!("late")).await,
+        Err(StoreError::WrongState { .. })
+    ));
+}
+
 macro_rules! per_engine {
     ($($engine:ident: $h:ty),*) => {
         $(
@@ -420,6 +504,11 @@ macro_rules! per_engine {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn a_durable_sleep_parks_the_job_until_its_time() {
                     super::a_durable_sleep_parks_the_job_until_its_time::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_wait_resumes_once_with_its_signal_or_its_timeout() {
+                    super::a_wait_resumes_once_with_its_signal_or_its_timeout::<$h>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

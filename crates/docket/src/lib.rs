@@ -72,8 +72,8 @@ pub use docket_sqlite as sqlite;
 pub use docket_sqlite::SqliteStore;
 pub use docket_worker::{
     new_job, new_tx_job, testing, ConfigError, EnqueueJob, Job, JobContext, JobError, JobResult,
-    OutputError, Outputs, QueueConfig, Registry, RunReport, Shutdown, StopReason, TxJob, Worker,
-    WorkerConfig, WorkerError,
+    OutputError, Outputs, QueueConfig, Registry, RunReport, Shutdown, Signal, StopReason, TxJob,
+    Worker, WorkerConfig, WorkerError,
 };
 
 /// The names an application uses all day: `use docket::prelude::*;`. Includes the [`Store`]

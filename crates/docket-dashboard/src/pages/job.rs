@@ -53,7 +53,9 @@ pub async fn page<S: Store>(
             w.gates.iter().any(|g| {
                 matches!(
                     g,
-                    docket_core::Gate::ScheduledLater { .. } | docket_core::Gate::Sleeping { .. }
+                    docket_core::Gate::ScheduledLater { .. }
+                        | docket_core::Gate::Sleeping { .. }
+                        | docket_core::Gate::WaitingForSignal { .. }
                 )
             })
         });

@@ -19,8 +19,8 @@
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
 //! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
 //! samples, audit), [`outputs`] (results stored by the fenced completion, kept for their
-//! window, bounded), [`steps`] (memoized steps recorded once, under the claim), and
-//! [`model`], the
+//! window, bounded), [`steps`] (memoized steps recorded once, under the claim), [`signals`]
+//! (signals wake parked jobs once, refused for finished ones), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
@@ -34,6 +34,7 @@ pub mod model;
 mod mysql;
 pub mod outputs;
 mod postgres;
+pub mod signals;
 mod sqlite;
 pub mod steps;
 pub mod why;
@@ -120,6 +121,7 @@ macro_rules! conformance_suite {
             outputs::progress_is_written_only_under_the_claim,
             steps::steps_are_recorded_once_under_the_claim,
             steps::why_names_a_durable_sleep,
+            signals::signals_wake_parked_jobs_once,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

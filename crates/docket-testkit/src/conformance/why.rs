@@ -14,6 +14,7 @@ fn gates_of(r: &WhyReport) -> Vec<&'static str> {
             Gate::NotPending { .. } => "not_pending",
             Gate::ScheduledLater { .. } => "scheduled_later",
             Gate::Sleeping { .. } => "sleeping",
+            Gate::WaitingForSignal { .. } => "waiting_for_signal",
             Gate::QueuePaused { .. } => "queue_paused",
             Gate::QueueFull { .. } => "queue_full",
             Gate::QueueRateEmpty { .. } => "queue_rate_empty",
