@@ -300,6 +300,21 @@ pub enum JobsCommand {
     Why(IdArgs),
     /// The output its handler recorded (`ctx.set_output`, or `work --exec --capture-output`).
     Output(OutputArgs),
+    /// Send a signal to a job (`ctx.wait_signal`): kept until its wait reads it, waking the
+    /// job if it is parked waiting for it; a repeat changes nothing.
+    Signal(SignalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SignalArgs {
+    pub id: i64,
+    /// The signal's name (1 to 128 bytes).
+    pub name: String,
+    /// Its payload, one JSON document (default null).
+    #[arg(long, allow_hyphen_values = true)]
+    pub payload: Option<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

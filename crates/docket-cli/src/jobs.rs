@@ -1,9 +1,9 @@
-//! `docket jobs list|show|retry|cancel|skip|why|output`.
+//! `docket jobs list|show|retry|cancel|skip|why|output|signal`.
 
 use comfy_table::Cell;
 use docket_core::{Gate, JobFilter, JobId, JobState, Store, WhyReport};
 
-use crate::cli::{exit, JobsCommand, OutputArgs};
+use crate::cli::{exit, JobsCommand, OutputArgs, SignalArgs};
 use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
@@ -96,8 +96,34 @@ async fn show_output(ctx: &impl Open, a: OutputArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `docket jobs signal ID NAME [--payload JSON] [--json]`.
+async fn send_signal(ctx: &impl Open, a: SignalArgs) -> anyhow::Result<()> {
+    let payload = match a.payload.as_deref() {
+        None => serde_json::Value::Null,
+        Some(p) => serde_json::from_str(p)
+            .map_err(|e| CliError::invalid(format!("--payload is not one JSON document: {e}")))?,
+    };
+    docket_core::signals::check(&a.name, &payload).map_err(|e| CliError::invalid(e.to_string()))?;
+    let store = Open::existing(ctx, 1).await?;
+    let id = JobId(a.id);
+    let sent = store.signal(id, &a.name, &payload).await?;
+    if a.json {
+        return output::json(
+            &serde_json::json!({"id": id, "name": a.name, "new": sent.new, "woke": sent.woke}),
+        );
+    }
+    let name = output::safe(&a.name);
+    match (sent.new, sent.woke) {
+        (false, _) => println!("job {id} already had signal {name}: nothing changed"),
+        (true, true) => println!("signal {name} sent to job {id}; it was waiting and runs now"),
+        (true, false) => println!("signal {name} sent to job {id}; its wait will find it"),
+    }
+    Ok(())
+}
+
 pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
     match cmd {
+        JobsCommand::Signal(a) => send_signal(ctx, a).await?,
         JobsCommand::Output(a) => show_output(ctx, a).await?,
         JobsCommand::List(a) => {
             let state = a

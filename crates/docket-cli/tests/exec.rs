@@ -394,3 +394,74 @@ async fn captured_stdout_is_the_output_only_when_it_is_one_bounded_json_document
         .unwrap();
     assert_eq!(code(&o), 5, "{}", err(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_signal_sends_once_from_the_cli_and_from_sql_and_refuses_finished_jobs() {
+    let db = TestDb::new().await;
+    let id = enqueue(&db, "{}").await;
+    let run = |args: Vec<String>| {
+        let o = docket(&db).args(&args).output().unwrap();
+        (code(&o), out(&o), err(&o))
+    };
+    let sig = |name: &str, payload: &str| {
+        vec![
+            "jobs".to_string(),
+            "signal".into(),
+            id.to_string(),
+            name.into(),
+            "--payload".into(),
+            payload.into(),
+        ]
+    };
+    let (c, o, e) = run(sig("approved", r#"{"by": "ann"}"#));
+    assert_eq!(c, 0, "{e}");
+    assert!(o.contains("signal approved sent to job"), "{o}");
+    let (c, o, _) = run(sig("approved", r#"{"by": "bob"}"#));
+    assert_eq!(c, 0);
+    assert!(o.contains("already had signal approved"), "{o}");
+    let (c, _, e) = run(sig("other", "{not json"));
+    assert_eq!(c, 5, "{e}");
+    let (c, _, e) = run(sig("docket:wait:x", "1"));
+    assert_eq!(c, 5, "{e}");
+    let (c, _, _) = run(vec!["jobs".into(), "signal".into(), "987654321".into(), "x".into()]);
+    assert_eq!(c, 4);
+    // From SQL, as any language would (the function `docket grant` gives the app role).
+    let (new, woke): (bool, bool) = sqlx::query_as(&format!(
+        "SELECT new, woke FROM {}.signal($1, 'via_sql', '2'::jsonb)",
+        db.schema
+    ))
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((new, woke), (true, false));
+    let names: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT name FROM {}.job_signals WHERE job_id = $1 ORDER BY name",
+        db.schema
+    ))
+    .bind(id)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(names, ["approved", "via_sql"]);
+    let payload: serde_json::Value = sqlx::query_scalar(&format!(
+        "SELECT payload FROM {}.job_signals WHERE job_id = $1 AND name = 'approved'",
+        db.schema
+    ))
+    .bind(id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(payload, serde_json::json!({"by": "ann"}), "the first is kept");
+    // Finished: refused from both, nothing written.
+    let (c, _, e) = run(vec!["jobs".into(), "cancel".into(), id.to_string()]);
+    assert_eq!(c, 0, "{e}");
+    let (c, _, e) = run(sig("late", "1"));
+    assert_eq!(c, 6, "{e}");
+    assert!(e.contains("cancelled"), "{e}");
+    let r = sqlx::query(&format!("SELECT * FROM {}.signal($1, 'late', '1')", db.schema))
+        .bind(id)
+        .execute(&db.pool)
+        .await;
+    assert!(format!("{r:?}").contains("a signal is refused"), "{r:?}");
+}

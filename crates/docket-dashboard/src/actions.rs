@@ -79,7 +79,8 @@ pub(crate) async fn audit<S: Store>(
     }
 }
 
-/// `POST /jobs/{id}/{retry|cancel|skip|run-now}`.
+/// `POST /jobs/{id}/{retry|cancel|skip|run-now|signal}` (a signal's form carries `name`
+/// and `payload`, JSON).
 pub async fn job<S: Store>(
     State(app): State<Arc<App<S>>>,
     Extension(Actor(actor)): Extension<Actor>,
@@ -87,14 +88,36 @@ pub async fn job<S: Store>(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if let Err(r) = FormData::checked(&app, &headers, &body) {
-        return *r;
-    }
+    let form = match FormData::checked(&app, &headers, &body) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
     let Ok(id) = id.parse::<i64>().map(JobId) else {
         return layout::bad_request(&app, "a job id is a number");
     };
     let s = &app.store;
+    let mut detail = serde_json::json!({});
+    if action == "signal" {
+        let Some(name) = form.get("name") else {
+            return layout::bad_request(&app, "a signal needs a name");
+        };
+        let payload = match form
+            .get("payload")
+            .map(serde_json::from_str::<serde_json::Value>)
+        {
+            None => serde_json::Value::Null,
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                return layout::bad_request(&app, &format!("the payload is not JSON: {e}"))
+            }
+        };
+        if let Err(e) = s.signal(id, name, &payload).await {
+            return layout::error(&app, &e);
+        }
+        detail = serde_json::json!({ "name": name });
+    }
     let done = match action.as_str() {
+        "signal" => Ok(()),
         "retry" => s.retry(id, 1).await.map(|_| ()),
         "cancel" => s.cancel(id).await.map(|_| ()),
         "skip" => s.skip(id).await.map(|_| ()),
@@ -109,7 +132,7 @@ pub async fn job<S: Store>(
         &actor,
         &format!("job.{action}"),
         format!("job {id}"),
-        serde_json::json!({}),
+        detail,
     )
     .await;
     app.poke();

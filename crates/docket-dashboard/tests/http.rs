@@ -311,11 +311,36 @@ async fn actions_need_the_csrf_token_and_leave_an_audit_entry() {
     .await;
     assert_eq!(r.status(), 409, "skip applies to dead jobs only");
 
+    // A signal: its payload must be JSON; sent, it is kept for the job's wait.
+    let r = post(
+        &c,
+        format!("{base}/jobs/{dead}/signal"),
+        format!("_csrf={token}&name=approved&payload=%7Bnot%20json"),
+    )
+    .await;
+    assert_eq!(r.status(), 400, "a payload that is not JSON");
+    assert_eq!(s.job_signal(dead, "approved").await.unwrap(), None);
+    let r = post(
+        &c,
+        format!("{base}/jobs/{dead}/signal"),
+        format!("_csrf={token}&name=approved&payload=%7B%22by%22%3A%22ann%22%7D"),
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(
+        s.job_signal(dead, "approved").await.unwrap(),
+        Some(json!({"by": "ann"}))
+    );
+
     let log = s.audit_log(10).await.unwrap();
     let actions: Vec<&str> = log.iter().map(|e| e.action.as_str()).collect();
-    assert_eq!(actions, vec!["job.retry", "queue.limits", "queue.pause"]);
+    assert_eq!(
+        actions,
+        vec!["job.signal", "job.retry", "queue.limits", "queue.pause"]
+    );
     assert!(log.iter().all(|e| e.actor == "local"));
     assert_eq!(log[0].target, format!("job {dead}"));
+    assert_eq!(log[0].detail, json!({"name": "approved"}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,7 +61,8 @@ BEGIN
         RAISE EXCEPTION 'job % not found', p_id USING ERRCODE = 'P0002';
     END IF;
     IF v_state IN ('succeeded', 'dead', 'cancelled') THEN
-        RAISE EXCEPTION 'job % is %: a signal is refused', p_id, v_state USING ERRCODE = '55000';
+        RAISE EXCEPTION 'job % is %: a signal is refused', p_id, v_state
+            USING ERRCODE = '55000', DETAIL = v_state;
     END IF;
     INSERT INTO job_signals (job_id, name, payload) VALUES (p_id, p_name, p_payload)
     ON CONFLICT (job_id, name) DO NOTHING;

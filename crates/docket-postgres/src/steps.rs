@@ -117,13 +117,22 @@ impl PgStore {
             Err(e) => match sqlstate(&e).as_deref() {
                 Some("P0002") => Err(StoreError::NotFound(id)),
                 Some("55000") => {
-                    // Finished: say in which state (read outside the failed transaction).
-                    let state = self.output_impl(id).await.map(|o| o.state)?;
-                    Err(StoreError::WrongState {
-                        id,
-                        state,
-                        op: "signal",
-                    })
+                    // Finished, in the state signal() gives as the error's detail.
+                    let detail = match &e {
+                        sqlx::Error::Database(d) => d
+                            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                            .and_then(|p| p.detail())
+                            .map(str::to_owned),
+                        _ => None,
+                    };
+                    match detail.as_deref().map(str::parse::<JobState>) {
+                        Some(Ok(state)) => Err(StoreError::WrongState {
+                            id,
+                            state,
+                            op: "signal",
+                        }),
+                        _ => Err(db_err(e)),
+                    }
                 }
                 _ => Err(db_err(e)),
             },

@@ -73,6 +73,21 @@ pub async fn page<S: Store>(
         @if !j.invalid.is_empty() {
             p.error { "This row was written around Docket's checks: " (j.invalid.join("; ")) }
         }
+        @if matches!(j.state, JobState::Pending | JobState::Running) && !app.opts.read_only {
+            @let waiting = why.as_ref().and_then(|w| w.gates.iter().find_map(|g| match g {
+                docket_core::Gate::WaitingForSignal { name, .. } => Some(name.clone()),
+                _ => None,
+            }));
+            details #signal open[waiting.is_some()] {
+                summary { "Send a signal" }
+                form method="post" action=(app.href(&act("signal"))) {
+                    (layout::csrf(&app))
+                    label { "name " input name="name" required maxlength="128" value=(waiting.unwrap_or_default()); }
+                    label { " payload (JSON) " input name="payload" value="null"; }
+                    " " button type="submit" { "Send" }
+                }
+            }
+        }
         @if let Some(w) = &why {
             h2 { "Why is it not running?" }
             @if w.next_up() {
