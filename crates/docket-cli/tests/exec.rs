@@ -423,7 +423,12 @@ async fn jobs_signal_sends_once_from_the_cli_and_from_sql_and_refuses_finished_j
     assert_eq!(c, 5, "{e}");
     let (c, _, e) = run(sig("docket:wait:x", "1"));
     assert_eq!(c, 5, "{e}");
-    let (c, _, _) = run(vec!["jobs".into(), "signal".into(), "987654321".into(), "x".into()]);
+    let (c, _, _) = run(vec![
+        "jobs".into(),
+        "signal".into(),
+        "987654321".into(),
+        "x".into(),
+    ]);
     assert_eq!(c, 4);
     // From SQL, as any language would (the function `docket grant` gives the app role).
     let (new, woke): (bool, bool) = sqlx::query_as(&format!(
@@ -452,16 +457,23 @@ async fn jobs_signal_sends_once_from_the_cli_and_from_sql_and_refuses_finished_j
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(payload, serde_json::json!({"by": "ann"}), "the first is kept");
+    assert_eq!(
+        payload,
+        serde_json::json!({"by": "ann"}),
+        "the first is kept"
+    );
     // Finished: refused from both, nothing written.
     let (c, _, e) = run(vec!["jobs".into(), "cancel".into(), id.to_string()]);
     assert_eq!(c, 0, "{e}");
     let (c, _, e) = run(sig("late", "1"));
     assert_eq!(c, 6, "{e}");
     assert!(e.contains("cancelled"), "{e}");
-    let r = sqlx::query(&format!("SELECT * FROM {}.signal($1, 'late', '1')", db.schema))
-        .bind(id)
-        .execute(&db.pool)
-        .await;
+    let r = sqlx::query(&format!(
+        "SELECT * FROM {}.signal($1, 'late', '1')",
+        db.schema
+    ))
+    .bind(id)
+    .execute(&db.pool)
+    .await;
     assert!(format!("{r:?}").contains("a signal is refused"), "{r:?}");
 }

@@ -72,6 +72,12 @@ pub enum Mutant {
     /// A step is recorded without the claim's check: a stale attempt's step is kept and a
     /// later run skips work nobody recorded under the claim.
     StepNoFence,
+    /// A wait does not keep its answer: a run after a timed-out wait (a retry) reads a
+    /// signal that came later, and the one park resumes twice with two answers.
+    SignalAnswerNotKept,
+    /// A signal wakes its job whatever the job waits for: a job parked on another signal
+    /// (or its timeout) runs early.
+    SignalWakesAny,
 }
 
 impl Mutant {
@@ -100,6 +106,8 @@ impl Mutant {
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
+        Mutant::SignalAnswerNotKept,
+        Mutant::SignalWakesAny,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -128,6 +136,8 @@ impl Mutant {
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",
+            Mutant::SignalAnswerNotKept => "signal_answer_not_kept",
+            Mutant::SignalWakesAny => "signal_wakes_any",
         }
     }
 
@@ -201,6 +211,11 @@ impl Mutant {
                 ("record_step", "AND j.attempt = p_attempt", ""),
                 ("record_step", FENCE, "AND j.state = 'running'"),
             ],
+            Mutant::SignalWakesAny => &[(
+                "signal",
+                "AND EXISTS (SELECT 1 FROM job_steps AS s WHERE s.job_id = p_id AND s.name = 'docket:wait:' || p_name)",
+                "",
+            )],
             // Both branches (ordering and concurrency keys): the edit replaces every match.
             Mutant::HandoverLost => &[(
                 "jobs_release_keys",

@@ -227,7 +227,9 @@ impl JobContext {
         };
         let answer = answer_step(name);
         if let Some(rec) = self.recorded_step(&answer).await? {
-            return decode(rec.output);
+            if !docket_core::mutants::active(docket_core::mutants::Mutant::SignalAnswerNotKept) {
+                return decode(rec.output);
+            }
         }
         let sent = self
             .steps
@@ -235,6 +237,9 @@ impl JobContext {
             .await
             .map_err(|e| JobError::retry(format!("signal {name:?} could not be read: {e}")))?;
         if let Some(payload) = sent {
+            if docket_core::mutants::active(docket_core::mutants::Mutant::SignalAnswerNotKept) {
+                return decode(serde_json::json!({ "signal": payload }));
+            }
             let (v, _) = self
                 .record(&answer, serde_json::json!({ "signal": payload }))
                 .await?;

@@ -475,6 +475,72 @@ where
     ));
 }
 
+async fn a_timed_out_wait_keeps_its_answer<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let id = s
+        .enqueue(
+            &NewJob::new("q", "answer_once", json!({})).backoff(Backoff {
+                base: Duration::from_secs(3600),
+                cap: Duration::from_secs(3600),
+            }),
+        )
+        .await
+        .unwrap()
+        .id;
+    let fails = Arc::new(AtomicUsize::new(0));
+    let mut reg = registry::<H::S>();
+    let f = fails.clone();
+    reg.register_fn("answer_once", move |_, ctx: JobContext| {
+        let f = f.clone();
+        async move {
+            let answer = match ctx
+                .wait_signal::<String>("approved", Duration::from_secs(3600))
+                .await?
+            {
+                Signal::Received(by) => format!("approved by {by}"),
+                Signal::TimedOut => "timed out".to_string(),
+            };
+            // Fails once after the answer: the retry must get the same answer.
+            if f.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(JobError::retry("after the wait"));
+            }
+            ctx.set_output(&answer)?;
+            Ok(())
+        }
+    });
+    let s2 = s.clone();
+    run_until(s.clone(), config(), reg, async move {
+        while !matches!(
+            s2.why(id).await.unwrap().gates.first(),
+            Some(Gate::WaitingForSignal { .. })
+        ) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        h.advance(Duration::from_secs(3601)).await;
+        while s2.get(id).await.unwrap().errors.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Answered (timed out) and failed after: a signal now is kept but wakes nothing.
+        let sent = s2.signal(id, "approved", &json!("ann")).await.unwrap();
+        assert_eq!((sent.new, sent.woke), (true, false));
+        h.advance(Duration::from_secs(3601)).await;
+        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Succeeded) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        s.output::<String>(id).await.unwrap().as_deref(),
+        Some("timed out"),
+        "one wait, one answer"
+    );
+}
+
 macro_rules! per_engine {
     ($($engine:ident: $h:ty),*) => {
         $(
@@ -509,6 +575,11 @@ macro_rules! per_engine {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn a_wait_resumes_once_with_its_signal_or_its_timeout() {
                     super::a_wait_resumes_once_with_its_signal_or_its_timeout::<$h>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn a_timed_out_wait_keeps_its_answer() {
+                    super::a_timed_out_wait_keeps_its_answer::<$h>().await;
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -62,6 +62,10 @@ pub async fn signals_wake_parked_jobs_once<H: Harness>(h: &H) {
         claim(s, "q", 1, "w", LONG).await.is_empty(),
         "parked for its timeout"
     );
+    // Another signal than the one it waits for is kept, and wakes nothing.
+    let other = s.signal(a, "other", &json!(null)).await.unwrap();
+    assert_eq!((other.new, other.woke), (true, false));
+    assert!(claim(s, "q", 1, "w", LONG).await.is_empty(), "still parked");
     let sent = s
         .signal(a, "approved", &json!({"by": "ann"}))
         .await
@@ -134,7 +138,7 @@ pub async fn signals_wake_parked_jobs_once<H: Harness>(h: &H) {
         })
         .await
         .unwrap();
-    // a: its wait step and its signal; b (pruned as succeeded at once): its signal.
+    // a: its wait step and two signals; b (pruned as succeeded at once): its signal.
     h.advance(Duration::from_secs(1)).await;
     let later = s
         .prune(&Retention {
@@ -143,6 +147,6 @@ pub async fn signals_wake_parked_jobs_once<H: Harness>(h: &H) {
         })
         .await
         .unwrap();
-    assert_eq!(pruned.steps + later.steps, 3, "{pruned:?} {later:?}");
+    assert_eq!(pruned.steps + later.steps, 4, "{pruned:?} {later:?}");
     assert_eq!(s.job_signal(a, "approved").await.unwrap(), None);
 }
