@@ -231,9 +231,17 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     // handlers) was out of reach for a queue with no overhead at all.
     let handler_ns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let total = handler_ns.clone();
-    reg.register_fn("noop", move |_a, _c| {
+    let (steps, output) = (a.steps, "x".repeat(a.output_bytes.min(16 << 20)));
+    reg.register_fn("noop", move |_a, c: docket_worker::JobContext| {
         let total = total.clone();
+        let output = output.clone();
         async move {
+            for i in 0..steps {
+                c.step(&format!("s{i}"), || async move { Ok(i) }).await?;
+            }
+            if !output.is_empty() {
+                c.set_output(&output)?;
+            }
             if !sleep.is_zero() {
                 // The job's work itself (mixed scenario), not a wait for anything.
                 let t = std::time::Instant::now();
@@ -250,6 +258,9 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
         Ok(())
     });
     let mut cfg = WorkerConfig::default().queue("bench", a.concurrency);
+    if a.output_bytes > 0 {
+        cfg = cfg.max_output_bytes(a.output_bytes + 64);
+    }
     if a.real_handlers {
         cfg = cfg.keep_succeeded(true);
     }
@@ -685,13 +696,14 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         "enqueue",
         "latency",
         "handlers",
+        "steps",
     ]
     .contains(&a.scenario.as_str())
     {
         let hint = if ["scale", "churn", "charts"].contains(&a.scenario.as_str()) {
             "the long benchmarks (scale, churn, charts) are `docket-bench`'s: cargo run --release -p docket-bench -- <scenario>"
         } else {
-            "drain, concurrency, mixed, handlers, enqueue, latency or all"
+            "drain, concurrency, mixed, handlers, steps, enqueue, latency or all"
         };
         return Err(
             CliError::invalid(format!("unknown scenario {:?}", a.scenario))
@@ -710,6 +722,10 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     if a.scenario == "mixed" {
         let r = crate::bench_concurrency::mixed(&ctx, &a).await?;
         return print(&[r], a.json);
+    }
+    if a.scenario == "steps" {
+        let r = crate::bench_concurrency::steps(&ctx, &a).await?;
+        return print(&r, a.json);
     }
     if want("drain") {
         let mut r = drain(&ctx, a.jobs(), a.workers, a.concurrency, a.batch).await?;

@@ -1,4 +1,4 @@
-//! `docket bench --scenario concurrency` and `--scenario mixed`: what one worker process with
+//! `docket bench --scenario concurrency`, `--scenario mixed` and `--scenario steps`: what one worker process with
 //! the library's defaults does — `WorkerConfig::default().queue(q, W)` on a pool of 10, as the
 //! README shows — at the concurrencies users run, next to the SQL floor measured before and
 //! after in the same invocation.
@@ -27,6 +27,17 @@ struct Drain {
 
 /// One drain by one default worker process.
 async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<Drain> {
+    drain_with(ctx, n, slots, sleep_ms, &[]).await
+}
+
+/// [`one_drain`] with more arguments for the worker (steps, outputs).
+async fn drain_with(
+    ctx: &Ctx,
+    n: u64,
+    slots: usize,
+    sleep_ms: u64,
+    extra: &[String],
+) -> anyhow::Result<Drain> {
     let store = load_drain(ctx, n).await?;
     let mut c = ctx.child("__bench-worker")?;
     // The worker prints its handlers' summed time on stdout at the end (one short line, well
@@ -41,7 +52,8 @@ async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Re
         "--connections",
         "10",
     ])
-    .args(["--defaults", "--sleep-ms", &sleep_ms.to_string()]);
+    .args(["--defaults", "--sleep-ms", &sleep_ms.to_string()])
+    .args(extra);
     let mut children = vec![c.spawn()?];
     let waited = wait_exited(&mut children).await;
     crate::stop_children(&mut children);
@@ -173,4 +185,54 @@ pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
         })),
         ..Default::default()
     })
+}
+
+/// Durable jobs' cost at W = 10 (one default process), alternating so drift hits all three
+/// alike: plain no-op jobs; jobs of 10 memoized steps (target: a job costs at most 12 × a
+/// plain one); jobs with a 64 KiB output (target: at least 0.5 × the plain rate).
+pub async fn steps(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
+    let n = a.jobs.unwrap_or(20_000).min(1_000_000);
+    let w = 10usize;
+    let cases: [(&str, Vec<String>); 3] = [
+        ("plain", vec![]),
+        ("10 steps", vec!["--steps".into(), "10".into()]),
+        (
+            "64 KiB output",
+            vec!["--output-bytes".into(), "65536".into()],
+        ),
+    ];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for _ in 0..a.runs.max(1) {
+        for (i, (_, extra)) in cases.iter().enumerate() {
+            rates[i].push(drain_with(ctx, n, w, 0, extra).await?.rate);
+        }
+    }
+    let plain = median(rates[0].clone());
+    Ok(cases
+        .iter()
+        .zip(rates)
+        .map(|((name, _), r)| {
+            let m = median(r.clone());
+            let (ratio, target) = match *name {
+                "10 steps" => (plain / m, "cost per job vs plain, target <= 12"),
+                "64 KiB output" => (m / plain, "rate vs plain, target >= 0.5"),
+                _ => (1.0, "the baseline"),
+            };
+            BenchResult {
+                scenario: format!("steps: {name}"),
+                jobs: Some(n),
+                workers: Some(1),
+                concurrency: Some(w),
+                jobs_per_s: Some(m),
+                seconds: Some(n as f64 / m),
+                ratio: Some(ratio),
+                note: Some(format!(
+                    "{target}; one process, library defaults; median of {} runs, alternating",
+                    r.len()
+                )),
+                extra: Some(json!({ "runs_jobs_per_s": r })),
+                ..Default::default()
+            }
+        })
+        .collect())
 }

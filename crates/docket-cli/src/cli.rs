@@ -628,4 +628,12 @@ pub struct BenchWorkerArgs {
     /// rows are kept for the scenario to read.
     #[arg(long)]
     pub real_handlers: bool,
+    /// Each no-op job runs this many memoized steps (`ctx.step`), each recording a small
+    /// value (the steps scenario).
+    #[arg(long, default_value_t = 0)]
+    pub steps: u32,
+    /// Each no-op job records an output of this many bytes (`ctx.set_output`: the steps
+    /// scenario's large-output case).
+    #[arg(long, default_value_t = 0)]
+    pub output_bytes: usize,
 }
