@@ -227,3 +227,53 @@ async fn the_checker_sees_a_write_by_a_superseded_token() {
     assert!(msg.contains("token: a worker write landed"), "{msg}");
     assert!(msg.contains("by token 1"), "{msg}");
 }
+
+/// The steps rule can fail too: a step recorded past the fence (here inserted by hand for the
+/// stale token after the job moved on) is reported, while the fenced records pass.
+#[tokio::test]
+async fn the_checker_sees_a_step_recorded_by_a_superseded_token() {
+    let db = TestDb::new().await;
+    checker::install_audit(&db).await;
+    db.store
+        .enqueue(&NewJob::new("q", "k", json!(1)))
+        .await
+        .unwrap();
+    let a = claim(&db, "worker-a").await;
+    let rec = db
+        .store
+        .record_step("worker-a", a.lease(), "charge", &json!(1))
+        .await
+        .unwrap();
+    assert!(rec.written);
+    db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
+        .await;
+    db.store.reap(10).await.unwrap();
+    db.exec("UPDATE {schema}.jobs SET run_at = now() - interval '1 second'")
+        .await;
+    let b = claim(&db, "worker-b").await;
+    db.store
+        .record_step("worker-b", b.lease(), "ship", &json!(2))
+        .await
+        .unwrap();
+    checker::check_writes(&db, &["running"]).await;
+    // record_step without its fence, as a broken function would write it.
+    db.exec(&format!(
+        "INSERT INTO {{schema}}.job_steps (job_id, name, attempt, output) VALUES ({}, 'late', {}, '3')",
+        a.id, a.attempt
+    ))
+    .await;
+    let caught = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+        checker::check_writes(&db, &["running"]),
+    ))
+    .await;
+    let msg = caught
+        .expect_err("the checker must fail")
+        .downcast::<String>()
+        .map(|s| *s)
+        .unwrap_or_default();
+    assert!(
+        msg.contains("steps: a step was recorded by a token"),
+        "{msg}"
+    );
+    assert!(msg.contains("step late recorded by token 1"), "{msg}");
+}

@@ -1,7 +1,7 @@
 //! The invariant checker for crash, chaos and interleaving tests.
 //!
 //! Two records are kept: an append-only `audit` table filled by a trigger on **every** update
-//! and delete of a job (what the database accepted, with the statement that wrote it and that
+//! and delete of a job (and `audit_steps`, on every step recorded) (what the database accepted, with the statement that wrote it and that
 //! statement's time), and an execution log written by the handlers themselves (what ran,
 //! when). Every fenced statement carries its writer's token into the row it changes
 //! (`SET attempt = <claimed attempt>`, and the heartbeat also `lease_owner = <owner>`; no-ops
@@ -15,6 +15,9 @@
 //! - **lease**: no worker write is accepted after the row's lease expired (a success after
 //!   expiry included), and the heartbeat never revives an expired lease;
 //! - **reaper**: no reap of a lease that had not expired, and only of running rows;
+//! - **steps**: every memoized step (and every sleep, wait and answer of a durable job) was
+//!   recorded by the token that held the job, running, its lease unexpired (a trigger on
+//!   `job_steps` inserts, reading the job's row as the insert saw it);
 //! - **terminal**: at most one accepted terminal write per job and attempt, at most one
 //!   success per job;
 //! - **claims**: a claim moves `pending → running` and increments the token by one;
@@ -58,7 +61,22 @@ pub async fn install_audit(db: &TestDb) {
              RETURN NULL;
          END $$;
          CREATE TRIGGER audit AFTER UPDATE OR DELETE ON {s}.jobs FOR EACH ROW
-         EXECUTE FUNCTION {s}.audit_fn();"
+         EXECUTE FUNCTION {s}.audit_fn();
+         CREATE TABLE {s}.audit_steps (
+             seq bigserial PRIMARY KEY, job_id bigint NOT NULL, name text NOT NULL,
+             attempt int NOT NULL, job_state text, job_attempt int, job_owner text,
+             job_lease_expires_at timestamptz, at timestamptz NOT NULL);
+         CREATE FUNCTION {s}.audit_steps_fn() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO {s}.audit_steps (job_id, name, attempt, job_state, job_attempt, job_owner,
+                                          job_lease_expires_at, at)
+             SELECT NEW.job_id, NEW.name, NEW.attempt, j.state, j.attempt, j.lease_owner,
+                    j.lease_expires_at, statement_timestamp()
+             FROM (SELECT 1) AS one LEFT JOIN {s}.jobs AS j ON j.id = NEW.job_id;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER audit_steps AFTER INSERT ON {s}.job_steps FOR EACH ROW
+         EXECUTE FUNCTION {s}.audit_steps_fn();"
     ))
     .execute(&db.pool)
     .await
@@ -119,7 +137,8 @@ pub struct CheckReport {
 
 /// The audit rules as `(rule, query)`; each query returns the violating rows as text.
 fn rules(s: &str) -> Vec<(&'static str, String)> {
-    const WORKER: &str = "('complete_many', 'fail_many', 'snooze_many', 'heartbeat')";
+    const WORKER: &str = "('complete_many', 'complete_outputs', 'fail_many', 'snooze_many', \
+                          'park_many', 'progress_many', 'heartbeat')";
     vec![
         (
             "token: a worker write landed on a row whose current token was another",
@@ -140,6 +159,16 @@ fn rules(s: &str) -> Vec<(&'static str, String)> {
                  FROM {s}.audit
                  WHERE ((op = 'U' AND writer IN {WORKER}) OR (op = 'D' AND writer = 'complete_delete_many'))
                    AND (old_lease_expires_at IS NULL OR old_lease_expires_at <= at)"
+            ),
+        ),
+        (
+            "steps: a step was recorded by a token that did not hold the job",
+            format!(
+                "SELECT format('job %s: step %s recorded by token %s at %s; the job was %s, token %s, lease until %s',
+                               job_id, name, attempt, at, job_state, job_attempt, job_lease_expires_at)
+                 FROM {s}.audit_steps
+                 WHERE job_state IS DISTINCT FROM 'running' OR job_attempt IS DISTINCT FROM attempt
+                    OR job_lease_expires_at IS NULL OR job_lease_expires_at <= at"
             ),
         ),
         (

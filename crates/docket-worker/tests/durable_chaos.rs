@@ -3,7 +3,8 @@
 //! past their lease while they run jobs of five memoized steps, each step appending its
 //! execution to a side-effect log before its record. Every job must end succeeded with the
 //! composed output, and no step may run in a claim after the claim that recorded it. Then
-//! jobs race signals against their timeouts: each resumes with one answer.
+//! jobs race signals against their timeouts: each resumes with one answer. The invariant
+//! checker audits every write of both.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -174,6 +175,8 @@ where
 
 async fn setup() -> (TestDb, Workers, tempfile::TempDir) {
     let db = TestDb::new().await;
+    // Every write the workers' statements make is audited (docket_testkit::checker).
+    docket_testkit::checker::install_audit(&db).await;
     let dir = tempfile::tempdir().unwrap();
     let mut w = Workers {
         url: db.url.clone(),
@@ -217,6 +220,8 @@ async fn steps_survive_kills_and_pauses_and_never_run_again_once_recorded() {
     })
     .await;
     assert!(kills > 0 && stops > 0, "{kills} kills, {stops} pauses");
+    // No write — completion, heartbeat, step record — by a token that did not hold its job.
+    docket_testkit::checker::check_writes(&db, &["succeeded"]).await;
 
     // Every job succeeded, with the composed output.
     for (i, id) in ids.iter().enumerate() {
@@ -306,6 +311,8 @@ async fn signals_racing_timeouts_resume_each_wait_once() {
     })
     .await;
     sender.await.unwrap();
+    // No park, answer or completion written by a token that did not hold its job.
+    docket_testkit::checker::check_writes(&db, &["succeeded"]).await;
     let text = std::fs::read_to_string(&w.log).unwrap();
     let mut answers: std::collections::HashMap<i64, Vec<String>> = Default::default();
     for line in text.lines().filter_map(|l| l.strip_prefix("resume ")) {
