@@ -53,7 +53,7 @@ impl Harness for MySqlHarness {
     }
 
     async fn reset(&self) {
-        for t in ["jobs", "queues", "key_limits"] {
+        for t in ["jobs", "queues", "key_limits", "job_steps", "job_signals"] {
             self.exec(&format!("TRUNCATE TABLE {t}")).await;
         }
     }

@@ -64,7 +64,8 @@ impl Harness for SqliteHarness {
 
     async fn reset(&self) {
         self.exec(
-            "DELETE FROM jobs; DELETE FROM queues; DELETE FROM key_limits;
+            "DELETE FROM jobs; DELETE FROM queues; DELETE FROM key_limits; DELETE FROM job_steps;
+             DELETE FROM job_signals;
              DELETE FROM sqlite_sequence WHERE name = 'jobs'",
         )
         .await;

@@ -113,6 +113,14 @@ pub async fn compare<H: Harness>(h: &H, m: &Model) -> Result<(), TestCaseError> 
         );
         prop_assert_eq!(&r.last_error, &j.last_error, "job {} newest error", id);
         prop_assert_eq!(r.finished, j.state.is_terminal(), "job {} finished_at", id);
+        let o = ok(h.store().job_output(JobId(id)).await, "job_output")?;
+        prop_assert_eq!(&o.output, &j.output, "job {} output", id);
+        let steps = ok(h.store().job_steps(JobId(id)).await, "job_steps")?;
+        let got: BTreeMap<String, (i32, serde_json::Value)> = steps
+            .into_iter()
+            .map(|s| (s.name, (s.attempt, s.output)))
+            .collect();
+        prop_assert_eq!(&got, &j.steps, "job {} steps", id);
         match j.state {
             JobState::Pending => {
                 let (lo, hi) = (j.run_at.lo() - m.now, j.run_at.hi() - m.now);

@@ -30,6 +30,10 @@ pub enum Write {
     },
     Release,
     Heartbeat,
+    /// Completion with an output (the row is kept).
+    CompleteOutput,
+    /// A memoized step `s{k}` recorded under the lease.
+    Step(u8),
 }
 
 /// The key an enqueued job carries, if any (one kind per job; `k` picks one of two keys).
@@ -111,6 +115,9 @@ pub enum Op {
     /// Worker `w` presents any lease ever handed out (its own or not, usually stale): a
     /// worker that was partitioned away, a duplicate message, a bug in the runtime.
     Replay { w: usize, pick: usize, write: Write },
+    /// Worker `w` writes `write` for one of the leases it holds (outputs and steps; the
+    /// batch ops cover the rest).
+    Own { w: usize, pick: usize, write: Write },
     /// Moves the clock forward 25 s, or 2 h.
     Advance { big: bool },
     /// One reaper pass of at most `batch` jobs (in expiry order).
@@ -170,6 +177,8 @@ pub fn write() -> impl Strategy<Value = Write> {
         snooze_delay().prop_map(|delay_s| Write::Snooze { delay_s }),
         Just(Write::Release),
         Just(Write::Heartbeat),
+        Just(Write::CompleteOutput),
+        (0u8..3).prop_map(Write::Step),
     ]
 }
 
@@ -206,6 +215,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             Op::Impostor { w, victim: (w + off) % NW, pick, write }
         }),
         2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
+        3 => (0..NW, 0usize..8, prop_oneof![Just(Write::CompleteOutput), (0u8..3).prop_map(Write::Step)])
+            .prop_map(|(w, pick, write)| Op::Own { w, pick, write }),
         3 => Just(Op::Advance { big: false }),
         1 => Just(Op::Advance { big: true }),
         3 => prop_oneof![3 => Just(REAP_ALL), 1 => 1i64..=2].prop_map(|batch| Op::Reap { batch }),

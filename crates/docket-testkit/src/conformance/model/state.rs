@@ -75,6 +75,10 @@ pub struct MJob {
     pub unique_key: Option<usize>,
     /// Model time it entered a terminal state (set after every step).
     pub finished_at: Option<i64>,
+    /// The output its completion recorded (`complete_outputs`).
+    pub output: Option<serde_json::Value>,
+    /// Recorded steps: name → (the token that recorded it, its output).
+    pub steps: BTreeMap<String, (i32, serde_json::Value)>,
 }
 
 /// `push_error` keeps the first entry and the 31 most recent.

@@ -98,6 +98,8 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
                             _ => None,
                         },
                         finished_at: None,
+                        output: None,
+                        steps: Default::default(),
                     },
                 );
             }
@@ -223,6 +225,14 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
         Op::Release { w, ref picks } => {
             let leases = m.pick(w, picks);
             snooze(h, m, w, &leases, None).await?;
+        }
+
+        Op::Own { w, pick, write } => {
+            let held = &m.held[w];
+            if !held.is_empty() {
+                let l = held[pick % held.len()];
+                one_write(h, m, w, l, write).await?;
+            }
         }
 
         Op::Heartbeat { w, forget_lost } => {

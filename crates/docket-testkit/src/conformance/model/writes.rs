@@ -28,7 +28,94 @@ pub async fn one_write<H: Harness>(
         Write::Snooze { delay_s } => snooze(h, m, w, &[lease], Some(delay_s)).await,
         Write::Release => snooze(h, m, w, &[lease], None).await,
         Write::Heartbeat => heartbeat(h, m, w, &[lease], true).await,
+        Write::CompleteOutput => complete_output(h, m, w, lease).await,
+        Write::Step(k) => record_step(h, m, w, lease, k).await,
     }
+}
+
+/// Worker `w` completes `lease` with an output (its token, so a stale write would show),
+/// then forgets it; the row is kept with the output.
+pub async fn complete_output<H: Harness>(
+    h: &H,
+    m: &mut Model,
+    w: usize,
+    lease: Lease,
+) -> Result<(), TestCaseError> {
+    let want = m.split(w, &[lease])?;
+    m.saw_split(&want);
+    let value = serde_json::json!({ "by": WORKERS[w], "token": lease.attempt });
+    let got = ok(
+        h.store()
+            .complete_outputs(
+                WORKERS[w],
+                &[Output {
+                    lease,
+                    value: value.clone(),
+                }],
+            )
+            .await,
+        "complete with output",
+    )?;
+    check_batch("complete with output", &got, &want)?;
+    if !want.applied.is_empty() {
+        let j = m.job_mut(lease.id);
+        j.state = JobState::Succeeded;
+        j.output = Some(value);
+        Model::end_lease(j);
+        m.saw("complete with output");
+    }
+    m.forget(w, &[lease]);
+    Ok(())
+}
+
+/// Worker `w` records step `s{k}` under `lease` (the lease stays held): written when the
+/// lease holds and the job has no such step, the first record back when it has one,
+/// `LeaseLost` when the lease no longer holds.
+pub async fn record_step<H: Harness>(
+    h: &H,
+    m: &mut Model,
+    w: usize,
+    lease: Lease,
+    k: u8,
+) -> Result<(), TestCaseError> {
+    let name = format!("s{k}");
+    let value = serde_json::json!([WORKERS[w], lease.attempt]);
+    let live = m.live(w, lease)?;
+    let got = h
+        .store()
+        .record_step(WORKERS[w], lease, &name, &value)
+        .await;
+    match got {
+        Ok(r) => {
+            prop_assert!(
+                live,
+                "step {name} of {lease:?} by {} recorded on a lease that does not hold",
+                WORKERS[w]
+            );
+            let j = m.job_mut(lease.id);
+            match j.steps.get(&name) {
+                Some((_, first)) => {
+                    prop_assert!(!r.written, "step {name} written twice");
+                    prop_assert_eq!(&r.output, first, "step {} gave back another record", name);
+                    m.saw("step: the first record wins");
+                }
+                None => {
+                    prop_assert!(r.written, "step {name} not written on a held lease");
+                    j.steps.insert(name, (lease.attempt, value));
+                    m.saw("step recorded");
+                }
+            }
+        }
+        Err(StoreError::LeaseLost(_)) => {
+            prop_assert!(
+                !live,
+                "step {name} of {lease:?} refused on a lease that holds"
+            );
+            m.saw("step refused: lease lost");
+        }
+        Err(e) => return Err(TestCaseError::fail(format!("record_step: {e}"))),
+    }
+    Ok(())
 }
 
 /// Worker `w` completes `leases` (distinct) in one batch, then forgets them; with `delete`
