@@ -33,7 +33,9 @@ CREATE FUNCTION progress_fenced(p_ids bigint[], p_attempts integer[], p_percents
     p_messages text[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
 LANGUAGE sql VOLATILE AS $$
-    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease.
+    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease. Committed
+    -- without waiting for its WAL flush: a report lost in a crash is replaced by the next.
+    SELECT set_config('synchronous_commit', 'off', true);
     UPDATE jobs AS j
     SET attempt = c.attempt, progress_percent = c.percent, progress_message = c.message,
         progress_at = statement_timestamp()

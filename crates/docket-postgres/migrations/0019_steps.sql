@@ -9,7 +9,9 @@
 --   check (attempt, owner, unexpired lease on the database clock) in the same statement as
 --   the insert, so the reaper cannot take the job between the check and the commit: a stale
 --   attempt records nothing. A name already recorded is kept (the first record wins) and its
---   output returned.
+--   output returned. It commits without waiting for its WAL flush, as a claim does (0011): a
+--   record lost in a server crash is a crash before the record — the step runs again, which
+--   "at most once as recorded" allows — and every later commit of the job flushes it first.
 -- * job_signals: one row per (job, name), kept until pruned with its job. signal() (granted
 --   like enqueue) refuses a missing or finished job, keeps the first of a (job, name), and
 --   wakes a job parked waiting for it (pending, its wait recorded, no answer yet).
@@ -110,6 +112,7 @@ CREATE FUNCTION record_step(p_id bigint, p_attempt integer, p_owner text, p_name
     p_output jsonb)
 RETURNS TABLE (written boolean, output jsonb)
 LANGUAGE sql VOLATILE AS $$
+    SELECT set_config('synchronous_commit', 'off', true);
     WITH held AS (
         SELECT j.id
         FROM jobs AS j

@@ -1078,7 +1078,9 @@ CREATE OR REPLACE FUNCTION {{schema}}.progress_fenced(p_ids bigint[], p_attempts
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease.
+    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease. Committed
+    -- without waiting for its WAL flush: a report lost in a crash is replaced by the next.
+    SELECT set_config('synchronous_commit', 'off', true);
     UPDATE jobs AS j
     SET attempt = c.attempt, progress_percent = c.percent, progress_message = c.message,
         progress_at = statement_timestamp()
@@ -1226,6 +1228,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.record_step(p_id bigint, p_attempt integer
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+    SELECT set_config('synchronous_commit', 'off', true);
     WITH held AS (
         SELECT j.id
         FROM jobs AS j

@@ -284,9 +284,15 @@ impl JobContext {
             )));
         }
         if st.recorded.is_none() {
-            let loaded = self.steps.load(self.id).await.map_err(|e| {
-                JobError::retry(format!("the job's recorded steps could not be read: {e}"))
-            })?;
+            // Only a claim that held the job records a step: under the first claim there is
+            // none to read.
+            let loaded = if self.fence == 1 {
+                Vec::new()
+            } else {
+                self.steps.load(self.id).await.map_err(|e| {
+                    JobError::retry(format!("the job's recorded steps could not be read: {e}"))
+                })?
+            };
             st.recorded = Some(loaded.into_iter().map(|s| (s.name.clone(), s)).collect());
         }
         Ok(st.recorded.as_ref().and_then(|r| r.get(name)).cloned())
