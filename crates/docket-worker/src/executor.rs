@@ -99,16 +99,14 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         cancel: entry.cancel.clone(),
         store: shared.erased_store.clone(),
         reason: entry.reason_cell(),
-        output: Default::default(),
+        run: Default::default(),
         max_output: shared.config.max_output_bytes,
         progress: entry.progress_cell(),
         steps: shared.step_store.clone(),
-        owner: shared.config.owner.as_str().into(),
-        run_steps: Default::default(),
+        owner: shared.owner.clone(),
         entry: entry.clone(),
         claimed_at: job.lease_expires_at
             - chrono::TimeDelta::from_std(shared.config.lease).unwrap_or_default(),
-        park: Default::default(),
     };
     let Some((handler, timeout)) = shared.registry.get(&job.kind) else {
         let known = shared.registry.kinds().join(", ");
@@ -127,9 +125,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
     let started = std::time::Instant::now();
     // The handler records its output here (`set_output`); it is written with the success.
-    let output = ctx.output.clone();
+    let run = ctx.run.clone();
     // And the signal a snooze waits for (`wait_signal`): the snooze is then a park.
-    let park = ctx.park.clone();
     let (attempt, max_attempts) = (job.attempt, job.max_attempts);
     let ended = match handler {
         Handler::Plain(f) => run_plain(&shared, &entry, f(job.args, ctx), max_runtime).await,
@@ -163,9 +160,9 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
     if let Some(p) = &pace {
         p.record(ran);
     }
-    let output = output.lock().expect("poisoned").take();
+    let output = run.output.lock().expect("poisoned").take();
     let completion = match outcome(&shared, &entry, lease, ended, max_runtime, output) {
-        Some(Completion::Snooze(s)) => match park.lock().expect("poisoned").take() {
+        Some(Completion::Snooze(s)) => match run.park.lock().expect("poisoned").take() {
             Some(signal) => Some(Completion::Park(docket_core::Park {
                 lease: s.lease,
                 delay: s.delay,

@@ -60,7 +60,7 @@ pub(crate) async fn run<S: InTransaction, J: TxJob<S>>(call: TxCall<S>) -> TxEnd
         Ok(tx) => tx,
         Err(e) => return retry("could not begin the job's transaction", e),
     };
-    let output = ctx.output.clone();
+    let run = ctx.run.clone();
     let ran = {
         let fut = std::panic::AssertUnwindSafe(job.run(ctx, S::conn(&mut tx))).catch_unwind();
         tokio::select! {
@@ -74,7 +74,7 @@ pub(crate) async fn run<S: InTransaction, J: TxJob<S>>(call: TxCall<S>) -> TxEnd
         Some(Ok(Err(e))) => Ended::Returned(Err(e)),
         Some(Ok(Ok(()))) => {
             // The completion joins the handler's writes: both commit, or neither.
-            let output = output.lock().expect("poisoned").take();
+            let output = run.output.lock().expect("poisoned").take();
             let completed = match output {
                 Some(value) => {
                     let o = docket_core::Output { lease, value };

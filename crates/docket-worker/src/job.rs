@@ -42,8 +42,8 @@ pub struct JobContext {
     pub(crate) store: std::sync::Arc<dyn std::any::Any + Send + Sync>,
     /// Why the job was told to stop (shared with the runtime's record of it).
     pub(crate) reason: std::sync::Arc<std::sync::Mutex<Option<StopReason>>>,
-    /// The output recorded by [`JobContext::set_output`], written with the completion.
-    pub(crate) output: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+    /// This run's output, park and steps (one allocation per job: plain jobs pay little).
+    pub(crate) run: std::sync::Arc<crate::steps::RunState>,
     /// The largest output allowed (`WorkerConfig::max_output_bytes`).
     pub(crate) max_output: usize,
     /// Where progress reports go (the runtime's record of this job).
@@ -52,16 +52,11 @@ pub struct JobContext {
     pub(crate) steps: std::sync::Arc<dyn crate::steps::StepStore>,
     /// The worker's identity (steps are recorded under the claim: owner and token).
     pub(crate) owner: std::sync::Arc<str>,
-    /// This run's steps.
-    pub(crate) run_steps: std::sync::Arc<tokio::sync::Mutex<crate::steps::RunSteps>>,
     /// The runtime's record of this job (stopped when a step finds the lease lost).
     pub(crate) entry: std::sync::Arc<crate::tracker::InFlight>,
     /// When this claim was made, on the database's clock (its lease's expiry less the
     /// lease): durable sleeps are judged against it.
     pub(crate) claimed_at: chrono::DateTime<chrono::Utc>,
-    /// The signal a park waits for (`wait_signal`): the snooze it returns is written as a
-    /// park, due at once if the signal arrives before the park is written.
-    pub(crate) park: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// What a wait for a signal ended with.
@@ -102,7 +97,7 @@ impl JobContext {
             .map_err(|e| JobError::discard(format!("the output does not serialize: {e}")))?;
         docket_core::output::check(&v, self.max_output)
             .map_err(|e| JobError::discard(format!("the output is refused: {e}")))?;
-        *self.output.lock().expect("poisoned") = Some(v);
+        *self.run.output.lock().expect("poisoned") = Some(v);
         Ok(())
     }
 
@@ -270,14 +265,14 @@ impl JobContext {
                 timeout
             }
         };
-        *self.park.lock().expect("poisoned") = Some(name.to_string());
+        *self.run.park.lock().expect("poisoned") = Some(name.to_string());
         Err(JobError::snooze(left))
     }
 
     /// A step recorded before (or by) this run, marking `name` used in this run: a name
     /// used twice in one run is a [`JobError::Discard`].
     async fn recorded_step(&self, name: &str) -> Result<Option<docket_core::StepRecord>, JobError> {
-        let mut st = self.run_steps.lock().await;
+        let mut st = self.run.steps.lock().await;
         if !st.used.insert(name.to_string()) {
             return Err(JobError::discard(format!(
                 "step {name:?} is used twice in one run: step names are unique within a job"
@@ -312,7 +307,7 @@ impl JobContext {
         match self.steps.record(&self.owner, lease, name, &v).await {
             Ok(r) => {
                 let value = if r.written { v } else { r.output };
-                if let Some(rec) = self.run_steps.lock().await.recorded.as_mut() {
+                if let Some(rec) = self.run.steps.lock().await.recorded.as_mut() {
                     rec.insert(
                         name.to_string(),
                         docket_core::StepRecord {

@@ -56,3 +56,15 @@ pub(crate) struct RunSteps {
     /// The names this run has used (a name may be used once per run).
     pub used: HashSet<String>,
 }
+
+/// What one run of a handler leaves for the runtime besides its result.
+#[derive(Debug, Default)]
+pub(crate) struct RunState {
+    /// The output recorded by `JobContext::set_output`, written with the completion.
+    pub output: std::sync::Mutex<Option<serde_json::Value>>,
+    /// The signal a park waits for (`wait_signal`): the snooze it returns is written as a
+    /// park, due at once if the signal arrives before the park is written.
+    pub park: std::sync::Mutex<Option<String>>,
+    /// This run's steps.
+    pub steps: tokio::sync::Mutex<RunSteps>,
+}

@@ -149,6 +149,7 @@ impl<S: Store> Worker<S> {
             shared: Arc::new(Shared {
                 erased_store: Arc::new(store.clone()),
                 step_store: Arc::new(store.clone()),
+                owner: config.owner.as_str().into(),
                 store,
                 registry,
                 config,
