@@ -541,57 +541,48 @@ where
     );
 }
 
-macro_rules! per_engine {
-    ($($engine:ident: $h:ty),*) => {
+/// One test per case for harness `$h`.
+macro_rules! cases {
+    ($h:ty; $($case:ident),* $(,)?) => {
         $(
-            mod $engine {
-                use super::*;
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn outputs_are_written_and_read_back() {
-                    super::outputs_are_written_and_read_back::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn an_output_over_the_bound_ends_the_job_dead() {
-                    super::an_output_over_the_bound_ends_the_job_dead::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn progress_reaches_the_job_while_it_runs() {
-                    super::progress_reaches_the_job_while_it_runs::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn recorded_steps_are_not_run_again() {
-                    super::recorded_steps_are_not_run_again::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn a_durable_sleep_parks_the_job_until_its_time() {
-                    super::a_durable_sleep_parks_the_job_until_its_time::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn a_wait_resumes_once_with_its_signal_or_its_timeout() {
-                    super::a_wait_resumes_once_with_its_signal_or_its_timeout::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn a_timed_out_wait_keeps_its_answer() {
-                    super::a_timed_out_wait_keeps_its_answer::<$h>().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn a_wait_for_a_job_nobody_runs_times_out() {
-                    super::a_wait_for_a_job_nobody_runs_times_out::<$h>().await;
-                }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                super::$case::<$h>().await;
             }
         )*
     };
 }
 
-per_engine!(postgres: PgHarness, sqlite: SqliteHarness, mysql: MySqlHarness);
+/// Every case, for harness `$h`.
+macro_rules! every_case {
+    ($h:ty) => {
+        cases!($h;
+            outputs_are_written_and_read_back,
+            an_output_over_the_bound_ends_the_job_dead,
+            progress_reaches_the_job_while_it_runs,
+            recorded_steps_are_not_run_again,
+            a_durable_sleep_parks_the_job_until_its_time,
+            a_wait_resumes_once_with_its_signal_or_its_timeout,
+            a_timed_out_wait_keeps_its_answer,
+            a_wait_for_a_job_nobody_runs_times_out,
+        );
+    };
+}
+
+mod postgres {
+    use super::*;
+    every_case!(PgHarness);
+}
+
+mod sqlite {
+    use super::*;
+    every_case!(SqliteHarness);
+}
+
+mod mysql {
+    use super::*;
+    every_case!(MySqlHarness);
+}
 
 /// PostgreSQL: every waiter of a store shares one LISTEN connection, so thirty callers
 /// waiting at once on a pool of two connections are all woken by their jobs' completions
