@@ -1,5 +1,5 @@
 //! The fencing matrix: every write that follows a claim (complete, complete with an output,
-//! progress, complete by delete, fail, snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
+//! progress, a step, a park, complete by delete, fail, snooze, release, heartbeat) made by a holder that no longer holds — superseded by another worker after a
 //! reap, superseded by its *own* reclaim (so the attempt alone must fence), past its lease
 //! before any reap, or under another owner's name — is refused, reported lost with its
 //! reason, and leaves the current holder's job exactly as it was.
@@ -10,7 +10,7 @@ use docket_core::*;
 
 use super::*;
 
-/// The eight fenced writes, by `owner` with `stale`; returns what each reported lost.
+/// The ten fenced writes, by `owner` with `stale`; returns what each reported lost.
 async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'static str, usize)> {
     let mut lost = Vec::new();
     let out = s.complete_many(owner, &[stale]).await.unwrap();
@@ -46,6 +46,35 @@ async fn every_write<S: Store>(s: &S, owner: &str, stale: Lease) -> Vec<(&'stati
         .unwrap();
     assert!(out.applied.is_empty(), "progress applied: {out:?}");
     lost.push(("progress", out.lost.len()));
+    let step = s
+        .record_step(owner, stale, "stale step", &serde_json::json!(1))
+        .await;
+    assert!(
+        matches!(step, Err(StoreError::LeaseLost(_))),
+        "step recorded: {step:?}"
+    );
+    lost.push(("step", 1));
+    assert!(
+        s.job_steps(stale.id)
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.name != "stale step"),
+        "a stale attempt recorded a step"
+    );
+    let out = s
+        .park_many(
+            owner,
+            &[Park {
+                lease: stale,
+                delay: Duration::from_secs(5),
+                signal: "go".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    assert!(out.applied.is_empty(), "park applied: {out:?}");
+    lost.push(("park", out.lost.len()));
     let out = s.complete_delete_many(owner, &[stale]).await.unwrap();
     assert!(
         out.applied.is_empty(),
