@@ -54,12 +54,12 @@ where
 /// recorded the former text is the same schema. A test checks each entry is what `git`
 /// holds for the former text (`tests/migrations.rs`).
 pub const REWORDED: &[(i64, &str)] = &[
-    // 2026-12-05: "docs/benchmarks.md, session 13" → the round's date and commit.
+    // 2026-12-05: its citation of a benchmark round became that round's date and commit.
     (
         11,
         "e74a7d99930a8e75fad88f9ced9154747c350f54a601c6cd36e1e8be097ed89005aaace7aa09c8e157af29ba8b16616f",
     ),
-    // 2026-12-05: "docs/benchmarks.md, session 17" → the round's date and commit.
+    // 2026-12-05: its citation of a benchmark round became that round's date and commit.
     (
         13,
         "66e800fb1de82a1491e427f6e4a77192a0a5220e88cff883d079de1cbd08d45f97a2b8ffb1ac1e3bd25edaf76578d98a",

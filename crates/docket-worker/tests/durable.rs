@@ -88,6 +88,20 @@ async fn run_until<S: Store>(
     task.await.expect("worker task")
 }
 
+/// The job's state, `None` once its row is gone.
+async fn state_of<S: Store>(s: &S, id: JobId) -> Option<JobState> {
+    s.job_output(id).await.map(|o| o.state).ok()
+}
+
+/// Polls until `cond` holds (the testkit's one waiting helper, bounded).
+async fn until<F, Fut>(what: &str, cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    docket_testkit::eventually(Duration::from_secs(50), what, cond).await
+}
+
 async fn put<S: Store>(s: &S, kind: &str, args: serde_json::Value) -> JobId {
     s.enqueue(&NewJob::new("q", kind, args)).await.unwrap().id
 }
@@ -117,20 +131,13 @@ where
     };
     let s2 = s.clone();
     let report = run_until(s.clone(), config(), registry(), async move {
-        loop {
-            let st = |id| {
-                let s2 = s2.clone();
-                async move { s2.job_output(id).await.map(|o| o.state) }
-            };
-            if st(charge).await.ok() == Some(JobState::Succeeded)
-                && st(booked).await.ok() == Some(JobState::Succeeded)
-                && st(failed).await.ok() == Some(JobState::Dead)
-                && st(plain).await.is_err()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("every job ended", || async {
+            state_of(&s2, charge).await == Some(JobState::Succeeded)
+                && state_of(&s2, booked).await == Some(JobState::Succeeded)
+                && state_of(&s2, failed).await == Some(JobState::Dead)
+                && state_of(&s2, plain).await.is_none()
+        })
+        .await;
     })
     .await;
     assert_eq!(report.metrics.fenced, 0, "{report:?}");
@@ -173,9 +180,10 @@ where
     let cfg = config().max_output_bytes(100);
     let s2 = s.clone();
     run_until(s.clone(), cfg, registry(), async move {
-        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Dead) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the job is dead", || async {
+            state_of(&s2, id).await == Some(JobState::Dead)
+        })
+        .await;
     })
     .await;
     let rec = s.get(id).await.unwrap();
@@ -228,21 +236,21 @@ where
     let s2 = s.clone();
     let g = go.clone();
     run_until(s.clone(), cfg, reg, async move {
-        loop {
-            if let Some(p) = s2.get(id).await.unwrap().progress {
-                // The latest report, clamped; the raw text is kept, escaped when shown.
-                assert_eq!(
-                    (p.percent, p.message.as_str()),
-                    (100.0, "step 2 of 3: \u{1b}[2J")
-                );
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("progress is written", || async {
+            s2.get(id).await.unwrap().progress.is_some()
+        })
+        .await;
+        let p = s2.get(id).await.unwrap().progress.unwrap();
+        // The latest report, clamped; the raw text is kept, escaped when shown.
+        assert_eq!(
+            (p.percent, p.message.as_str()),
+            (100.0, "step 2 of 3: \u{1b}[2J")
+        );
         g.notify_one();
-        while s2.job_output(id).await.is_ok() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the job is done", || async {
+            state_of(&s2, id).await.is_none()
+        })
+        .await;
     })
     .await;
 }
@@ -303,14 +311,11 @@ where
     });
     let s2 = s.clone();
     run_until(s.clone(), config(), reg, async move {
-        loop {
-            let a = s2.job_output(id).await.map(|o| o.state).ok();
-            let b = s2.job_output(twice).await.map(|o| o.state).ok();
-            if a == Some(JobState::Succeeded) && b == Some(JobState::Dead) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("both jobs ended", || async {
+            state_of(&s2, id).await == Some(JobState::Succeeded)
+                && state_of(&s2, twice).await == Some(JobState::Dead)
+        })
+        .await;
     })
     .await;
     let counts: Vec<usize> = runs.iter().map(|c| c.load(Ordering::SeqCst)).collect();
@@ -363,22 +368,28 @@ where
     let s2 = s.clone();
     let report = run_until(s.clone(), config(), reg, async move {
         // Parked: pending, sleeping for an hour, holding no slot.
-        loop {
-            let w = s2.why(id).await.unwrap();
-            if let Some(Gate::Sleeping { name, in_s, .. }) = w.gates.first() {
+        until("the job sleeps", || async {
+            matches!(
+                s2.why(id).await.unwrap().gates.first(),
+                Some(Gate::Sleeping { .. })
+            )
+        })
+        .await;
+        match s2.why(id).await.unwrap().gates.first() {
+            Some(Gate::Sleeping { name, in_s, .. }) => {
                 assert_eq!(name, "cool-off");
                 assert!(*in_s > 3500.0, "{in_s}");
-                break;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            other => panic!("{other:?}"),
         }
         let rec = s2.get(id).await.unwrap();
         assert_eq!((rec.state, rec.runs()), (JobState::Pending, 0), "{rec:?}");
         // The hour passes (every time of the store moves back): it runs again, from the top.
         h.advance(Duration::from_secs(3601)).await;
-        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Succeeded) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the job woke and succeeded", || async {
+            state_of(&s2, id).await == Some(JobState::Succeeded)
+        })
+        .await;
     })
     .await;
     assert_eq!(report.metrics.snoozed, 1, "{report:?}");
@@ -424,7 +435,7 @@ where
     let s2 = s.clone();
     let state = |id| {
         let s2 = s2.clone();
-        async move { s2.job_output(id).await.map(|o| o.state).ok() }
+        async move { state_of(&s2, id).await }
     };
     let waiting = |id| {
         let s2 = s2.clone();
@@ -437,24 +448,26 @@ where
     };
     let s3 = s.clone();
     run_until(s.clone(), config(), reg, async move {
-        while !(waiting(signalled).await && waiting(timed_out).await) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("both jobs wait", || async {
+            waiting(signalled).await && waiting(timed_out).await
+        })
+        .await;
         let sent = s3
             .signal(signalled, "approved", &json!("ann"))
             .await
             .unwrap();
         assert_eq!((sent.new, sent.woke), (true, true));
-        while state(signalled).await != Some(JobState::Succeeded) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the signalled job ran", || async {
+            state(signalled).await == Some(JobState::Succeeded)
+        })
+        .await;
         // The other one's hour passes.
         h.advance(Duration::from_secs(3601)).await;
-        while state(timed_out).await != Some(JobState::Succeeded)
-            || state(early).await != Some(JobState::Succeeded)
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the other jobs ran", || async {
+            state(timed_out).await == Some(JobState::Succeeded)
+                && state(early).await == Some(JobState::Succeeded)
+        })
+        .await;
     })
     .await;
     let out = |id| {
@@ -515,23 +528,26 @@ where
     });
     let s2 = s.clone();
     run_until(s.clone(), config(), reg, async move {
-        while !matches!(
-            s2.why(id).await.unwrap().gates.first(),
-            Some(Gate::WaitingForSignal { .. })
-        ) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the job waits", || async {
+            matches!(
+                s2.why(id).await.unwrap().gates.first(),
+                Some(Gate::WaitingForSignal { .. })
+            )
+        })
+        .await;
         h.advance(Duration::from_secs(3601)).await;
-        while s2.get(id).await.unwrap().errors.is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the run after the timeout failed", || async {
+            !s2.get(id).await.unwrap().errors.is_empty()
+        })
+        .await;
         // Answered (timed out) and failed after: a signal now is kept but wakes nothing.
         let sent = s2.signal(id, "approved", &json!("ann")).await.unwrap();
         assert_eq!((sent.new, sent.woke), (true, false));
         h.advance(Duration::from_secs(3601)).await;
-        while s2.job_output(id).await.map(|o| o.state).ok() != Some(JobState::Succeeded) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the retry succeeded", || async {
+            state_of(&s2, id).await == Some(JobState::Succeeded)
+        })
+        .await;
     })
     .await;
     assert_eq!(
