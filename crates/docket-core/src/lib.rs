@@ -56,7 +56,7 @@ pub use output::{JobOutput, Output};
 pub use periodic::*;
 pub use progress::{JobProgress, Progress};
 pub use signals::{Park, SignalSent};
-pub use steps::{StepRecord, StepRecorded};
+pub use steps::{StepRecord, StepRecorded, StepWrite};
 pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};

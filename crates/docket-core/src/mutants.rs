@@ -208,8 +208,8 @@ impl Mutant {
                 ("progress_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::StepNoFence => &[
-                ("record_step", "AND j.attempt = p_attempt", ""),
-                ("record_step", FENCE, "AND j.state = 'running'"),
+                ("record_steps", " AND h.attempt = s.attempt", ""),
+                ("record_steps", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::SignalWakesAny => &[(
                 "signal",

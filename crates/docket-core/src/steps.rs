@@ -42,6 +42,27 @@ pub struct StepRecorded {
     pub written: bool,
 }
 
+/// One step to record, as [`crate::Store::record_steps`] takes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepWrite {
+    /// The claim it is recorded under (the fencing token is `lease.attempt`).
+    pub lease: crate::Lease,
+    /// Its name.
+    pub name: String,
+    /// Its output.
+    pub output: serde_json::Value,
+}
+
+/// Checks every step of a batch (name and output) before anything is written: a batch with
+/// one bad step writes nothing.
+pub fn check_writes(steps: &[StepWrite]) -> Result<(), ValidationError> {
+    for s in steps {
+        check_name(&s.name)?;
+        crate::output::check(&s.output, crate::output::MAX_OUTPUT_BYTES)?;
+    }
+    Ok(())
+}
+
 /// Names beginning with this are Docket's own records (durable sleeps): a handler's step
 /// may not use them.
 pub const RESERVED_PREFIX: &str = "docket:";

@@ -129,18 +129,48 @@ pub trait Store: Clone + Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<HeartbeatOutcome>> + Send;
 
-    /// Records step `name`'s output for the job `lease` holds, in one transaction with the
-    /// fence (attempt, owner, unexpired lease; the job's row locked until it commits): a
-    /// [`crate::StoreError::LeaseLost`] when the claim no longer holds, and nothing is
-    /// written. When the job already has a step of that name, nothing is written and the
-    /// recorded output comes back (`written: false`). Name and output are checked first.
+    /// Records steps of jobs `owner` holds, in one transaction with the fence (attempt,
+    /// owner, unexpired lease; each job's row locked until it commits): results in input
+    /// order, a [`crate::LeaseLost`] for a step whose claim no longer holds, and nothing
+    /// written for it. When a job already has a step of that name, nothing is written and the
+    /// recorded output comes back (`written: false`). Every name and output is checked
+    /// first ([`crate::steps::check_writes`]); one bad step fails the call and writes nothing.
+    /// One statement for many steps is why a worker's running jobs share a round trip.
+    fn record_steps(
+        &self,
+        owner: &str,
+        steps: &[crate::StepWrite],
+    ) -> impl Future<Output = Result<Vec<std::result::Result<crate::StepRecorded, crate::LeaseLost>>>>
+           + Send;
+
+    /// [`Store::record_steps`] for one step: a [`crate::StoreError::LeaseLost`] when the
+    /// claim no longer holds.
     fn record_step(
         &self,
         owner: &str,
         lease: Lease,
         name: &str,
         output: &serde_json::Value,
-    ) -> impl Future<Output = Result<crate::StepRecorded>> + Send;
+    ) -> impl Future<Output = Result<crate::StepRecorded>> + Send {
+        let step = crate::StepWrite {
+            lease,
+            name: name.to_owned(),
+            output: output.clone(),
+        };
+        async move {
+            match self
+                .record_steps(owner, std::slice::from_ref(&step))
+                .await?
+                .pop()
+            {
+                Some(Ok(r)) => Ok(r),
+                Some(Err(lost)) => Err(lost.into()),
+                None => Err(crate::StoreError::Database(
+                    "the engine returned no result for the step it recorded".into(),
+                )),
+            }
+        }
+    }
 
     /// The steps job `id` has recorded, oldest first (empty for a job without, or one that
     /// no longer exists).

@@ -137,9 +137,9 @@ macro_rules! store_impl {
             heartbeat(owner: &str => owner.to_owned(), leases: &[$crate::core::Lease] => leases.to_vec(),
                       lease: ::std::time::Duration)
                 -> $crate::core::HeartbeatOutcome = $crate::writes::heartbeat;
-            record_step(owner: &str => owner.to_owned(), lease: $crate::core::Lease,
-                        name: &str => name.to_owned(), output: &$crate::serde_json::Value => output.clone())
-                -> $crate::core::StepRecorded = $crate::steps::record_step;
+            record_steps(owner: &str => owner.to_owned(), steps: &[$crate::core::StepWrite] => steps.to_vec())
+                -> Vec<::std::result::Result<$crate::core::StepRecorded, $crate::core::LeaseLost>>
+                = $crate::steps::record_steps;
             job_steps(id: $crate::core::JobId) -> Vec<$crate::core::StepRecord> = $crate::steps::job_steps;
             park_many(owner: &str => owner.to_owned(), parks: &[$crate::core::Park] => parks.to_vec())
                 -> $crate::core::BatchOutcome = $crate::signals::park_many;

@@ -31,7 +31,7 @@ CREATE TABLE {{schema}}.job_steps (
     recorded_at timestamp with time zone NOT NULL DEFAULT statement_timestamp()
 );
 ALTER TABLE {{schema}}.job_steps ADD CONSTRAINT job_steps_name_bounded CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 128)));
-ALTER TABLE {{schema}}.job_steps ADD CONSTRAINT job_steps_output_bounded CHECK ((octet_length((output)::text) <= 16777216));
+ALTER TABLE {{schema}}.job_steps ADD CONSTRAINT job_steps_output_bounded CHECK ((pg_column_size(output) <= 16777216)) NOT VALID;
 ALTER TABLE {{schema}}.job_steps ADD CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, name);
 
 CREATE TABLE {{schema}}.jobs (
@@ -67,7 +67,7 @@ CREATE TABLE {{schema}}.jobs (
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_blocked_is_pending_keyed CHECK (((NOT blocked) OR ((state = 'pending'::text) AND ((ordering_key IS NOT NULL) OR (concurrency_key IS NOT NULL)))));
-ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_bounded CHECK (((output IS NULL) OR (octet_length((output)::text) <= 16777216))) NOT VALID;
+ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_bounded CHECK (((output IS NULL) OR (pg_column_size(output) <= 16777216))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_output_succeeded CHECK (((output IS NULL) OR (state = 'succeeded'::text))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pending_has_budget CHECK (((state <> 'pending'::text) OR (attempt < max_attempts)));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
@@ -873,6 +873,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempt
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+    SELECT 1 FROM jobs AS j WHERE j.id = ANY(p_ids) ORDER BY j.id FOR UPDATE;
     -- A lease that already expired is not revived (the reaper may be handing the job to
     -- someone else), so the worker must stop.
     UPDATE jobs AS j
@@ -1228,26 +1229,47 @@ CREATE OR REPLACE FUNCTION {{schema}}.record_step(p_id bigint, p_attempt integer
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    SELECT set_config('synchronous_commit', 'off', true);
+    SELECT r.written, r.output
+    FROM record_steps(ARRAY[p_id], ARRAY[p_attempt], ARRAY[p_name], ARRAY[p_output], p_owner) AS r
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.record_steps(p_ids bigint[], p_attempts integer[], p_names text[], p_outputs jsonb[], p_owner text)
+ RETURNS TABLE(ord integer, written boolean, output jsonb)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    RETURN QUERY
     WITH held AS (
-        SELECT j.id
+        SELECT j.id, j.attempt
         FROM jobs AS j
-        WHERE j.id = p_id
-      AND j.attempt = p_attempt
+        WHERE j.id = ANY(p_ids)
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
+        ORDER BY j.id
         FOR UPDATE
     ), ins AS (
-        INSERT INTO job_steps (job_id, name, attempt, output)
-        SELECT held.id, p_name, p_attempt, p_output FROM held
+        INSERT INTO job_steps AS t (job_id, name, attempt, output)
+        SELECT s.id, s.name, s.attempt, s.output
+        FROM unnest(p_ids, p_attempts, p_names, p_outputs) AS s(id, attempt, name, output)
+        WHERE EXISTS (SELECT 1 FROM held AS h WHERE h.id = s.id AND h.attempt = s.attempt)
+        ORDER BY s.id, s.name
         ON CONFLICT (job_id, name) DO NOTHING
-        RETURNING job_steps.output
+        RETURNING t.job_id, t.name
     )
-    SELECT (SELECT count(*) FROM ins) = 1,
-           coalesce((SELECT ins.output FROM ins),
-                    (SELECT s.output FROM job_steps AS s WHERE s.job_id = p_id AND s.name = p_name))
-    FROM held
+    SELECT s.ord::integer, ins.job_id IS NOT NULL,
+           CASE WHEN ins.job_id IS NOT NULL THEN s.output
+                ELSE (SELECT r.output FROM job_steps AS r WHERE r.job_id = s.id AND r.name = s.name)
+           END
+    FROM unnest(p_ids, p_attempts, p_names, p_outputs) WITH ORDINALITY
+        AS s(id, attempt, name, output, ord)
+    LEFT JOIN ins ON ins.job_id = s.id AND ins.name = s.name
+    WHERE EXISTS (SELECT 1 FROM held AS h WHERE h.id = s.id AND h.attempt = s.attempt);
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.release_concurrency_key(p_key text, p_queue text, p_unlimited integer)

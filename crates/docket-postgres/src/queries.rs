@@ -38,7 +38,7 @@ queries!(
     complete_outputs,
     output,
     progress_many,
-    record_step,
+    record_steps,
     job_steps,
     prune_steps,
     park_many,

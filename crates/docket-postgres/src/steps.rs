@@ -2,7 +2,6 @@
 //! (`record_step()`), the read, the fenced park (`park_fenced()`), sending a signal
 //! (`signal()`), and the pruning of steps and signals whose job is gone.
 
-use docket_core::output::{check, MAX_OUTPUT_BYTES};
 use docket_core::*;
 use sqlx::{PgConnection, Row};
 
@@ -10,38 +9,73 @@ use crate::errors::{db_err, sqlstate};
 use crate::store::PgStore;
 
 impl PgStore {
-    pub(crate) async fn record_step_impl(
+    /// Records many steps in one statement (`record_steps()`): results in input order; a
+    /// step without a row from the function was refused by its fence, and why is read once
+    /// for all of them.
+    pub(crate) async fn record_steps_impl(
         &self,
         owner: &str,
-        lease: Lease,
-        name: &str,
-        output: &serde_json::Value,
-    ) -> Result<StepRecorded> {
-        docket_core::steps::check_name(name)?;
-        check(output, MAX_OUTPUT_BYTES)?;
-        let row = self
+        steps: &[StepWrite],
+    ) -> Result<Vec<std::result::Result<StepRecorded, LeaseLost>>> {
+        docket_core::steps::check_writes(steps)?;
+        if steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
             .run(async |c: &mut PgConnection| {
-                self.query(&self.queries().record_step)
-                    .bind(lease.id.0)
-                    .bind(lease.attempt)
+                self.query(&self.queries().record_steps)
+                    .bind(steps.iter().map(|s| s.lease.id.0).collect::<Vec<_>>())
+                    .bind(steps.iter().map(|s| s.lease.attempt).collect::<Vec<_>>())
+                    .bind(steps.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
+                    .bind(steps.iter().map(|s| &s.output).collect::<Vec<_>>())
                     .bind(owner)
-                    .bind(name)
-                    .bind(output)
-                    .fetch_optional(&mut *c)
+                    .fetch_all(&mut *c)
                     .await
                     .map_err(db_err)
             })
             .await?;
-        let Some(r) = row else {
-            let lost = self.explain_lost(vec![lease]).await?;
-            return Err(StoreError::LeaseLost(
-                lost.into_iter().next().expect("one lease"),
-            ));
+        let mut out: Vec<Option<StepRecorded>> = vec![None; steps.len()];
+        for r in rows {
+            let ord: i32 = r.try_get("ord").map_err(db_err)?;
+            let slot = usize::try_from(ord - 1)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+                .ok_or_else(|| {
+                    StoreError::Database(format!("record_steps: position {ord}").into())
+                })?;
+            *slot = Some(StepRecorded {
+                written: r.try_get("written").map_err(db_err)?,
+                output: r.try_get("output").map_err(db_err)?,
+            });
+        }
+        let refused: Vec<Lease> = steps
+            .iter()
+            .zip(&out)
+            .filter(|(_, r)| r.is_none())
+            .map(|(s, _)| s.lease)
+            .collect();
+        let mut lost = if refused.is_empty() {
+            Vec::new()
+        } else {
+            self.explain_lost(refused).await?
         };
-        Ok(StepRecorded {
-            written: r.try_get("written").map_err(db_err)?,
-            output: r.try_get("output").map_err(db_err)?,
-        })
+        Ok(steps
+            .iter()
+            .zip(out)
+            .map(|(s, r)| match r {
+                Some(r) => Ok(r),
+                None => {
+                    let i = lost.iter().position(|l| l.lease == s.lease);
+                    Err(match i {
+                        Some(i) => lost.swap_remove(i),
+                        None => LeaseLost {
+                            lease: s.lease,
+                            reason: LostReason::Expired,
+                        },
+                    })
+                }
+            })
+            .collect())
     }
 
     pub(crate) async fn job_steps_impl(&self, id: JobId) -> Result<Vec<StepRecord>> {

@@ -498,14 +498,12 @@ impl Store for PgStore {
         self.complete_outputs_impl(owner, outputs).await
     }
 
-    async fn record_step(
+    async fn record_steps(
         &self,
         owner: &str,
-        lease: Lease,
-        name: &str,
-        output: &serde_json::Value,
-    ) -> Result<StepRecorded> {
-        self.record_step_impl(owner, lease, name, output).await
+        steps: &[StepWrite],
+    ) -> Result<Vec<std::result::Result<StepRecorded, LeaseLost>>> {
+        self.record_steps_impl(owner, steps).await
     }
 
     async fn job_steps(&self, id: JobId) -> Result<Vec<StepRecord>> {

@@ -103,7 +103,6 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         max_output: shared.config.max_output_bytes,
         progress: entry.progress_cell(),
         steps: shared.step_store.clone(),
-        owner: shared.owner.clone(),
         entry: entry.clone(),
         claimed_at: job.lease_expires_at
             - chrono::TimeDelta::from_std(shared.config.lease).unwrap_or_default(),

@@ -50,8 +50,6 @@ pub struct JobContext {
     pub(crate) progress: std::sync::Arc<std::sync::Mutex<Option<(f32, String)>>>,
     /// The store, for steps.
     pub(crate) steps: std::sync::Arc<dyn crate::steps::StepStore>,
-    /// The worker's identity (steps are recorded under the claim: owner and token).
-    pub(crate) owner: std::sync::Arc<str>,
     /// The runtime's record of this job (stopped when a step finds the lease lost).
     pub(crate) entry: std::sync::Arc<crate::tracker::InFlight>,
     /// When this claim was made, on the database's clock (its lease's expiry less the
@@ -304,7 +302,7 @@ impl JobContext {
             id: self.id,
             attempt: self.fence,
         };
-        match self.steps.record(&self.owner, lease, name, &v).await {
+        match self.steps.record(lease, name, &v).await {
             Ok(r) => {
                 let value = if r.written { v } else { r.output };
                 if let Some(rec) = self.run.steps.lock().await.recorded.as_mut() {

@@ -17,9 +17,8 @@ pub(crate) struct Shared<S: Store> {
     pub store: S,
     /// The same store, type-erased for [`crate::JobContext::store`].
     pub erased_store: Arc<dyn std::any::Any + Send + Sync>,
-    /// This worker's identity, shared by every job's context.
-    pub owner: Arc<str>,
-    /// The store as handlers' steps use it.
+    /// The store as handlers' steps use it (batched across running jobs, under this
+    /// worker's identity).
     pub step_store: Arc<dyn crate::steps::StepStore>,
     pub registry: Registry<S>,
     pub config: WorkerConfig,

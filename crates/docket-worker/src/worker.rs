@@ -148,8 +148,10 @@ impl<S: Store> Worker<S> {
         Ok(Worker {
             shared: Arc::new(Shared {
                 erased_store: Arc::new(store.clone()),
-                step_store: Arc::new(store.clone()),
-                owner: config.owner.as_str().into(),
+                step_store: Arc::new(crate::steps::StepBatcher::new(
+                    store.clone(),
+                    config.owner.as_str().into(),
+                )),
                 store,
                 registry,
                 config,

@@ -336,6 +336,68 @@ where
     assert!(msg.contains("used twice"), "{msg}");
 }
 
+/// Steps of many jobs running at once share batched writes: each step still gets its own
+/// value back (also two steps of one job awaited together), and each job's record holds
+/// exactly its own steps.
+async fn steps_of_many_jobs_each_get_their_own_record<H: Harness>()
+where
+    H::S: InTransaction,
+{
+    let h = H::fresh().await;
+    let s = h.store().clone();
+    let mut reg = registry::<H::S>();
+    reg.register_fn("stepper", |args, ctx: JobContext| async move {
+        let n = args["n"].as_i64().unwrap_or(-1);
+        for i in 0..4 {
+            let got: String = ctx
+                .step(&format!("s{i}"), || async move { Ok(format!("{n}:{i}")) })
+                .await?;
+            assert_eq!(got, format!("{n}:{i}"), "a step got another's value");
+        }
+        let (x, y) = tokio::join!(
+            ctx.step("x", || async move { Ok(n * 10) }),
+            ctx.step("y", || async move { Ok(n * 100) })
+        );
+        let (x, y): (i64, i64) = (x?, y?);
+        ctx.set_output(&json!([x, y]))?;
+        Ok(())
+    });
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        ids.push((n, put(&s, "stepper", json!({ "n": n })).await));
+    }
+    let cfg = config().queue("q", 16);
+    let (s2, all) = (s.clone(), ids.clone());
+    run_until(s.clone(), cfg, reg, async move {
+        until("every stepper succeeded", || async {
+            for (_, id) in &all {
+                if state_of(&s2, *id).await != Some(JobState::Succeeded) {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    })
+    .await;
+    for (n, id) in ids {
+        assert_eq!(
+            s.output::<serde_json::Value>(id).await.unwrap(),
+            Some(json!([n * 10, n * 100]))
+        );
+        let steps = s.job_steps(id).await.unwrap();
+        let mut got: Vec<(String, serde_json::Value)> =
+            steps.into_iter().map(|r| (r.name, r.output)).collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut want: Vec<(String, serde_json::Value)> = (0..4)
+            .map(|i| (format!("s{i}"), json!(format!("{n}:{i}"))))
+            .collect();
+        want.push(("x".into(), json!(n * 10)));
+        want.push(("y".into(), json!(n * 100)));
+        assert_eq!(got, want, "job {n}'s steps");
+    }
+}
+
 async fn a_durable_sleep_parks_the_job_until_its_time<H: Harness>()
 where
     H::S: InTransaction,
@@ -577,6 +639,7 @@ macro_rules! every_case {
             an_output_over_the_bound_ends_the_job_dead,
             progress_reaches_the_job_while_it_runs,
             recorded_steps_are_not_run_again,
+            steps_of_many_jobs_each_get_their_own_record,
             a_durable_sleep_parks_the_job_until_its_time,
             a_wait_resumes_once_with_its_signal_or_its_timeout,
             a_timed_out_wait_keeps_its_answer,

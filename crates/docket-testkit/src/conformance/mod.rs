@@ -120,6 +120,7 @@ macro_rules! conformance_suite {
             outputs::an_output_over_the_cap_writes_nothing,
             outputs::progress_is_written_only_under_the_claim,
             steps::steps_are_recorded_once_under_the_claim,
+            steps::a_batch_of_steps_is_fenced_step_by_step,
             steps::why_names_a_durable_sleep,
             signals::signals_wake_parked_jobs_once,
         );

@@ -152,3 +152,100 @@ pub async fn why_names_a_durable_sleep<H: Harness>(h: &H) {
         "{w:?}"
     );
 }
+
+/// Many steps in one call: each judged by its own claim, answered in input order — the
+/// fenced ones recorded (or the earlier record returned), a stale claim's step refused with
+/// its reason and nothing written for it — and one bad step refuses the whole call.
+pub async fn a_batch_of_steps_is_fenced_step_by_step<H: Harness>(h: &H) {
+    let s = h.store();
+    let a = put(s, job("q")).await;
+    let b = put(s, job("q")).await;
+    let c = claim(s, "q", 2, "w", LONG).await;
+    let (la, lb) = if c[0].id == a {
+        (lease(&c[0]), lease(&c[1]))
+    } else {
+        (lease(&c[1]), lease(&c[0]))
+    };
+    assert_eq!((la.id, lb.id), (a, b));
+    let first = s
+        .record_step("w", la, "charge", &json!("ch_1"))
+        .await
+        .unwrap();
+    assert!(first.written);
+    let stale = Lease {
+        id: b,
+        attempt: lb.attempt + 1,
+    };
+    let write = |lease, name: &str, output| StepWrite {
+        lease,
+        name: name.into(),
+        output,
+    };
+    let batch = [
+        write(lb, "ship", json!(2)),
+        write(stale, "stale", json!(3)),
+        write(la, "charge", json!("ch_2")),
+        write(la, "email", json!({"to": "ann"})),
+    ];
+    let r = s.record_steps("w", &batch).await.unwrap();
+    assert_eq!(r.len(), 4);
+    assert_eq!(
+        r[0],
+        Ok(StepRecorded {
+            output: json!(2),
+            written: true
+        })
+    );
+    match &r[1] {
+        Err(lost) => assert_eq!(lost.lease, stale, "{lost}"),
+        other => panic!("a stale claim's step was not refused: {other:?}"),
+    }
+    assert_eq!(
+        r[2],
+        Ok(StepRecorded {
+            output: json!("ch_1"),
+            written: false
+        }),
+        "the first record wins"
+    );
+    assert_eq!(
+        r[3],
+        Ok(StepRecorded {
+            output: json!({"to": "ann"}),
+            written: true
+        })
+    );
+    let names = |id| async move {
+        s.job_steps(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.name, r.attempt))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(b).await, [("ship".to_string(), lb.attempt)]);
+    assert_eq!(
+        names(a).await,
+        [
+            ("charge".to_string(), la.attempt),
+            ("email".to_string(), la.attempt)
+        ]
+    );
+
+    // Another owner's steps are all refused; one bad step refuses the call, writing nothing.
+    let r = s
+        .record_steps(
+            "other",
+            &[write(la, "x", json!(1)), write(lb, "y", json!(1))],
+        )
+        .await
+        .unwrap();
+    assert!(r.iter().all(|r| r.is_err()), "{r:?}");
+    let r = s
+        .record_steps("w", &[write(la, "fine", json!(1)), write(lb, "", json!(1))])
+        .await;
+    assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+    assert_eq!(names(a).await.len(), 2);
+    assert_eq!(names(b).await.len(), 1);
+    assert!(s.record_steps("w", &[]).await.unwrap().is_empty());
+}

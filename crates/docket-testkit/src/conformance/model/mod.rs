@@ -228,6 +228,9 @@ const MUST_COVER: &[&str] = &[
     "reap: took leases",
     "cancel",
     "retry",
+    "step batch: recorded",
+    "step batch: the first record wins",
+    "step batch: lease lost",
 ];
 
 /// Every job, by id (cases have fewer than the 1,000 a page holds).

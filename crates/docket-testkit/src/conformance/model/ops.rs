@@ -118,6 +118,17 @@ pub enum Op {
     /// Worker `w` writes `write` for one of the leases it holds (outputs and steps; the
     /// batch ops cover the rest).
     Own { w: usize, pick: usize, write: Write },
+    /// Worker `w` records step `s{k}` for some of the leases it holds and, with `replay`, for
+    /// a lease from the history (usually stale), all in one `record_steps` call: each judged
+    /// by its own claim; with `again`, the same batch once more (a batch resent after its
+    /// answer was lost: the first records come back, nothing is written twice).
+    StepBatch {
+        w: usize,
+        picks: Vec<usize>,
+        replay: Option<usize>,
+        k: u8,
+        again: bool,
+    },
     /// Moves the clock forward 25 s, or 2 h.
     Advance { big: bool },
     /// One reaper pass of at most `batch` jobs (in expiry order).
@@ -217,6 +228,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
         3 => (0..NW, 0usize..8, prop_oneof![Just(Write::CompleteOutput), (0u8..3).prop_map(Write::Step)])
             .prop_map(|(w, pick, write)| Op::Own { w, pick, write }),
+        3 => (0..NW, picks(), prop::option::of(0usize..32), 0u8..2, any::<bool>())
+            .prop_map(|(w, picks, replay, k, again)| Op::StepBatch { w, picks, replay, k, again }),
         3 => Just(Op::Advance { big: false }),
         1 => Just(Op::Advance { big: true }),
         3 => prop_oneof![3 => Just(REAP_ALL), 1 => 1i64..=2].prop_map(|batch| Op::Reap { batch }),

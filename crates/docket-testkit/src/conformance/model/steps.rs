@@ -271,6 +271,28 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
             one_write(h, m, w, lease, write).await?;
         }
 
+        Op::StepBatch {
+            w,
+            ref picks,
+            replay,
+            k,
+            again,
+        } => {
+            let mut leases = m.pick(w, picks);
+            if let Some(r) = replay.filter(|_| !m.history.is_empty()) {
+                let l = m.history[r % m.history.len()];
+                if !leases.contains(&l) {
+                    leases.push(l);
+                }
+            }
+            if !leases.is_empty() {
+                record_steps(h, m, w, &leases, k).await?;
+                if again {
+                    record_steps(h, m, w, &leases, k).await?;
+                }
+            }
+        }
+
         Op::Advance { big } => {
             let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
             h.advance(Duration::from_secs(s as u64)).await;

@@ -118,6 +118,67 @@ pub async fn record_step<H: Harness>(
     Ok(())
 }
 
+/// Worker `w` records step `s{k}` for each of `leases` (distinct) in one `record_steps`
+/// call: each answer judged as [`record_step`] judges one, in input order.
+pub async fn record_steps<H: Harness>(
+    h: &H,
+    m: &mut Model,
+    w: usize,
+    leases: &[Lease],
+    k: u8,
+) -> Result<(), TestCaseError> {
+    let name = format!("s{k}");
+    let writes: Vec<StepWrite> = leases
+        .iter()
+        .map(|&lease| StepWrite {
+            lease,
+            name: name.clone(),
+            output: serde_json::json!([WORKERS[w], lease.attempt, "batch"]),
+        })
+        .collect();
+    let got = h
+        .store()
+        .record_steps(WORKERS[w], &writes)
+        .await
+        .map_err(|e| TestCaseError::fail(format!("record_steps: {e}")))?;
+    prop_assert_eq!(got.len(), writes.len(), "one answer per step");
+    for (wr, r) in writes.into_iter().zip(got) {
+        let lease = wr.lease;
+        let live = m.live(w, lease)?;
+        match r {
+            Ok(r) => {
+                prop_assert!(
+                    live,
+                    "batched step {name} of {lease:?} by {} recorded on a lease that does not hold",
+                    WORKERS[w]
+                );
+                let j = m.job_mut(lease.id);
+                match j.steps.get(&name) {
+                    Some((_, first)) => {
+                        prop_assert!(!r.written, "batched step {name} written twice");
+                        prop_assert_eq!(&r.output, first, "batched step gave back another record");
+                        m.saw("step batch: the first record wins");
+                    }
+                    None => {
+                        prop_assert!(r.written, "batched step {name} not written on a held lease");
+                        j.steps.insert(name.clone(), (lease.attempt, wr.output));
+                        m.saw("step batch: recorded");
+                    }
+                }
+            }
+            Err(lost) => {
+                prop_assert!(
+                    !live,
+                    "batched step {name} of {lease:?} refused on a lease that holds"
+                );
+                prop_assert_eq!(lost.lease, lease);
+                m.saw("step batch: lease lost");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Worker `w` completes `leases` (distinct) in one batch, then forgets them; with `delete`
 /// the completed jobs' rows go (the model forgets them, as after a prune).
 pub async fn complete<H: Harness>(
