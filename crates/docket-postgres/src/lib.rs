@@ -35,6 +35,7 @@ mod steps;
 pub mod store;
 mod why;
 mod workers;
+mod writes;
 
 pub use connect::{ConnectError, PoolerMode};
 pub use docket_core as core;
