@@ -56,7 +56,8 @@ pub struct WorkerConfig {
     /// handler has finished; then what the queue's slots start in a quarter of
     /// `prefetch_timeout` at the handlers' mean run time, at most this value. The depth grows
     /// by a claim's size while claims come back full and halves whenever buffered jobs time
-    /// out. So no-op handlers get the whole buffer and handlers of 0.3-1 s on a few slots get
+    /// out; while jobs still wait in it, the buffer is refilled once half of what the queue
+    /// may hold is free (or it runs dry), one claim for many jobs. So no-op handlers get the whole buffer and handlers of 0.3-1 s on a few slots get
     /// one job or none (a buffer of 200 there was claimed, waited out, released and claimed
     /// again, over and over). Work that holds a limit while running (a queue with a
     /// `max_running` or a rate, an ordering or concurrency key) is never buffered: claims take

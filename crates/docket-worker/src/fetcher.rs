@@ -222,6 +222,31 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                     },
                 }
             }
+            // A backlog while claimed jobs still wait in the buffer: no run slot waits for
+            // this claim, so let room gather until half of what the queue may hold is free, or
+            // the buffer runs dry — one claim for many jobs rather than one claim per job that
+            // ends (handlers of tens of milliseconds were claimed one job at a time, the claim
+            // costing the server more than the job). Every job that ends frees its run slot,
+            // which wakes this wait to look again; the poll interval bounds it. Without a
+            // buffer (depth 0: slow handlers) nothing waits here.
+            if immediate {
+                let batch = self.shared.config.claim_batch.max(1);
+                let half = (self.allowance() / 2).clamp(1, batch);
+                let room = |held: usize| self.allowance().saturating_sub(held);
+                while permits.len() + room(self.held()) < half && self.pace.buffered() > 0 {
+                    tokio::select! {
+                        _ = self.pace.slot_freed.notified() => {}
+                        _ = tokio::time::sleep(self.shared.config.poll_interval) => break,
+                        _ = stop.cancelled() => return,
+                    }
+                }
+                while permits.len() < batch && room(self.held()) > 0 {
+                    match self.slots.clone().try_acquire_owned() {
+                        Ok(p) => permits.push(p),
+                        Err(_) => break,
+                    }
+                }
+            }
             match self.claim_with(permits).await {
                 Ok(claimed) => {
                     let Claimed { n, offered, .. } = claimed;
