@@ -23,6 +23,50 @@ struct Drain {
     handler_secs: f64,
     /// The worker process's peak resident set, MiB.
     peak_rss_mib: f64,
+    /// CPU seconds the database server spent meanwhile (`None` when it is not on this
+    /// machine): the drain's server time.
+    server_cpu_s: Option<f64>,
+}
+
+/// CPU seconds the PostgreSQL server behind `store` has used so far, when it runs on this
+/// machine (read from `/proc`): its postmaster's own and its exited children's (`cutime`,
+/// `cstime`: backends that ended), plus every live child's. The difference of two readings is
+/// what the server spent in between, whichever backend spent it. `None` elsewhere.
+async fn server_cpu(store: &docket_postgres::PgStore) -> Option<f64> {
+    let backend: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .ok()?;
+    // Fields after the command name (which may hold spaces): state is 3, ppid 4, utime 14,
+    // stime 15, cutime 16, cstime 17 — `man 5 proc`; index i here is field i + 3.
+    let stat = |pid: &str| -> Option<Vec<i64>> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &text[text.rfind(')')? + 1..];
+        Some(
+            rest.split_whitespace()
+                .skip(1)
+                .map(|f| f.parse().unwrap_or(0))
+                .collect(),
+        )
+    };
+    let postmaster = *stat(&backend.to_string())?.first()?;
+    let own = stat(&postmaster.to_string())?;
+    let mut ticks = own.get(10..14)?.iter().sum::<i64>();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if let Some(f) = stat(pid).filter(|f| f.first() == Some(&postmaster)) {
+            ticks += f.get(10..12).map(|t| t.iter().sum::<i64>()).unwrap_or(0);
+        }
+    }
+    // /proc reports these in USER_HZ ticks, 100 per second on every Linux architecture
+    // (what sysconf(_SC_CLK_TCK) returns; this crate forbids the unsafe call to ask).
+    Some(ticks as f64 / 100.0)
 }
 
 /// One drain by one default worker process.
@@ -39,6 +83,7 @@ async fn drain_with(
     extra: &[String],
 ) -> anyhow::Result<Drain> {
     let store = load_drain(ctx, n).await?;
+    let cpu_before = server_cpu(&store).await;
     let mut c = ctx.child("__bench-worker")?;
     // The worker prints its handlers' summed time on stdout at the end (one short line, well
     // inside a pipe's buffer, so it is read after the exit).
@@ -58,6 +103,10 @@ async fn drain_with(
     let waited = wait_exited(&mut children).await;
     crate::stop_children(&mut children);
     waited?;
+    let server_cpu_s = match (cpu_before, server_cpu(&store).await) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
     let secs = verify_drained(ctx, &store, n).await?;
     let mut printed = String::new();
     if let Some(mut out) = children[0].stdout.take() {
@@ -79,6 +128,7 @@ async fn drain_with(
         rate: n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6),
         handler_secs: handler_ns / 1e9,
         peak_rss_mib: rss_kib / 1024.0,
+        server_cpu_s,
     })
 }
 
@@ -156,6 +206,7 @@ pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
         rate,
         handler_secs,
         peak_rss_mib,
+        ..
     } = one_drain(ctx, n, w, sleep_ms).await?;
     let secs = n as f64 / rate;
     let ideal = n as f64 * sleep_ms as f64 / 1000.0 / w as f64;
@@ -187,12 +238,66 @@ pub async fn mixed(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<BenchResult> {
     })
 }
 
-/// Durable jobs' cost at W = 10 (one default process), alternating so drift hits all three
+/// Durable jobs' cost at W = each of `a.levels` (one default process), alternating so drift hits all three
 /// alike: plain no-op jobs; jobs of 10 memoized steps (target: a job costs at most 12 × a
-/// plain one); jobs with a 64 KiB output (target: at least 0.5 × the plain rate).
+/// plain one's server time — the database server's CPU per job, where the server runs on
+/// this machine, else the drain rate); jobs with a 64 KiB output (target: at least 0.5 × the
+/// plain rate).
 pub async fn steps(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
     let n = a.jobs.unwrap_or(20_000).min(1_000_000);
-    let w = 10usize;
+    let mut out = Vec::new();
+    for &w in &a.levels {
+        out.extend(steps_at(ctx, a, n, w).await?);
+    }
+    Ok(out)
+}
+
+/// The floor of a job with a 64 KiB output: rows of the same JSON value (a 64 KiB string)
+/// inserted into a table like the jobs' output column (jsonb, lz4 where the server has it),
+/// 100 a statement, each statement its own transaction, from 4 connections at once (as
+/// `sql-floor.sh` runs 4 clients) — what storing such an output costs this server whatever
+/// the queue does around it (PostgreSQL parses every jsonb value it receives). Jobs/s.
+async fn output_floor(ctx: &Ctx, n: u64, bytes: usize) -> anyhow::Result<f64> {
+    const CLIENTS: u64 = 4;
+    let store = crate::bench::fresh_store(ctx, CLIENTS as u32).await?;
+    let table = format!("{}.bench_output_floor", ctx.schema);
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id bigserial PRIMARY KEY, v jsonb NOT NULL)"
+    ))
+    .execute(store.pool())
+    .await?;
+    // lz4 as the jobs' output column has it (migration 0020); pglz where the server lacks it.
+    let _ = sqlx::query(&format!(
+        "ALTER TABLE {table} ALTER COLUMN v SET COMPRESSION lz4"
+    ))
+    .execute(store.pool())
+    .await;
+    let value = serde_json::Value::String("x".repeat(bytes));
+    let batch: Vec<&serde_json::Value> = std::iter::repeat_n(&value, 100).collect();
+    let insert = format!("INSERT INTO {table} (v) SELECT * FROM unnest($1::jsonb[])");
+    let t = std::time::Instant::now();
+    let client = |share: u64| {
+        let (store, insert, batch) = (&store, &insert, &batch);
+        async move {
+            let mut done = 0;
+            while done < share {
+                let k = (share - done).min(100) as usize;
+                sqlx::query(insert)
+                    .bind(&batch[..k])
+                    .execute(store.pool())
+                    .await?;
+                done += k as u64;
+            }
+            anyhow::Ok(())
+        }
+    };
+    let shares = (0..CLIENTS).map(|i| n / CLIENTS + u64::from(i < n % CLIENTS));
+    futures::future::try_join_all(shares.map(client)).await?;
+    Ok(n as f64 / t.elapsed().as_secs_f64().max(1e-6))
+}
+
+/// The steps scenario at `w` slots.
+async fn steps_at(ctx: &Ctx, a: &BenchArgs, n: u64, w: usize) -> anyhow::Result<Vec<BenchResult>> {
     let cases: [(&str, Vec<String>); 3] = [
         ("plain", vec![]),
         ("10 steps", vec!["--steps".into(), "10".into()]),
@@ -202,20 +307,33 @@ pub async fn steps(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>>
         ),
     ];
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for _ in 0..a.runs.max(1) {
         for (i, (_, extra)) in cases.iter().enumerate() {
-            rates[i].push(drain_with(ctx, n, w, 0, extra).await?.rate);
+            let d = drain_with(ctx, n, w, 0, extra).await?;
+            rates[i].push(d.rate);
+            if let Some(c) = d.server_cpu_s {
+                cpu[i].push(c * 1e6 / n as f64);
+            }
         }
     }
+    let floor = output_floor(ctx, n, 65536).await?;
     let plain = median(rates[0].clone());
+    let full = |v: &Vec<f64>| v.len() == a.runs.max(1);
+    let plain_cpu = full(&cpu[0]).then(|| median(cpu[0].clone()));
     Ok(cases
         .iter()
         .zip(rates)
-        .map(|((name, _), r)| {
+        .zip(cpu)
+        .map(|(((name, _), r), c)| {
             let m = median(r.clone());
-            let (ratio, target) = match *name {
-                "10 steps" => (plain / m, "cost per job vs plain, target <= 12"),
-                "64 KiB output" => (m / plain, "rate vs plain, target >= 0.5"),
+            let us = full(&c).then(|| median(c.clone()));
+            let (ratio, target) = match (*name, us.zip(plain_cpu)) {
+                ("10 steps", Some((us, p))) => {
+                    (us / p, "server CPU per job vs plain, target <= 12")
+                }
+                ("10 steps", None) => (plain / m, "cost per job vs plain (rate), target <= 12"),
+                ("64 KiB output", _) => (m / plain, "rate vs plain, target >= 0.5"),
                 _ => (1.0, "the baseline"),
             };
             BenchResult {
@@ -230,7 +348,14 @@ pub async fn steps(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>>
                     "{target}; one process, library defaults; median of {} runs, alternating",
                     r.len()
                 )),
-                extra: Some(json!({ "runs_jobs_per_s": r })),
+                extra: Some(json!({
+                    "runs_jobs_per_s": r,
+                    "server_cpu_us_per_job": us,
+                    "runs_server_cpu_us_per_job": c,
+                    "rate_vs_plain": m / plain,
+                    "output_floor_jobs_per_s": (*name == "64 KiB output").then_some(floor),
+                    "rate_vs_output_floor": (*name == "64 KiB output").then_some(m / floor),
+                })),
                 ..Default::default()
             }
         })
