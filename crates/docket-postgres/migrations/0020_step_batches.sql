@@ -10,11 +10,6 @@
 --   per step that passed the fence, with its position in the input; a step without a row was
 --   refused. It commits without waiting for its WAL flush, as record_step() did (0019).
 -- * record_step(): now one step through record_steps(), so the rule is written once.
--- * heartbeat_fenced() (0016) locks its rows in id order first, as every batch writer does:
---   its UPDATE ... FROM unnest() visits them in its plan's order, which two heartbeats of one
---   worker need not share (one cut off mid-flight and still running on the server, and the
---   next): PostgreSQL reported a deadlock between two such heartbeats (the conformance test
---   of calls dropped at every await, 2026-12-05).
 -- * Outputs of jobs and steps are compressed with lz4 where the server has it (PostgreSQL
 --   14+ built with lz4): pglz spent ~0.8 ms of server time on each 64 KiB output, lz4 ~20 us
 --   (measured 2026-12-05, 2,000 rows of a 64 KiB JSON string). Existing values stay as they
@@ -71,28 +66,8 @@ LANGUAGE sql VOLATILE AS $$
     FROM record_steps(ARRAY[p_id], ARRAY[p_attempt], ARRAY[p_name], ARRAY[p_output], p_owner) AS r
 $$;
 
-CREATE OR REPLACE FUNCTION heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text,
-    p_lease_ms bigint)
-RETURNS TABLE (id bigint, attempt integer, lease_expires_at timestamptz, cancel_requested boolean)
-LANGUAGE sql VOLATILE AS $$
-    SELECT 1 FROM jobs AS j WHERE j.id = ANY(p_ids) ORDER BY j.id FOR UPDATE;
-    -- A lease that already expired is not revived (the reaper may be handing the job to
-    -- someone else), so the worker must stop.
-    UPDATE jobs AS j
-    SET attempt = c.attempt, lease_owner = p_owner,
-        lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
-    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
-    WHERE j.id = c.id
-      AND j.attempt = c.attempt
-      AND coalesce(TRUE
-      AND j.lease_owner = p_owner
-      AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
-$$;
-
 -- Definers with a pinned path, granted to whoever may claim (as in migration 0019); CREATE OR
--- REPLACE keeps the replaced functions' grants but not their definer settings, so they are
--- set here.
+-- REPLACE keeps record_step()'s grants but not its definer settings, so both are set here.
 DO $$
 DECLARE
     f text;
@@ -100,8 +75,7 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY[
         'record_steps(bigint[], integer[], text[], jsonb[], text)',
-        'record_step(bigint, integer, text, text, jsonb)',
-        'heartbeat_fenced(bigint[], integer[], text, bigint)'
+        'record_step(bigint, integer, text, text, jsonb)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);

@@ -873,7 +873,6 @@ CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempt
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    SELECT 1 FROM jobs AS j WHERE j.id = ANY(p_ids) ORDER BY j.id FOR UPDATE;
     -- A lease that already expired is not revived (the reaper may be handing the job to
     -- someone else), so the worker must stop.
     UPDATE jobs AS j
