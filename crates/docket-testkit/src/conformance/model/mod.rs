@@ -190,11 +190,16 @@ async fn run_case<H: Harness>(h: &H, ops: &[Op], coverage: &Coverage) -> Result<
     }
     .await;
     let mut all = coverage.lock().expect("coverage");
+    *all.entry(CASES_RUN).or_default() += 1;
     for (k, v) in &m.coverage {
         *all.entry(k).or_default() += v;
     }
     result
 }
+
+/// The coverage entry counting cases run (shrinking runs more), so a round that ran
+/// none is seen.
+const CASES_RUN: &str = "(cases run, shrinking included)";
 
 fn cases() -> u32 {
     std::env::var("DOCKET_MODEL_CASES")
@@ -256,22 +261,24 @@ pub fn run<H: Harness>() {
         .build()
         .expect("runtime");
     let h = rt.block_on(H::fresh());
-    let mut runner = TestRunner::new(Config {
+    let config = Config {
         cases: cases(),
         // No regression files next to the sources: a failure prints its minimal sequence.
         failure_persistence: None,
         max_shrink_time: 120_000,
         ..Config::default()
-    });
+    };
     let coverage = Coverage::default();
     let started = Instant::now();
     // The sequences are random, so a rare outcome (a starving job overtaking higher
     // priorities) can be missed by one round of cases; up to two more rounds of fresh
     // cases run then, before a miss counts — a run proves what it claims without the
-    // coverage check failing by chance.
+    // coverage check failing by chance. Each round needs its own runner: a runner counts
+    // its passed cases across calls, so a second `run` on it would run none.
     let mut rounds = 0;
     let missed = loop {
         rounds += 1;
+        let mut runner = TestRunner::new(config.clone());
         let result = runner.run(&ops(), |ops| rt.block_on(run_case(&h, &ops, &coverage)));
         if let Err(e) = result {
             panic!("{e}");
@@ -294,6 +301,12 @@ pub fn run<H: Harness>() {
     );
     let coverage = coverage.into_inner().expect("coverage");
     eprintln!("coverage: {coverage:#?}");
+    let ran = coverage.get(CASES_RUN).copied().unwrap_or(0);
+    assert!(
+        ran >= u64::from(rounds * cases()),
+        "{rounds} rounds of {} cases ran only {ran} cases",
+        cases()
+    );
     assert!(
         missed.is_empty() || cases() < 48,
         "the model test never exercised {missed:?} in {rounds} rounds of {} cases",
