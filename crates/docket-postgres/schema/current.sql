@@ -878,7 +878,13 @@ AS $function$
     UPDATE jobs AS j
     SET attempt = c.attempt, lease_owner = p_owner,
         lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
-    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+    FROM (
+        SELECT l.id, u.attempt
+        FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+        JOIN jobs AS l ON l.id = u.id
+        ORDER BY l.id
+        FOR UPDATE OF l
+    ) AS c
     WHERE j.id = c.id
       AND j.attempt = c.attempt
       AND coalesce(TRUE
