@@ -78,6 +78,9 @@ pub enum Mutant {
     /// A signal wakes its job whatever the job waits for: a job parked on another signal
     /// (or its timeout) runs early.
     SignalWakesAny,
+    /// A park is applied without its fence: a stale attempt puts its successor's running
+    /// job back to sleep and gives its budget back.
+    ParkNoFence,
 }
 
 impl Mutant {
@@ -108,6 +111,7 @@ impl Mutant {
         Mutant::StepNoFence,
         Mutant::SignalAnswerNotKept,
         Mutant::SignalWakesAny,
+        Mutant::ParkNoFence,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -138,6 +142,7 @@ impl Mutant {
             Mutant::StepNoFence => "step_no_fence",
             Mutant::SignalAnswerNotKept => "signal_answer_not_kept",
             Mutant::SignalWakesAny => "signal_wakes_any",
+            Mutant::ParkNoFence => "park_no_fence",
         }
     }
 
@@ -210,6 +215,10 @@ impl Mutant {
             Mutant::StepNoFence => &[
                 ("record_steps", " AND h.attempt = s.attempt", ""),
                 ("record_steps", FENCE, "AND j.state = 'running'"),
+            ],
+            Mutant::ParkNoFence => &[
+                ("park_fenced", "AND j.attempt = s.attempt", ""),
+                ("park_fenced", FENCE, "AND j.state = 'running'"),
             ],
             Mutant::SignalWakesAny => &[(
                 "signal",

@@ -1,7 +1,9 @@
 //! Model-based test of an engine's store, through the seam and its [`Harness`]: random
 //! sequences of enqueue (plain, with an ordering key, a concurrency key or a unique key),
 //! claim (strict priority order or under a starvation bound), heartbeat, complete, fail,
-//! snooze, release, crash, writes by impostors and stale tokens, operator cancel, retry,
+//! snooze, release, crash, writes by impostors and stale tokens, outputs, memoized steps
+//! (one at a time and in batches), parks waiting for signals and the signals that wake
+//! them (`signals.rs`), operator cancel, retry,
 //! pause, resume and queue limits, prune, the key sweep, advance-the-clock and reap run
 //! against the store and against a small in-memory model of the state machine (`docs/state-machine.md`,
 //! `sql/*.sql`); the two are compared after every step. The claims reach all three claim
@@ -16,8 +18,11 @@
 //!
 //! # What is compared
 //!
-//! - Every fenced write (complete, fail, snooze, release, heartbeat): the applied and lost
-//!   sets, and each lost lease's reason; heartbeats also the cancel requests they report.
+//! - Every fenced write (complete, fail, snooze, release, heartbeat, park): the applied and
+//!   lost sets, and each lost lease's reason; heartbeats also the cancel requests they
+//!   report; every step record: written, the first record back, or refused.
+//! - Every signal: new or a repeat, whether it woke the job, or the refusal (missing or
+//!   finished job); and the payload a wait would read.
 //! - Every claim: see "Claim order" below. Every reap: the jobs taken (all expired ones, or
 //!   the earliest-expiring `batch` of them), their token, owner and new state.
 //! - Operator cancel and retry: the outcome, or the `WrongState` error and its state.
@@ -59,6 +64,7 @@
 mod claims;
 mod compare;
 mod ops;
+mod signals;
 mod state;
 mod steps;
 mod writes;
@@ -236,6 +242,13 @@ const MUST_COVER: &[&str] = &[
     "step batch: recorded",
     "step batch: the first record wins",
     "step batch: lease lost",
+    "park: parked",
+    "park: the signal was already there",
+    "signal: sent",
+    "signal: a repeat changed nothing",
+    "signal: woke a parked job",
+    "signal: refused for a finished job",
+    "signal: refused for a missing job",
 ];
 
 /// Every job, by id (cases have fewer than the 1,000 a page holds).

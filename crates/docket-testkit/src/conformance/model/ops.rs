@@ -34,6 +34,31 @@ pub enum Write {
     CompleteOutput,
     /// A memoized step `s{k}` recorded under the lease.
     Step(u8),
+    /// The answer to a wait for signal `g{k}` (its payload or its timeout), recorded as the
+    /// runtime records it when the parked job runs again: the step `docket:signal:g{k}`.
+    Answer(u8),
+}
+
+/// A signal sent with a park, to its first job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Also {
+    Nothing,
+    Before,
+    After,
+}
+
+/// Whom a signal is sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SigTarget {
+    /// The `k`-th (modulo) job in any state.
+    Any(usize),
+    /// The `k`-th (modulo) pending job that recorded a wait (parked, or due again), sent
+    /// the signal it waits for.
+    Waiting(usize),
+    /// The `k`-th (modulo) running job: a signal that arrives before its handler waits.
+    Running(usize),
+    /// A job id no job has.
+    Missing,
 }
 
 /// The key an enqueued job carries, if any (one kind per job; `k` picks one of two keys).
@@ -129,6 +154,21 @@ pub enum Op {
         k: u8,
         again: bool,
     },
+    /// Worker `w` parks some of its leases waiting for signal `g{sig}`, timing out after
+    /// `delay_s` (one `park_many` batch); with `wait`, first recording each job's wait step
+    /// (`docket:wait:g{sig}`) as the runtime does — without it a signal cannot wake the job;
+    /// `also` sends the signal to the first picked job as well, just before the park (it
+    /// arrived while the handler ran) or just after (it arrives while the job is parked).
+    Park {
+        w: usize,
+        picks: Vec<usize>,
+        delay_s: i64,
+        sig: u8,
+        wait: bool,
+        also: Also,
+    },
+    /// Someone sends signal `g{sig}` to `to`.
+    Signal { to: SigTarget, sig: u8 },
     /// Moves the clock forward 25 s, or 2 h.
     Advance { big: bool },
     /// One reaper pass of at most `batch` jobs (in expiry order).
@@ -190,6 +230,16 @@ pub fn write() -> impl Strategy<Value = Write> {
         Just(Write::Heartbeat),
         Just(Write::CompleteOutput),
         (0u8..3).prop_map(Write::Step),
+        (0u8..2).prop_map(Write::Answer),
+    ]
+}
+
+fn sig_target() -> impl Strategy<Value = SigTarget> {
+    prop_oneof![
+        2 => (0usize..16).prop_map(SigTarget::Any),
+        4 => (0usize..8).prop_map(SigTarget::Waiting),
+        2 => (0usize..8).prop_map(SigTarget::Running),
+        1 => Just(SigTarget::Missing),
     ]
 }
 
@@ -226,10 +276,18 @@ pub fn op() -> impl Strategy<Value = Op> {
             Op::Impostor { w, victim: (w + off) % NW, pick, write }
         }),
         2 => (0..NW, 0usize..32, write()).prop_map(|(w, pick, write)| Op::Replay { w, pick, write }),
-        3 => (0..NW, 0usize..8, prop_oneof![Just(Write::CompleteOutput), (0u8..3).prop_map(Write::Step)])
+        3 => (0..NW, 0usize..8, prop_oneof![
+                2 => Just(Write::CompleteOutput),
+                2 => (0u8..3).prop_map(Write::Step),
+                1 => (0u8..2).prop_map(Write::Answer),
+            ])
             .prop_map(|(w, pick, write)| Op::Own { w, pick, write }),
         3 => (0..NW, picks(), prop::option::of(0usize..32), 0u8..2, any::<bool>())
             .prop_map(|(w, picks, replay, k, again)| Op::StepBatch { w, picks, replay, k, again }),
+        5 => (0..NW, picks(), prop_oneof![1 => Just(0i64), 3 => Just(40i64)], 0u8..2,
+              prop_oneof![4 => Just(true), 1 => Just(false)], prop_oneof![2 => Just(Also::Nothing), 1 => Just(Also::Before), 1 => Just(Also::After)])
+            .prop_map(|(w, picks, delay_s, sig, wait, also)| Op::Park { w, picks, delay_s, sig, wait, also }),
+        4 => (sig_target(), 0u8..2).prop_map(|(to, sig)| Op::Signal { to, sig }),
         3 => Just(Op::Advance { big: false }),
         1 => Just(Op::Advance { big: true }),
         3 => prop_oneof![3 => Just(REAP_ALL), 1 => 1i64..=2].prop_map(|batch| Op::Reap { batch }),

@@ -114,6 +114,8 @@ pub struct Model {
     pub paused: [bool; 2],
     /// Queue concurrency limits.
     pub max_running: [Option<i32>; 2],
+    /// Signals sent, by (job, `g{k}`'s k): the first payload (a repeat changes nothing).
+    pub signals: BTreeMap<(i64, u8), serde_json::Value>,
     /// How often each operation and each interesting outcome happened in this case.
     pub coverage: BTreeMap<&'static str, u64>,
 }

@@ -293,6 +293,20 @@ pub async fn step<H: Harness>(h: &H, m: &mut Model, op: &Op) -> Result<(), TestC
             }
         }
 
+        Op::Park {
+            w,
+            ref picks,
+            delay_s,
+            sig,
+            wait,
+            also,
+        } => {
+            let leases = m.pick(w, picks);
+            super::signals::park(h, m, w, &leases, delay_s, sig, wait, also).await?;
+        }
+
+        Op::Signal { to, sig } => super::signals::signal(h, m, to, sig).await?,
+
         Op::Advance { big } => {
             let s = if big { BIG_STEP_S } else { SMALL_STEP_S };
             h.advance(Duration::from_secs(s as u64)).await;

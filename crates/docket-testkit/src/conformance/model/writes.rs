@@ -29,7 +29,15 @@ pub async fn one_write<H: Harness>(
         Write::Release => snooze(h, m, w, &[lease], None).await,
         Write::Heartbeat => heartbeat(h, m, w, &[lease], true).await,
         Write::CompleteOutput => complete_output(h, m, w, lease).await,
-        Write::Step(k) => record_step(h, m, w, lease, k).await,
+        Write::Step(k) => {
+            let value = serde_json::json!([WORKERS[w], lease.attempt]);
+            record_step(h, m, w, lease, &format!("s{k}"), value).await
+        }
+        Write::Answer(k) => {
+            let name = docket_core::signals::answer_step(&format!("g{k}"));
+            let value = serde_json::json!({ "answered_by": WORKERS[w], "token": lease.attempt });
+            record_step(h, m, w, lease, &name, value).await
+        }
     }
 }
 
@@ -68,18 +76,18 @@ pub async fn complete_output<H: Harness>(
     Ok(())
 }
 
-/// Worker `w` records step `s{k}` under `lease` (the lease stays held): written when the
-/// lease holds and the job has no such step, the first record back when it has one,
-/// `LeaseLost` when the lease no longer holds.
+/// Worker `w` records step `name` with `value` under `lease` (the lease stays held):
+/// written when the lease holds and the job has no such step, the first record back when it
+/// has one, `LeaseLost` when the lease no longer holds.
 pub async fn record_step<H: Harness>(
     h: &H,
     m: &mut Model,
     w: usize,
     lease: Lease,
-    k: u8,
+    name: &str,
+    value: serde_json::Value,
 ) -> Result<(), TestCaseError> {
-    let name = format!("s{k}");
-    let value = serde_json::json!([WORKERS[w], lease.attempt]);
+    let name = name.to_owned();
     let live = m.live(w, lease)?;
     let got = h
         .store()
