@@ -1242,10 +1242,23 @@ CREATE OR REPLACE FUNCTION {{schema}}.record_steps(p_ids bigint[], p_attempts in
  RETURNS TABLE(ord integer, written boolean, output jsonb)
  LANGUAGE plpgsql
  SECURITY DEFINER
- SET plan_cache_mode TO 'force_generic_plan'
  SET search_path TO '{{schema}}', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 BEGIN
+    IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_attempts)
+       OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_names)
+       OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_outputs) THEN
+        RAISE EXCEPTION 'record_steps: ids, attempts, names and outputs must have the same length (got %, %, %, %)',
+            cardinality(p_ids), cardinality(p_attempts), cardinality(p_names), cardinality(p_outputs)
+            USING ERRCODE = '22023';
+    END IF;
+    IF array_position(p_ids, NULL) IS NOT NULL OR array_position(p_attempts, NULL) IS NOT NULL
+       OR array_position(p_names, NULL) IS NOT NULL OR array_position(p_outputs, NULL) IS NOT NULL
+       OR p_owner IS NULL THEN
+        RAISE EXCEPTION 'record_steps: no id, attempt, name, output or owner may be NULL'
+            USING ERRCODE = '22023';
+    END IF;
     PERFORM set_config('synchronous_commit', 'off', true);
     RETURN QUERY
     WITH held AS (

@@ -517,3 +517,74 @@ async fn a_job_with_input_from_before_the_rules_is_claimed_and_completed() {
         Some("jobs_metadata_size")
     );
 }
+
+/// `record_steps()` called directly with a malformed batch (arrays of different lengths, a
+/// NULL element) is refused with SQLSTATE 22023 before it writes: `unnest()` would pad the
+/// short arrays with NULLs and record part of the batch.
+#[tokio::test]
+async fn a_malformed_step_batch_is_refused_and_writes_nothing() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap();
+    let claimed = db
+        .store
+        .claim(&ClaimRequest {
+            queue: "q".into(),
+            limit: 1,
+            owner: "w".into(),
+            lease: std::time::Duration::from_secs(600),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    let (id, attempt) = (claimed[0].id.0, claimed[0].attempt);
+    let s = &db.schema;
+    let call = format!("SELECT count(*) FROM {s}.record_steps($1, $2, $3, $4, $5)");
+    let one = || Some(json!(1));
+    for (what, names, outputs) in [
+        (
+            "two names for one id",
+            vec![Some("a"), Some("b")],
+            vec![one(), one()],
+        ),
+        ("no output", vec![Some("a")], vec![]),
+        ("a NULL name", vec![None], vec![one()]),
+        ("a NULL output", vec![Some("a")], vec![None]),
+    ] {
+        let e = sqlx::query(&call)
+            .bind(vec![id])
+            .bind(vec![attempt])
+            .bind(names)
+            .bind(outputs)
+            .bind("w")
+            .execute(&db.pool)
+            .await
+            .expect_err(what);
+        assert_eq!(
+            docket_postgres::errors::sqlstate(&e).as_deref(),
+            Some("22023"),
+            "{what}: {e}"
+        );
+        assert!(e.to_string().contains("record_steps"), "{what}: {e}");
+    }
+    assert_eq!(
+        db.scalar(&format!("SELECT count(*) FROM {s}.job_steps"))
+            .await,
+        0,
+        "a refused batch wrote a step"
+    );
+    // The same call well formed records its step.
+    let n: i64 = sqlx::query_scalar(&call)
+        .bind(vec![id])
+        .bind(vec![attempt])
+        .bind(vec!["a"])
+        .bind(vec![json!(1)])
+        .bind("w")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+}
