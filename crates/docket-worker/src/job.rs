@@ -148,9 +148,9 @@ impl JobContext {
         let v = serde_json::to_value(&out).map_err(|e| {
             JobError::discard(format!("step {name:?}: its output does not serialize: {e}"))
         })?;
-        docket_core::output::check(&v, self.max_output)
+        let bytes = docket_core::output::check(&v, self.max_output)
             .map_err(|e| JobError::discard(format!("step {name:?}: {e}")))?;
-        let (value, written) = self.record(name, v).await?;
+        let (value, written) = self.record(name, v, Some(bytes)).await?;
         if written {
             Ok(out)
         } else {
@@ -181,7 +181,7 @@ impl JobContext {
             };
         }
         let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
-        self.record(&step, serde_json::json!({ "sleep_ms": ms }))
+        self.record(&step, serde_json::json!({ "sleep_ms": ms }), None)
             .await?;
         Err(JobError::snooze(duration))
     }
@@ -234,7 +234,7 @@ impl JobContext {
                 return decode(serde_json::json!({ "signal": payload }));
             }
             let (v, _) = self
-                .record(&answer, serde_json::json!({ "signal": payload }))
+                .record(&answer, serde_json::json!({ "signal": payload }), None)
                 .await?;
             return decode(v);
         }
@@ -250,7 +250,7 @@ impl JobContext {
                 let left = until - self.claimed_at;
                 if left <= chrono::TimeDelta::zero() {
                     let (v, _) = self
-                        .record(&answer, serde_json::json!({ "timed_out": true }))
+                        .record(&answer, serde_json::json!({ "timed_out": true }), None)
                         .await?;
                     return decode(v);
                 }
@@ -258,7 +258,7 @@ impl JobContext {
             }
             None => {
                 let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-                self.record(&wait, serde_json::json!({ "timeout_ms": ms }))
+                self.record(&wait, serde_json::json!({ "timeout_ms": ms }), None)
                     .await?;
                 timeout
             }
@@ -292,17 +292,20 @@ impl JobContext {
     }
 
     /// Records step `name` under this claim: the value as recorded (an earlier record of
-    /// the name wins) and whether this call wrote it. A lost claim stops the job.
+    /// the name wins) and whether this call wrote it. A lost claim stops the job. `bytes`:
+    /// the value's size as JSON text when the caller measured it already.
     async fn record(
         &self,
         name: &str,
         v: serde_json::Value,
+        bytes: Option<usize>,
     ) -> Result<(serde_json::Value, bool), JobError> {
         let lease = docket_core::Lease {
             id: self.id,
             attempt: self.fence,
         };
-        match self.steps.record(lease, name, &v).await {
+        let bytes = bytes.unwrap_or_else(|| v.to_string().len());
+        match self.steps.record(lease, name, &v, bytes).await {
             Ok(r) => {
                 let value = if r.written { v } else { r.output };
                 if let Some(rec) = self.run.steps.lock().await.recorded.as_mut() {

@@ -19,12 +19,15 @@ use tokio::sync::oneshot;
 /// What a handler's steps need of the store.
 pub(crate) trait StepStore: Send + Sync {
     fn load(&self, id: JobId) -> BoxFuture<'_, Result<Vec<StepRecord>, StoreError>>;
-    /// Records a step under `lease` (the worker's own claim: its owner is the worker's).
+    /// Records a step under `lease` (the worker's own claim: its owner is the worker's);
+    /// `bytes` is the output's size as JSON text (what sizes a batch), measured by the
+    /// caller's bound check so the output is not serialized twice.
     fn record<'a>(
         &'a self,
         lease: Lease,
         name: &'a str,
         output: &'a serde_json::Value,
+        bytes: usize,
     ) -> BoxFuture<'a, Result<StepRecorded, StoreError>>;
     fn signal<'a>(
         &'a self,
@@ -81,8 +84,12 @@ impl<S: Store> StepBatcher<S> {
 
     /// Queues one step; starts a flush unless one runs (it takes this step with the next
     /// batch).
-    async fn record_one(self: Arc<Self>, step: StepWrite) -> Result<StepRecorded, StoreError> {
-        let bytes = step.output.to_string().len() + step.name.len();
+    async fn record_one(
+        self: Arc<Self>,
+        step: StepWrite,
+        output_bytes: usize,
+    ) -> Result<StepRecorded, StoreError> {
+        let bytes = output_bytes + step.name.len();
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut q = self.queue.lock().expect("poisoned");
@@ -162,13 +169,14 @@ impl<S: Store> StepStore for Arc<StepBatcher<S>> {
         lease: Lease,
         name: &'a str,
         output: &'a serde_json::Value,
+        bytes: usize,
     ) -> BoxFuture<'a, Result<StepRecorded, StoreError>> {
         let step = StepWrite {
             lease,
             name: name.to_owned(),
             output: output.clone(),
         };
-        Box::pin(self.clone().record_one(step))
+        Box::pin(self.clone().record_one(step, bytes))
     }
 
     fn signal<'a>(
