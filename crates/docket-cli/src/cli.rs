@@ -29,9 +29,17 @@ created under .docket/ (or $DOCKET_HOME) from the system's initdb/pg_ctl and reu
 Exit codes: 0 ok · 1 failure · 2 usage · 3 database unavailable · 4 job not found ·
 5 invalid input (nothing written) · 6 conflict (wrong state, unique key taken)";
 
+/// `docket --version`: the version and the commit it was built from (see `build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DOCKET_COMMIT"),
+    ")"
+);
+
 /// Docket: a background-job queue that lives in PostgreSQL.
 #[derive(Debug, Parser)]
-#[command(name = "docket", version, about, after_help = AFTER_HELP)]
+#[command(name = "docket", version = VERSION, about, after_help = AFTER_HELP)]
 pub struct Cli {
     /// PostgreSQL URL. Without it (and without DATABASE_URL) the embedded local PostgreSQL
     /// is used.

@@ -524,6 +524,35 @@ async fn embedded_postgres_is_created_reused_and_stopped() {
     }
 }
 
+/// `docket --version` names the build: the version and, built in this checkout, the commit
+/// git's HEAD names (cargo rebuilds the binary when HEAD moves).
+#[test]
+fn the_version_names_the_commit() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_docket"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let text = out(&o);
+    let want = format!("docket {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&want), "{text}");
+    let commit = text
+        .trim_end()
+        .trim_start_matches(&want)
+        .trim_end_matches(')');
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(head) if std::env::var_os("DOCKET_COMMIT").is_none() => assert_eq!(commit, head),
+        _ => assert!(!commit.is_empty(), "{text}"),
+    }
+}
+
 /// Without DATABASE_URL and without PostgreSQL's binaries: one clear line saying how to
 /// install them, exit 3.
 #[tokio::test]
