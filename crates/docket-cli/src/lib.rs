@@ -107,15 +107,16 @@ impl Ctx {
     pub async fn connect(&self, max: u32) -> anyhow::Result<PgStore> {
         docket_core::validate::schema(&self.schema)
             .map_err(|e| CliError::invalid(e.to_string()))?;
-        let target = self.target()?;
+        let mut target = self.target()?;
         // Tagged with the schema so an operator (or a test) can tell whose connections
         // pg_stat_activity shows.
-        let pool = connect::pool(&target, &format!("docket/{}", self.schema), max)
+        let pool = connect::pool(&mut target, &format!("docket/{}", self.schema), max)
             .await
             .map_err(fail::connect_error)?;
         Ok(PgStore::with_schema(pool, &self.schema)
             .map_err(|e| CliError::invalid(e.to_string()))?
-            .with_pooler(target.pooler))
+            .with_pooler(target.pooler)
+            .detect_pooler(target.pooler_source != connect::PoolerSource::Explicit))
     }
 
     /// The parsed connection string (URL or key=value; TLS and `pooler=` parameters).

@@ -193,3 +193,83 @@ async fn kill_minus_nine_through_pgbouncer() {
         started.elapsed()
     );
 }
+
+/// A transaction-mode PgBouncer on a port Docket does not recognise, reached without
+/// `pooler=`, that passes sqlx's startup parameters (`ignore_startup_parameters`): each
+/// command finds out from the first prepared-statement error, switches to pooler mode, says
+/// so once, and runs the failed operation again — every command succeeds. One server
+/// connection, so every client's named statements meet on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecognised_transaction_pooler_is_detected_and_nothing_fails() {
+    unrecognised_pooler("ignore_startup_parameters = extra_float_digits", false).await;
+}
+
+/// The same PgBouncer with its default settings refuses sqlx's `extra_float_digits` at
+/// connect: recognised by that refusal, before any statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbouncer_refusing_a_startup_parameter_is_detected_at_connect() {
+    unrecognised_pooler("", true).await;
+}
+
+async fn unrecognised_pooler(extra: &str, at_connect: bool) {
+    let db = TestDb::new().await;
+    let bouncer = PgBouncer::start_with(&db.url, "transaction", 1, extra);
+    let url = bouncer.url_for(&db.url, "");
+    assert!(
+        !url.contains(":6432"),
+        "a port Docket would recognise: {url}"
+    );
+    let said = |o: &std::process::Output| err(o).matches("switched to pooler=transaction").count();
+    let run = |args: &[&str]| {
+        let o = via(&db, &url)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{args:?}: {}", err(&o));
+        assert!(
+            said(&o) <= 1,
+            "{args:?} said it more than once: {}",
+            err(&o)
+        );
+        o
+    };
+    run(&["migrate"]);
+    // Enough commands that the server connection holds other clients' sqlx_s_1.
+    let mut switched = 0;
+    for i in 0..6 {
+        let o = run(&[
+            "enqueue",
+            "--queue",
+            "q",
+            "--kind",
+            "k",
+            "--args",
+            &format!("{{\"i\":{i}}}"),
+        ]);
+        switched += said(&o);
+        let o = run(&["stats", "--json"]);
+        switched += said(&o);
+        // Recognised at connect (the refusal) or by the first statement's error, never both.
+        let at_start = err(&o).matches("refused a startup parameter").count();
+        assert_eq!(at_start, usize::from(at_connect), "{}", err(&o));
+    }
+    assert!(
+        switched > 0,
+        "no command met the pooler's mix-up: the test proves nothing"
+    );
+    // A worker drains through it: its claims, completions and heartbeats all succeed.
+    let o = run(&[
+        "work",
+        "--queue",
+        "q",
+        "--concurrency",
+        "4",
+        "--poll",
+        "100ms",
+        "--drain",
+        "--exec",
+        "true",
+    ]);
+    assert_eq!(count(&db, "succeeded").await, 6, "{}", err(&o));
+}

@@ -24,8 +24,8 @@ fn docket(url: &str, args: &[&str]) -> Output {
 /// Whether a connection made from `url` the way Docket makes it is encrypted, by the
 /// server's own account (pg_stat_ssl).
 async fn encrypted(url: &str) -> bool {
-    let target = connect::parse(url).expect("parse");
-    let pool = connect::pool(&target, "tls-check", 1)
+    let mut target = connect::parse(url).expect("parse");
+    let pool = connect::pool(&mut target, "tls-check", 1)
         .await
         .expect("connect");
     let ssl: bool = sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")

@@ -478,16 +478,44 @@ pub async fn check(target: &Target, timeout: Duration) -> Result<(), ConnectErro
 
 /// A pool of at most `max` connections on `target`, tagged `application_name = app` unless
 /// the string names one. The first connection is made (and checked) before this returns.
-pub async fn pool(target: &Target, app: &str, max: u32) -> Result<PgPool, ConnectError> {
-    let mut options = target.options.clone();
-    if options.get_application_name().is_none() {
-        options = options.application_name(app);
-    }
-    let target = Target {
-        options,
-        ..target.clone()
+///
+/// Without an explicit `pooler=`, a PgBouncer Docket did not recognise from its endpoint is
+/// recognised by its refusal of a startup parameter it does not know (`extra_float_digits`,
+/// which sqlx sends): `target` is switched to [`PoolerMode::Transaction`] (source
+/// [`PoolerSource::Detected`]), the log says so once, and the connection is made again.
+pub async fn pool(target: &mut Target, app: &str, max: u32) -> Result<PgPool, ConnectError> {
+    let named = |t: &Target| {
+        let mut t = t.clone();
+        if t.options.get_application_name().is_none() {
+            t.options = t.options.application_name(app);
+        }
+        t
     };
-    check(&target, Duration::from_secs(10)).await?;
+    let mut first = named(target);
+    match check(&first, Duration::from_secs(10)).await {
+        Err(e)
+            if target.pooler_source != PoolerSource::Explicit && refused_startup_parameter(&e) =>
+        {
+            tracing::warn!(
+                endpoint = %endpoint(&target.options),
+                "the server refused a startup parameter as PgBouncer does: switched to \
+                 pooler=transaction — every statement in its own transaction, no named \
+                 prepared statements. Add pooler=transaction to the connection string to start \
+                 that way"
+            );
+            target.pooler = PoolerMode::Transaction;
+            target.pooler_source = PoolerSource::Detected;
+            target.options = target
+                .options
+                .clone()
+                .statement_cache_capacity(0)
+                .extra_float_digits(None);
+            first = named(target);
+            check(&first, Duration::from_secs(10)).await?;
+        }
+        other => other?,
+    }
+    let target = first;
     PgPoolOptions::new()
         .max_connections(max.max(1))
         .min_connections(0)
@@ -495,6 +523,13 @@ pub async fn pool(target: &Target, app: &str, max: u32) -> Result<PgPool, Connec
         .connect_with(target.options.clone())
         .await
         .map_err(|e| classify(&target, e))
+}
+
+/// PgBouncer's answer to a startup parameter it does not pass on (unless listed in its
+/// `ignore_startup_parameters`).
+fn refused_startup_parameter(e: &ConnectError) -> bool {
+    matches!(e, ConnectError::Other { cause, .. }
+        if cause.contains("unsupported startup parameter: extra_float_digits"))
 }
 
 #[cfg(test)]

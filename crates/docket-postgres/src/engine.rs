@@ -88,9 +88,9 @@ impl PgHints {
         let mut listener = match direct_url {
             Some(url) => {
                 // TLS parameters and key=value strings as for the main pool.
-                let target =
+                let mut target =
                     crate::connect::parse(url).map_err(|e| StoreError::Unavailable(Box::new(e)))?;
-                let pool = crate::connect::pool(&target, "docket-listen", 1)
+                let pool = crate::connect::pool(&mut target, "docket-listen", 1)
                     .await
                     .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
                 PgListener::connect_with(&pool).await.map_err(unavailable)?

@@ -46,6 +46,24 @@ pub fn db_err(e: sqlx::Error) -> StoreError {
     }
 }
 
+/// Whether `e` is what a transaction-mode pooler does to named prepared statements: one
+/// client's `sqlx_s_1` met on a server connection another client prepared its own on
+/// (42P05 duplicate_prepared_statement), a statement executed on a server connection it was
+/// not prepared on (26000 invalid_sql_statement_name), or a bind that found another
+/// client's statement of that name (08P01, "prepared statement … requires …"). In each the
+/// failing statement did not run.
+pub fn is_pooler_statement_error(e: &StoreError) -> bool {
+    let (StoreError::Database(b) | StoreError::Unavailable(b)) = e else {
+        return false;
+    };
+    let Some(sqlx::Error::Database(d)) = b.downcast_ref::<sqlx::Error>() else {
+        return false;
+    };
+    let code = d.code().map(|c| c.to_string()).unwrap_or_default();
+    matches!(code.as_str(), "42P05" | "26000" | "08P01")
+        && d.message().contains("prepared statement")
+}
+
 /// SQLSTATE of a missing privilege (table, function or schema).
 const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// SQLSTATE of a CHECK constraint violation.

@@ -1,5 +1,6 @@
 //! [`PgStore`]: every queue operation as one SQL statement from [`crate::queries`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,12 @@ pub(crate) struct Inner {
     pub(crate) q: Queries,
     pub(crate) limits: Limits,
     pooler: PoolerMode,
+    /// Whether an unrecognised transaction-mode pooler may be detected from its errors
+    /// (off when the connection string said `pooler=` explicitly).
+    detect: bool,
+    /// Set once such a pooler was detected: from then on the store runs as with
+    /// [`PoolerMode::Transaction`]. Shared by the stores `with_*` derives from one another.
+    switched: Arc<AtomicBool>,
     /// The one LISTEN connection shared by this store's output waiters.
     pub(crate) done: crate::outputs::DoneHub,
 }
@@ -63,6 +70,8 @@ impl PgStore {
                 q: Queries::render(schema),
                 limits: Limits::default(),
                 pooler: PoolerMode::Direct,
+                detect: true,
+                switched: Arc::default(),
                 done: Default::default(),
             }),
         })
@@ -81,6 +90,17 @@ impl PgStore {
         self.rebuild(|i| i.pooler = pooler)
     }
 
+    /// Whether a transaction-mode pooler Docket did not recognise from the connection
+    /// string may be detected from the errors it causes (on by default; off for an explicit
+    /// `pooler=`). Such a pooler hands one client's named prepared statements to another:
+    /// the first statement that meets one fails with "prepared statement \"sqlx_s_1\"
+    /// already exists" (or "does not exist"). The store then switches to
+    /// [`PoolerMode::Transaction`] for good, says so once in the log, and runs the failed
+    /// operation once more — nothing of a statement that failed so was executed.
+    pub fn detect_pooler(self, on: bool) -> Self {
+        self.rebuild(|i| i.detect = on)
+    }
+
     fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
         let inner = &self.inner;
         let mut new = Inner {
@@ -89,6 +109,8 @@ impl PgStore {
             q: Queries::render(&inner.schema),
             limits: inner.limits,
             pooler: inner.pooler,
+            detect: inner.detect,
+            switched: inner.switched.clone(),
             done: Default::default(),
         };
         change(&mut new);
@@ -102,16 +124,18 @@ impl PgStore {
     /// made before this returns, so a wrong URL fails at once with its cause.
     pub async fn connect(url: &str, schema: &str, max_connections: u32) -> Result<Self> {
         validate::schema(schema)?;
-        let target = crate::connect::parse(url).map_err(|e| {
+        let mut target = crate::connect::parse(url).map_err(|e| {
             StoreError::Invalid(ValidationError::Other {
                 what: "database url",
                 reason: e.to_string(),
             })
         })?;
-        let pool = crate::connect::pool(&target, "docket", max_connections)
+        let pool = crate::connect::pool(&mut target, "docket", max_connections)
             .await
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
-        Ok(Self::with_schema(pool, schema)?.with_pooler(target.pooler))
+        Ok(Self::with_schema(pool, schema)?
+            .with_pooler(target.pooler)
+            .detect_pooler(target.pooler_source != crate::connect::PoolerSource::Explicit))
     }
 
     /// Creates (when missing) and grants the least-privilege roles of this schema; see
@@ -125,9 +149,36 @@ impl PgStore {
         tx.commit().await.map_err(db_err)
     }
 
-    /// How this store reaches the server.
+    /// How this store reaches the server: as declared, or [`PoolerMode::Transaction`] once
+    /// a pooler was detected (see [`PgStore::detect_pooler`]).
     pub fn pooler(&self) -> PoolerMode {
-        self.inner.pooler
+        if self.inner.switched.load(Ordering::Relaxed) {
+            PoolerMode::Transaction
+        } else {
+            self.inner.pooler
+        }
+    }
+
+    /// After an error: when it is a transaction-mode pooler's prepared-statement mix-up and
+    /// detection is on, switches to [`PoolerMode::Transaction`] (logged by the first store
+    /// to see it) and returns true: the operation may run once more.
+    pub(crate) fn switched_to_pooler(&self, e: &StoreError) -> bool {
+        if !self.inner.detect
+            || self.pooler() == PoolerMode::Transaction
+            || !crate::errors::is_pooler_statement_error(e)
+        {
+            return false;
+        }
+        if !self.inner.switched.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                error = %e,
+                "the server answers like a transaction-mode pooler (PgBouncer, Supavisor, RDS \
+                 Proxy): switched to pooler=transaction — every statement in its own \
+                 transaction, no named prepared statements. Add pooler=transaction to the \
+                 connection string to start that way"
+            );
+        }
+        true
     }
 
     /// Named (cached) prepared statements, except behind a transaction-mode pooler: there a
@@ -135,7 +186,7 @@ impl PgStore {
     /// 0.8 names statements even with the statement cache disabled, so another client's
     /// `sqlx_s_1` collides with ours ("prepared statement already exists").
     fn persistent(&self) -> bool {
-        self.inner.pooler == PoolerMode::Direct
+        self.pooler() == PoolerMode::Direct
     }
 
     /// A statement with the prepared-statement mode this store needs.
@@ -166,11 +217,23 @@ impl PgStore {
     /// Runs `f` on one pooled connection. Behind a transaction-mode pooler, inside a
     /// transaction: sqlx sends a statement's parse and its execute as two protocol exchanges,
     /// and between them the pooler may hand the server connection to another client.
+    ///
+    /// A transaction-mode pooler detected by the error it causes (see
+    /// [`PgStore::detect_pooler`]) switches the store, and `f` runs once more.
+    /// (`f` is cloned for that: its captures are references and small values.)
     pub(crate) async fn run<T>(
         &self,
-        f: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
+        f: impl AsyncFnOnce(&mut PgConnection) -> Result<T> + Clone,
     ) -> Result<T> {
-        match self.inner.pooler {
+        let again = f.clone();
+        match self.run_once(f).await {
+            Err(e) if self.switched_to_pooler(&e) => self.run_once(again).await,
+            other => other,
+        }
+    }
+
+    async fn run_once<T>(&self, f: impl AsyncFnOnce(&mut PgConnection) -> Result<T>) -> Result<T> {
+        match self.pooler() {
             PoolerMode::Direct => {
                 let mut c = self.inner.pool.acquire().await.map_err(db_err)?;
                 f(&mut c).await

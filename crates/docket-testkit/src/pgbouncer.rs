@@ -47,6 +47,12 @@ impl PgBouncer {
     /// `pool_mode` (`transaction`, `session`) and at most `pool_size` server connections.
     /// Panics with a clear message when pgbouncer is not installed (`.ci/run` installs it).
     pub fn start(upstream: &str, pool_mode: &str, pool_size: u32) -> PgBouncer {
+        Self::start_with(upstream, pool_mode, pool_size, "")
+    }
+
+    /// [`PgBouncer::start`] with more `[pgbouncer]` settings (`key = value` lines), e.g.
+    /// `ignore_startup_parameters = extra_float_digits`, which deployments often set.
+    pub fn start_with(upstream: &str, pool_mode: &str, pool_size: u32, extra: &str) -> PgBouncer {
         let bin = binary().expect("pgbouncer is not installed (apt-get install pgbouncer)");
         let (host, up_port) = crate::host_port(upstream);
         let dir = std::env::temp_dir().join(format!("docket-pgbouncer-{}", crate::fresh_schema()));
@@ -64,7 +70,7 @@ impl PgBouncer {
                  listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
                  auth_type = trust\nauth_file = {users}\npool_mode = {pool_mode}\n\
                  default_pool_size = {pool_size}\nmax_client_conn = 1000\n\
-                 server_reset_query =\nlogfile = {log}\nadmin_users = postgres\n",
+                 server_reset_query =\nlogfile = {log}\nadmin_users = postgres\n{extra}\n",
                 users = users.display(),
                 log = log.display(),
             ),
