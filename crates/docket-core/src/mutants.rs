@@ -81,6 +81,9 @@ pub enum Mutant {
     /// A park is applied without its fence: a stale attempt puts its successor's running
     /// job back to sleep and gives its budget back.
     ParkNoFence,
+    /// A transaction-mode pooler Docket did not recognise is never detected from the error
+    /// it causes: every command after the first fails with `sqlx_s_1 already exists`.
+    PoolerNotDetected,
 }
 
 impl Mutant {
@@ -112,6 +115,7 @@ impl Mutant {
         Mutant::SignalAnswerNotKept,
         Mutant::SignalWakesAny,
         Mutant::ParkNoFence,
+        Mutant::PoolerNotDetected,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -143,6 +147,7 @@ impl Mutant {
             Mutant::SignalAnswerNotKept => "signal_answer_not_kept",
             Mutant::SignalWakesAny => "signal_wakes_any",
             Mutant::ParkNoFence => "park_no_fence",
+            Mutant::PoolerNotDetected => "pooler_not_detected",
         }
     }
 

@@ -164,6 +164,7 @@ impl PgStore {
     /// to see it) and returns true: the operation may run once more.
     pub(crate) fn switched_to_pooler(&self, e: &StoreError) -> bool {
         if !self.inner.detect
+            || docket_core::mutants::active(docket_core::mutants::Mutant::PoolerNotDetected)
             || self.pooler() == PoolerMode::Transaction
             || !crate::errors::is_pooler_statement_error(e)
         {
