@@ -6,8 +6,8 @@
 //! - [`cli`]: the command-line contract (clap) and exit codes.
 //! - [`fail`]: errors as one line + hint + exit code.
 //! - [`embedded`]: the embedded local PostgreSQL under `.docket/`.
-//! - [`enqueue`], [`jobs`], [`controls`], [`ops`], [`work`], [`demo`]: the commands.
-//! - [`engine`]: [`engine::Open`], the seam the engine-independent commands are written
+//! - `enqueue`, `jobs`, `controls`, `ops`, `work`, `demo`: the commands.
+//! - `engine`: `engine::Open`, the seam the engine-independent commands are written
 //!   against (PostgreSQL-only ones take [`Ctx`]).
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 

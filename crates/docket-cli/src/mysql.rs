@@ -1,5 +1,5 @@
 //! The CLI on MariaDB / MySQL (`--database-url mysql://user:pass@host:3306/db`): the
-//! database, opened through [`Open`]; the commands themselves are [`crate::engines::run`].
+//! database, opened through `Open`; the commands themselves are `crate::engines::run`.
 
 use docket_core::Store;
 use docket_mysql::MySqlStore;

@@ -1,5 +1,5 @@
 //! The CLI on SQLite (`--database-url sqlite://path/jobs.db`): the file, opened through
-//! [`Open`]; the commands themselves are [`crate::engines::run`].
+//! `Open`; the commands themselves are `crate::engines::run`.
 
 use docket_core::Store;
 use docket_sqlite::SqliteStore;

@@ -1,7 +1,7 @@
 //! Docket's PostgreSQL store.
 //!
 //! # Layout
-//! - [`migrate`]: numbered, embedded migrations into a dedicated schema, serialised by an
+//! - [`mod@migrate`]: numbered, embedded migrations into a dedicated schema, serialised by an
 //!   advisory lock so any number of processes may run them at once.
 //! - [`queries`]: the registry of `sql/*.sql`, one file per statement.
 //! - [`store`]: [`PgStore`], the [`docket_core::Store`] implementation plus the

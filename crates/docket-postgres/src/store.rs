@@ -338,7 +338,7 @@ impl PgStore {
     }
 
     /// The `EXPLAIN` of the statements the claim runs for `queue` on the current data, read
-    /// from the live `claim()` and `claim_controlled()` (see [`crate::explain`]). Runs inside a
+    /// from the live `claim()` and `claim_controlled()` (see `explain.rs`). Runs inside a
     /// transaction that is rolled back, so `ANALYZE` claims nothing.
     pub async fn explain_claim(&self, queue: &str, analyze: bool) -> Result<String> {
         let mut tx = self.inner.pool.begin().await.map_err(db_err)?;

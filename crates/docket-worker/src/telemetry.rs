@@ -5,7 +5,7 @@
 //!   application installs a recorder — any recorder: `docket work --metrics-listen` and
 //!   `docket_dashboard::metrics` install the Prometheus one — so this is the library hook.
 //! * **Samples**: per-queue, per-minute totals (succeeded, failed, queue wait, run time) that
-//!   the [`SampleFlush`] service adds to the database every `sample_interval`, so the
+//!   the `SampleFlush` service adds to the database every `sample_interval`, so the
 //!   dashboard's charts read sixty small rows instead of an hour of finished jobs. Minutes
 //!   are on the database's clock: a job's claim time is its lease expiry minus the lease.
 //! * **Spans**: one `docket.job` span per run (see [`job_span`]).

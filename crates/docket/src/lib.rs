@@ -3,8 +3,12 @@
 //! One crate to depend on. With the default feature `postgres` it holds everything an
 //! application needs:
 //!
-//! ```text
+//! ```no_run
 //! use docket::prelude::*;
+//! use serde::{Deserialize, Serialize};
+//! # mod mailer {
+//! #     pub async fn send(_user: i64, _key: docket::JobId) -> Result<(), std::io::Error> { Ok(()) }
+//! # }
 //!
 //! #[derive(Serialize, Deserialize)]
 //! struct SendWelcome { user_id: i64 }
@@ -18,7 +22,8 @@
 //!     }
 //! }
 //!
-//! let store = PgStore::connect(&url, "docket", 10).await?;
+//! # async fn quickstart(url: &str) -> Result<(), Box<dyn std::error::Error>> {
+//! let store = PgStore::connect(url, "docket", 10).await?;
 //! store.migrate().await?;
 //! store.enqueue_job(&SendWelcome { user_id: 42 }).await?;   // queue and kind from the type
 //! let mut tx = store.pool().begin().await?;
@@ -30,6 +35,8 @@
 //! Worker::new(store, registry, WorkerConfig::default().queue("email", 10))?
 //!     .run(Shutdown::on_signals())
 //!     .await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Delivery is at-least-once: a job can run again after a crash, so external effects use
