@@ -18,8 +18,10 @@ use crate::ValidationError;
 /// Over any window of length `t`, at most `limit + limit * t / period` jobs are claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RateLimit {
+    /// Claims allowed per period (and the largest burst).
     pub limit: i32,
     #[serde(with = "millis")]
+    /// The period the limit refills over.
     pub period: Duration,
 }
 
@@ -121,9 +123,11 @@ fn check_cap(what: &'static str, v: Option<i32>) -> Result<(), ValidationError> 
 /// A queue's controls as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QueueControl {
+    /// The queue.
     pub queue: String,
     /// Set while the queue is paused.
     pub paused_at: Option<DateTime<Utc>>,
+    /// Its concurrency and rate limits (all `None`: none).
     pub limits: QueueLimits,
     /// Tokens left in the queue's bucket now (with a rate limit).
     pub tokens: Option<f64>,
@@ -144,8 +148,11 @@ impl QueueControl {
 /// The limits of one concurrency key, in every queue. Both `None` removes them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeyLimit {
+    /// The concurrency key the limits apply to.
     pub key: String,
+    /// At most this many of its jobs running at once, across queues and workers.
     pub max_running: Option<i32>,
+    /// At most this many of its jobs claimed per period.
     pub rate: Option<RateLimit>,
 }
 
@@ -162,11 +169,15 @@ impl KeyLimit {
 /// An ordering key that cannot progress because its oldest unfinished job is dead.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BlockedKey {
+    /// The ordering key.
     pub key: String,
     /// The dead job at the head of the key: retry it or skip it.
     pub head: JobId,
+    /// The dead job's queue.
     pub queue: String,
+    /// The dead job's kind.
     pub kind: String,
+    /// When it died.
     pub dead_since: Option<DateTime<Utc>>,
     /// Pending jobs of the key waiting behind it.
     pub waiting: i64,

@@ -35,36 +35,66 @@ pub enum LostReason {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ValidationError {
+    /// A queue name outside the allowed characters or length (the name given).
     #[error("invalid queue name {0:?}: use 1-64 characters from A-Z a-z 0-9 _ . -")]
     Queue(String),
+    /// A job kind outside the allowed characters or length (the kind given).
     #[error("invalid kind {0:?}: use 1-128 characters from A-Z a-z 0-9 _ . : / -")]
     Kind(String),
+    /// A payload (args, metadata, an output, a signal) over its size limit, measured as
+    /// the database stores it.
     #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
     TooLarge {
+        /// Which payload.
         what: &'static str,
+        /// Its size in bytes.
         size: usize,
+        /// The limit in force.
         limit: usize,
     },
+    /// A string with a NUL character (PostgreSQL's text and jsonb cannot hold one).
     #[error("{what} contains a NUL character, which PostgreSQL cannot store")]
-    Nul { what: &'static str },
+    Nul {
+        /// Which value.
+        what: &'static str,
+    },
+    /// Metadata that is not a JSON object.
     #[error("metadata must be a JSON object")]
     MetadataNotObject,
+    /// A claim budget outside 1..=1000 (the value given).
     #[error("max_attempts {0} is out of range 1..=1000")]
     MaxAttempts(i32),
+    /// A priority outside -100..=100 (the value given).
     #[error("priority {0} is out of range -100..=100")]
     Priority(i32),
+    /// A unique key that is empty or too long (why).
     #[error("invalid unique key: {0}")]
     UniqueKey(String),
+    /// A duration out of range or unparsable.
     #[error("invalid duration for {what}: {reason}")]
-    Duration { what: &'static str, reason: String },
+    Duration {
+        /// Which setting.
+        what: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A schema name Docket will not create or use (the name given).
     #[error("invalid schema name {0:?}: use 1-48 characters from a-z 0-9 _, starting with a letter or _ (not pg_*, information_schema or public)")]
     Schema(String),
+    /// Any other refused value.
     #[error("invalid {what}: {reason}")]
-    Other { what: &'static str, reason: String },
+    Other {
+        /// Which value.
+        what: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
     /// One job of a batch is invalid; nothing of the batch was written.
     #[error("job #{index} of the batch (0-based): {error}")]
     InBatch {
+        /// The job's position in the batch, from 0.
         index: usize,
+        /// What is wrong with it.
         error: Box<ValidationError>,
     },
 }
@@ -85,13 +115,21 @@ pub enum StoreError {
     /// The operation does not apply to the job's current state.
     #[error("job {id} is {state}; cannot {op}")]
     WrongState {
+        /// The job.
         id: JobId,
+        /// Its state when the operation was tried.
         state: JobState,
+        /// The operation refused (`cancel`, `retry`, `signal`, ...).
         op: &'static str,
     },
     /// A unique key is held by another non-terminal job.
     #[error("unique key {key:?} is held by job {holder}")]
-    UniqueConflict { key: String, holder: JobId },
+    UniqueConflict {
+        /// The key.
+        key: String,
+        /// The pending or running job holding it.
+        holder: JobId,
+    },
     /// The database could not be reached, the connection dropped, or the statement lost a
     /// race (serialization failure, deadlock); the operation may be retried (fenced writes
     /// make a retry safe).

@@ -25,13 +25,16 @@ pub const SCAN_WINDOW: i64 = 20_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Document {
+    /// The job's arguments.
     Args,
+    /// The job's metadata.
     Metadata,
 }
 
 /// `args.user_id = 42`: a JSON path into the job's args or metadata equal to a JSON value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldEq {
+    /// Which document the path starts in.
     pub document: Document,
     /// Object keys (or array indexes as decimal strings), outermost first; 1 to 16 of them.
     pub path: Vec<String>,
@@ -92,16 +95,23 @@ impl FieldEq {
 /// A job search: every field narrows it; `before` continues a previous page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobQuery {
+    /// In this queue.
     pub queue: Option<String>,
+    /// Of this kind.
     pub kind: Option<String>,
+    /// In this state.
     pub state: Option<JobState>,
+    /// With this priority.
     pub priority: Option<i16>,
     /// Created at or after.
     pub since: Option<DateTime<Utc>>,
     /// Created before.
     pub until: Option<DateTime<Utc>>,
+    /// With this ordering key.
     pub ordering_key: Option<String>,
+    /// With this concurrency key.
     pub concurrency_key: Option<String>,
+    /// Whose args or metadata hold this value at this path.
     pub field: Option<FieldEq>,
     /// The last error's message equals this (a dead-job group).
     pub last_error: Option<String>,
@@ -201,6 +211,7 @@ impl JobQuery {
 /// One page of a search, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JobPage {
+    /// The jobs of this page, newest first.
     pub jobs: Vec<JobRecord>,
     /// The cursor of the next page, when there may be one.
     pub next: Option<JobId>,
@@ -249,7 +260,9 @@ impl JobPage {
 /// A count that stops at a cap: `more` says the true number is larger.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Count {
+    /// The count, up to the cap.
     pub n: i64,
+    /// True when the true count is larger than `n`.
     pub more: bool,
 }
 
@@ -272,6 +285,7 @@ impl std::fmt::Display for Count {
 /// One queue at a glance, from bounded reads only.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct QueueSummary {
+    /// The queue.
     pub queue: String,
     /// Pending, not waiting for a key (due now or scheduled).
     pub pending: Count,
@@ -279,13 +293,17 @@ pub struct QueueSummary {
     pub ready: Count,
     /// Pending but waiting for its ordering or concurrency key.
     pub blocked: Count,
+    /// Running now.
     pub running: i64,
     /// Running with a lease that runs out within 10 s (or already has).
     pub near_expiry: i64,
+    /// Dead (kept for inspection and replay).
     pub dead: Count,
     /// Age of the oldest due job, seconds.
     pub oldest_ready_age_s: Option<f64>,
+    /// Whether an operator paused it.
     pub paused: bool,
+    /// Its stored controls (pause, limits, rate), when it has any.
     pub control: Option<crate::control::QueueControl>,
     /// Live workers serving the queue.
     pub workers: i64,
@@ -295,6 +313,7 @@ pub struct QueueSummary {
 /// row, or a live worker).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Overview {
+    /// One summary per queue, by name.
     pub queues: Vec<QueueSummary>,
     /// The cap the counts stop at.
     pub cap: i64,
@@ -305,10 +324,13 @@ pub struct Overview {
 /// Dead jobs sharing a kind and a last error.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeadGroup {
+    /// The kind of the jobs.
     pub kind: String,
     /// The last error's message (as stored; escape when rendering).
     pub error: String,
+    /// How many dead jobs share kind and error.
     pub count: i64,
+    /// When the most recent of them died.
     pub newest_at: DateTime<Utc>,
     /// The most recent job of the group.
     pub example: JobId,
@@ -327,6 +349,7 @@ pub enum BulkAction {
 }
 
 impl BulkAction {
+    /// The action as the audit log and the CLI name it.
     pub fn as_str(self) -> &'static str {
         match self {
             BulkAction::Retry => "retry",
@@ -348,14 +371,17 @@ pub struct BulkReport {
 /// Per-minute work of one queue, as reported by the workers (added up across them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sample {
+    /// The queue.
     pub queue: String,
     /// The minute, truncated.
     pub minute: DateTime<Utc>,
+    /// Jobs that succeeded in the minute.
     pub succeeded: i64,
     /// Failures of any kind (retried, dead, cancelled).
     pub failed: i64,
     /// Sum and count of queue waits (claim time − run_at), milliseconds.
     pub wait_ms_sum: i64,
+    /// How many waits `wait_ms_sum` adds up.
     pub wait_count: i64,
     /// Sum of handler run times, milliseconds.
     pub run_ms_sum: i64,
@@ -364,6 +390,7 @@ pub struct Sample {
 /// An operator action, kept.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AuditEntry {
+    /// When it happened (the database's clock).
     pub at: Option<DateTime<Utc>>,
     /// Who (the dashboard's authenticated user, or "anonymous" on loopback).
     pub actor: String,

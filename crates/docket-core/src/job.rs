@@ -502,33 +502,52 @@ pub struct ErrorEntry {
 /// A whole job row, for operators.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobRecord {
+    /// The job id: stable across retries, the idempotency key.
     pub id: JobId,
+    /// Its queue.
     pub queue: String,
+    /// Its kind (which handler runs it).
     pub kind: String,
+    /// Where it is in the state machine.
     pub state: JobState,
     /// The fencing token (claims so far, run or not); [`JobRecord::runs`] is what a user
     /// calls the attempt.
     pub attempt: i32,
+    /// The claim budget: `attempt` never passes it.
     pub max_attempts: i32,
     /// Claims given back without a run (releases, snoozes); see [`ClaimedJob::released`].
     #[serde(default)]
     pub released: i32,
+    /// Lower runs first (-100..=100).
     pub priority: i16,
+    /// When it is (or was) due.
     pub run_at: DateTime<Utc>,
+    /// When it was enqueued.
     pub created_at: DateTime<Utc>,
+    /// When it was last claimed.
     pub attempted_at: Option<DateTime<Utc>>,
+    /// When it reached a terminal state.
     pub finished_at: Option<DateTime<Utc>>,
+    /// The worker holding its lease (running only).
     pub lease_owner: Option<String>,
+    /// When that lease runs out, by the database's clock (running only).
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When an operator asked to cancel it while it ran.
     pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// At most one pending or running job holds a unique key.
     pub unique_key: Option<String>,
+    /// Jobs of an ordering key run one at a time, in enqueue order.
     pub ordering_key: Option<String>,
+    /// Jobs of a concurrency key count against the key's limits.
     pub concurrency_key: Option<String>,
     /// Pending but known to wait for its key (see `NewJob::ordering_key`); claims skip it
     /// until the key frees up.
     pub blocked: bool,
+    /// Its arguments (JSON, as enqueued).
     pub args: serde_json::Value,
+    /// Free-form metadata (a JSON object; trace context lives here).
     pub metadata: serde_json::Value,
+    /// Its error history, oldest first (the first and the 31 most recent kept).
     pub errors: Vec<ErrorEntry>,
     /// The last progress its handler reported (read by `get` only; `None` in lists).
     pub progress: Option<crate::JobProgress>,
@@ -576,13 +595,19 @@ pub enum CancelOutcome {
 /// Per-queue counters for operators.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct QueueStats {
+    /// The queue.
     pub queue: String,
+    /// Pending (due or scheduled later).
     pub pending: i64,
     /// Pending and already due.
     pub ready: i64,
+    /// Running now.
     pub running: i64,
+    /// Succeeded and kept (a worker deletes plain successes by default).
     pub succeeded: i64,
+    /// Dead: out of attempts or discarded.
     pub dead: i64,
+    /// Cancelled.
     pub cancelled: i64,
     /// Age of the oldest due pending job, in seconds.
     pub oldest_ready_age_s: Option<f64>,
@@ -601,10 +626,15 @@ pub struct QueueStats {
 /// Table health for operators.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TableStats {
+    /// Live rows.
     pub live_tuples: i64,
+    /// Dead rows not yet vacuumed.
     pub dead_tuples: i64,
+    /// The last manual VACUUM.
     pub last_vacuum: Option<DateTime<Utc>>,
+    /// The last autovacuum.
     pub last_autovacuum: Option<DateTime<Utc>>,
+    /// Table, TOAST and indexes, in bytes.
     pub total_bytes: i64,
     /// Of which the indexes.
     pub index_bytes: i64,
@@ -613,6 +643,7 @@ pub struct TableStats {
 /// Everything `docket stats` shows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Stats {
+    /// One entry per queue with jobs or controls.
     pub queues: Vec<QueueStats>,
     /// Engine-specific table health (PostgreSQL's tuples and vacuum times); `None` on an
     /// engine that has no such statistics.

@@ -25,6 +25,8 @@
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
 //! a lost lease). Handlers get the stable [`JobId`] to use as an idempotency key.
 
+#![warn(missing_docs)]
+
 pub mod control;
 pub mod duration;
 pub mod engine;

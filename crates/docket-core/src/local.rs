@@ -77,9 +77,13 @@ pub fn lost(lease: Lease, now: Option<(JobState, i32)>) -> LeaseLost {
 /// A token bucket: `rate` per `period_ms`, bursts up to `rate`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
+    /// Tokens added per period (and the largest burst).
     pub rate: i32,
+    /// The period, in milliseconds.
     pub period_ms: i64,
+    /// Tokens in the bucket at `refilled_at`.
     pub tokens: f64,
+    /// When `tokens` was last brought up to date (milliseconds since the epoch).
     pub refilled_at: i64,
 }
 

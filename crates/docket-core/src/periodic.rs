@@ -38,6 +38,7 @@ pub const SKIP_GRACE: Duration = Duration::from_secs(60);
 pub const MAX_CATCH_UP: usize = 100;
 
 impl MissedTicks {
+    /// The policy as stored and as the CLI names it.
     pub fn as_str(self) -> &'static str {
         match self {
             MissedTicks::Skip => "skip",
@@ -171,11 +172,17 @@ pub struct Periodic {
     pub cron: String,
     /// IANA time zone the expression is evaluated in.
     pub timezone: String,
+    /// The queue each tick enqueues into.
     pub queue: String,
+    /// The kind of the enqueued job.
     pub kind: String,
+    /// Its arguments.
     pub args: serde_json::Value,
+    /// Its priority.
     pub priority: i16,
+    /// Its claim budget.
     pub max_attempts: i32,
+    /// What to do about ticks missed while no leader ran.
     pub missed: MissedTicks,
 }
 
@@ -247,18 +254,24 @@ impl Periodic {
 /// A stored definition and where its schedule stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PeriodicState {
+    /// The definition.
     pub def: Periodic,
     /// The next tick not yet enqueued.
     pub next_tick_at: DateTime<Utc>,
+    /// The last tick enqueued.
     pub last_tick_at: Option<DateTime<Utc>>,
+    /// The job that tick enqueued.
     pub last_job: Option<JobId>,
 }
 
 /// One tick enqueued by a leader pass.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TickEnqueued {
+    /// The schedule's name.
     pub name: String,
+    /// The tick (the time the cron expression named).
     pub tick: DateTime<Utc>,
+    /// The job enqueued for it (or the one already holding its unique key).
     pub job: JobId,
     /// True when the tick's unique key was already held (nothing new was inserted).
     pub duplicate: bool,

@@ -13,50 +13,85 @@ use crate::job::{JobId, JobState};
 #[serde(tag = "gate", rename_all = "snake_case")]
 pub enum Gate {
     /// The job is not waiting at all (running, or finished).
-    NotPending { state: JobState },
+    NotPending {
+        /// Its state.
+        state: JobState,
+    },
     /// It is scheduled for later (a delay, a backoff, a snooze).
-    ScheduledLater { run_at: DateTime<Utc>, in_s: f64 },
+    ScheduledLater {
+        /// When it becomes claimable.
+        run_at: DateTime<Utc>,
+        /// Seconds from now until then.
+        in_s: f64,
+    },
     /// Its handler parked it in a durable sleep (`ctx.sleep`) until `until`.
     Sleeping {
+        /// The sleep's name (unique within the job, like a step's).
         name: String,
+        /// When it wakes.
         until: DateTime<Utc>,
+        /// Seconds from now until then.
         in_s: f64,
     },
     /// Its handler parked it waiting for signal `name` (`ctx.wait_signal`) since `since`;
     /// it runs at `timeout_at` without one.
     WaitingForSignal {
+        /// The signal it waits for.
         name: String,
+        /// When the wait began (its wait step was recorded).
         since: DateTime<Utc>,
+        /// When it runs without the signal.
         timeout_at: DateTime<Utc>,
     },
     /// Its queue is paused.
-    QueuePaused { since: DateTime<Utc> },
+    QueuePaused {
+        /// When the queue was paused.
+        since: DateTime<Utc>,
+    },
     /// Its queue runs as many jobs as its `max_running` allows.
-    QueueFull { max_running: i32, running: i64 },
+    QueueFull {
+        /// The queue's limit.
+        max_running: i32,
+        /// Jobs of the queue running now.
+        running: i64,
+    },
     /// Its queue's rate bucket has no whole token.
     QueueRateEmpty {
+        /// Tokens in the bucket now (below 1).
         tokens: f64,
+        /// Jobs allowed per period.
         limit: i32,
+        /// The period, in milliseconds.
         period_ms: i64,
     },
     /// Its concurrency key runs as many jobs as the key's limit allows.
     KeyFull {
+        /// The concurrency key.
         key: String,
+        /// The key's limit.
         max_running: i32,
+        /// Jobs of the key running now.
         running: i64,
     },
     /// Its concurrency key's rate bucket has no whole token.
     KeyRateEmpty {
+        /// The concurrency key.
         key: String,
+        /// Tokens in the bucket now (below 1).
         tokens: f64,
+        /// Jobs allowed per period.
         limit: i32,
+        /// The period, in milliseconds.
         period_ms: i64,
     },
     /// An earlier job of its ordering key is unfinished (or dead, which holds the key until it
     /// is retried or skipped).
     OrderingBehind {
+        /// The ordering key.
         key: String,
+        /// The earlier job holding it.
         job: JobId,
+        /// That job's state.
         state: JobState,
     },
     /// Flagged blocked by a key that has since freed up: claims skip it until the key sweep
@@ -66,7 +101,10 @@ pub enum Gate {
     NoLiveWorker,
     /// Ready jobs of its queue that a claim takes first (strict priority, then age; under a
     /// starvation bound a job older than the bound goes first). Counted up to 10,000.
-    BehindInQueue { ahead: i64 },
+    BehindInQueue {
+        /// How many ready jobs go first.
+        ahead: i64,
+    },
 }
 
 /// Names a park where the report only says "scheduled for later": when the job's most
