@@ -80,11 +80,19 @@ pub fn registry() -> Registry<PgStore> {
     r
 }
 
-/// `DATABASE_URL` and `DOCKET_SCHEMA` (default `docket`) from the environment.
-pub fn settings() -> Result<(String, String), String> {
+/// What every process of the application does first: logs (`RUST_LOG`), a store on
+/// `DATABASE_URL` and `DOCKET_SCHEMA` (default `docket`) with at most `max_connections`,
+/// Docket's migrations, the application's tables.
+pub async fn start(max_connections: u32) -> Result<PgStore, Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let url = std::env::var("DATABASE_URL").map_err(|_| {
-        "set DATABASE_URL (or run `docket embedded start` and use the URL it prints)".to_string()
+        "set DATABASE_URL (or run `docket embedded start` and use the URL it prints)"
     })?;
     let schema = std::env::var("DOCKET_SCHEMA").unwrap_or_else(|_| "docket".into());
-    Ok((url, schema))
+    let store = PgStore::connect(&url, &schema, max_connections).await?;
+    store.migrate().await?;
+    create_app_tables(&store).await?;
+    Ok(store)
 }

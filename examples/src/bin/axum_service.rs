@@ -19,7 +19,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use docket::prelude::*;
-use docket_examples::{app_schema, create_app_tables, registry, settings, SendWelcome, QUEUE};
+use docket_examples::{app_schema, registry, start, SendWelcome, QUEUE};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -58,13 +58,7 @@ async fn signup(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    let (url, schema) = settings()?;
-    let store = PgStore::connect(&url, &schema, 10).await?;
-    store.migrate().await?;
-    create_app_tables(&store).await?;
+    let store = start(10).await?;
 
     let shutdown = Shutdown::on_signals();
     let worker = Worker::new(

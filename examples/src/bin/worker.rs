@@ -9,17 +9,11 @@
 //! With `DRAIN=1` it exits once the queue is empty (the tests use that).
 
 use docket::prelude::*;
-use docket_examples::{create_app_tables, registry, settings, QUEUE};
+use docket_examples::{registry, start, QUEUE};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
-    let (url, schema) = settings()?;
-    let store = PgStore::connect(&url, &schema, 20).await?;
-    store.migrate().await?;
-    create_app_tables(&store).await?;
+    let store = start(20).await?;
     let worker = Worker::new(store, registry(), WorkerConfig::default().queue(QUEUE, 32))?;
     let report = if std::env::var_os("DRAIN").is_some() {
         worker.drain(Shutdown::on_signals()).await?

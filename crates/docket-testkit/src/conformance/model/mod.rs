@@ -279,6 +279,13 @@ pub fn run<H: Harness>() {
         // No regression files next to the sources: a failure prints its minimal sequence.
         failure_persistence: None,
         max_shrink_time: 120_000,
+        // Under a mutant (scripts/mutants.sh) the failure is the point, not its minimal
+        // sequence: no shrinking (0 turns it off), which took up to two minutes a mutant.
+        max_shrink_iters: if docket_core::mutants::current().is_some() {
+            0
+        } else {
+            Config::default().max_shrink_iters
+        },
         ..Config::default()
     };
     let coverage = Coverage::default();
