@@ -20,6 +20,7 @@ use crate::App;
 pub struct FormData(pub Vec<(String, String)>);
 
 impl FormData {
+    /// Parses a form body; malformed percent-escapes are kept as they are.
     pub fn parse(body: &str) -> FormData {
         FormData(
             form_urlencoded::parse(body.as_bytes())

@@ -29,7 +29,12 @@ pub enum Auth {
     /// A shared secret.
     Token(String),
     /// HTTP basic auth with one user.
-    Basic { user: String, password: String },
+    Basic {
+        /// The one user name.
+        user: String,
+        /// Its password (compared in constant time).
+        password: String,
+    },
 }
 
 impl std::fmt::Debug for Auth {

@@ -16,6 +16,8 @@
 //! template); nothing is inserted with `PreEscaped` but the embedded assets and SVG built
 //! from numbers.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -94,10 +96,13 @@ impl std::fmt::Debug for Options {
 /// Why the dashboard could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DashboardError {
+    /// An address beyond loopback with no credentials configured (the address).
     #[error("refusing to listen on {0} without authentication: set DOCKET_DASHBOARD_TOKEN, or DOCKET_DASHBOARD_USER and DOCKET_DASHBOARD_PASSWORD, or listen on a loopback address")]
     OpenBeyondLoopback(SocketAddr),
+    /// A `--base-path` that is not "" or `/a/path` without a trailing slash (the value).
     #[error("invalid base path {0:?}: use \"\" or a path like /admin/jobs (no trailing slash)")]
     BasePath(String),
+    /// Binding or serving failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -105,12 +110,19 @@ pub enum DashboardError {
 /// A bulk action running in the background.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TaskState {
+    /// `retry` or `cancel`.
     pub action: String,
+    /// The search it applies to, as the jobs page's query string.
     pub filter: String,
+    /// Jobs changed so far.
     pub changed: u64,
+    /// Jobs the action leaves alone (another state, gone, or a unique key taken).
     pub skipped: u64,
+    /// Jobs looked at so far.
     pub scanned: u64,
+    /// Whether it has finished.
     pub done: bool,
+    /// Why it stopped early, if it did.
     pub error: Option<String>,
 }
 

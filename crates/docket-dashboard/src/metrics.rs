@@ -215,6 +215,7 @@ pub struct Scraper<S: Store> {
 }
 
 impl<S: Store> Scraper<S> {
+    /// A scraper reading `store` into the recorder behind `handle`.
     pub fn new(store: S, handle: PrometheusHandle) -> Self {
         Scraper {
             store,

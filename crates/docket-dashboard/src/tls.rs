@@ -31,10 +31,23 @@ const MAX_HANDSHAKES: usize = 256;
 /// A certificate or key that cannot be used, named by which file and why (never its content).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// The certificate file cannot be read or parsed.
     #[error("--tls-cert {path}: {reason}")]
-    Cert { path: String, reason: String },
+    Cert {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The key file cannot be read or parsed.
     #[error("--tls-key {path}: {reason}")]
-    Key { path: String, reason: String },
+    Key {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The key does not belong to the certificate (why).
     #[error("the certificate and key do not go together: {0}")]
     Pair(String),
 }

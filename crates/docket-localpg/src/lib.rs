@@ -9,6 +9,8 @@
 //! PostgreSQL refuses to run as root; when this process is root, the tools run as the
 //! `postgres` system user (via `runuser`) and the data directory is handed to that user.
 
+#![warn(missing_docs)]
+
 use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,12 @@ pub enum ClusterError {
     BinariesMissing,
     /// A tool ran and failed.
     #[error("{tool} failed: {detail}")]
-    Tool { tool: String, detail: String },
+    Tool {
+        /// Which tool (initdb, pg_ctl, ...).
+        tool: String,
+        /// What it said.
+        detail: String,
+    },
     /// Filesystem trouble.
     #[error("{0}")]
     Io(#[from] std::io::Error),

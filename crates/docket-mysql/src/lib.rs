@@ -20,6 +20,8 @@
 //! Deadlocks and lock-wait timeouts (errors 1213, 1205) roll the transaction back and retry
 //! it; a server that went away is [`docket_core::StoreError::Unavailable`].
 
+#![warn(missing_docs)]
+
 mod claim;
 mod enqueue;
 mod errors;

@@ -83,29 +83,60 @@ impl Target {
 pub enum ConnectError {
     /// The connection string does not parse.
     #[error("invalid database URL {url}: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The string, its password removed.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// TCP connect refused: nothing listens there.
     #[error("connection refused by {endpoint}")]
-    Refused { endpoint: String },
+    Refused {
+        /// Host and port (or socket).
+        endpoint: String,
+    },
     /// The TLS negotiation or certificate check failed.
     #[error("TLS with {endpoint} failed: {cause}")]
-    Tls { endpoint: String, cause: String },
+    Tls {
+        /// Host and port.
+        endpoint: String,
+        /// What failed.
+        cause: String,
+    },
     /// The server answered but rejected the credentials.
     #[error("authentication failed for user {user:?} at {endpoint}: {cause}")]
     Auth {
+        /// Host and port (or socket).
         endpoint: String,
+        /// The user name tried.
         user: String,
+        /// The server's answer.
         cause: String,
     },
     /// The server answered but has no such database.
     #[error("database {database:?} does not exist at {endpoint}")]
-    NoDatabase { endpoint: String, database: String },
+    NoDatabase {
+        /// Host and port (or socket).
+        endpoint: String,
+        /// The database name tried.
+        database: String,
+    },
     /// No answer within the connect time-out.
     #[error("timed out after {secs} s connecting to {endpoint}")]
-    Timeout { endpoint: String, secs: u64 },
+    Timeout {
+        /// Host and port (or socket).
+        endpoint: String,
+        /// The time-out, in seconds.
+        secs: u64,
+    },
     /// Anything else (name resolution, too many connections, server starting up, …).
     #[error("cannot connect to {endpoint}: {cause}")]
-    Other { endpoint: String, cause: String },
+    Other {
+        /// Host and port (or socket).
+        endpoint: String,
+        /// The error, its secrets removed.
+        cause: String,
+    },
 }
 
 impl ConnectError {

@@ -16,6 +16,8 @@
 //! - [`schema_dump`]: the current shape of a migrated schema (checked in as
 //!   `schema/current.sql`, so the present definition of every object is in one place).
 
+#![warn(missing_docs)]
+
 pub mod connect;
 pub mod controls;
 pub mod engine;

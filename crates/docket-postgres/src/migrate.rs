@@ -90,28 +90,48 @@ pub enum SchemaError {
     #[error(
         "schema {schema:?} has no Docket tables; run `docket migrate` (or Store::migrate) first"
     )]
-    Missing { schema: String },
+    Missing {
+        /// The schema.
+        schema: String,
+    },
     /// The schema exists but this role may not create objects in it.
     #[error("role {role:?} lacks USAGE and CREATE on schema {schema:?} (owned by {owner:?}); migrate as its owner or GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")]
     NoPrivilege {
+        /// The schema.
         schema: String,
+        /// The role connected.
         role: String,
+        /// The schema's owner.
         owner: String,
     },
     /// A newer binary applied a migration that this one cannot work with.
     #[error("schema {schema:?} is at migration {current} and needs a binary that knows migration {min_reader} or later; this binary knows up to {known}")]
     TooNew {
+        /// The schema.
         schema: String,
+        /// Its newest applied migration.
         current: i64,
+        /// The oldest migration a binary must know to use it.
         min_reader: i64,
+        /// The newest migration this binary knows.
         known: i64,
     },
     /// An applied migration's text differs from this binary's copy.
     #[error("migration {version} applied to schema {schema:?} differs from this binary's copy (checksum mismatch)")]
-    Changed { schema: String, version: i64 },
+    Changed {
+        /// The schema.
+        schema: String,
+        /// The migration.
+        version: i64,
+    },
     /// A migration failed half-way in an earlier run (only possible with sqlx's own runner).
     #[error("migration {version} in schema {schema:?} is marked failed; fix it by hand")]
-    Dirty { schema: String, version: i64 },
+    Dirty {
+        /// The schema.
+        schema: String,
+        /// The migration.
+        version: i64,
+    },
 }
 
 impl From<SchemaError> for StoreError {

@@ -20,6 +20,8 @@
 //! Times are stored as integer milliseconds since the epoch; JSON as text. See
 //! `docs/engines.md` for what this engine can and cannot do.
 
+#![warn(missing_docs)]
+
 mod claim;
 mod enqueue;
 mod errors;

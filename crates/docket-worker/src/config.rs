@@ -193,6 +193,8 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "host".into())
 }
 
+/// The owner name a worker writes into its leases unless configured: host name, process
+/// id and a random suffix, so two processes never share one.
 pub fn default_owner() -> String {
     let host = host_name();
     format!(

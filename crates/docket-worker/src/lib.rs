@@ -18,6 +18,8 @@
 //! again. Use [`JobContext::id`] to make external effects idempotent, or a [`TxJob`] for
 //! exactly-once local database effects.
 
+#![warn(missing_docs)]
+
 mod completer;
 pub mod config;
 mod enqueue;

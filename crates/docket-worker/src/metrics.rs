@@ -36,18 +36,31 @@ pub struct Metrics {
 /// A plain copy of the counters.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MetricsSnapshot {
+    /// Jobs claimed.
     pub claimed: u64,
+    /// Claim statements run (claimed / claims = the mean claim batch).
     pub claims: u64,
+    /// Completer statements run.
     pub flushes: u64,
+    /// Outcomes written: succeeded.
     pub completed: u64,
+    /// Outcomes written: failed (any class).
     pub failed: u64,
+    /// Outcomes written: snoozed.
     pub snoozed: u64,
+    /// Jobs released at shutdown.
     pub released: u64,
+    /// Writes fenced off because the lease was lost.
     pub fenced: u64,
+    /// Leases found lost by a heartbeat (or presumed lost locally).
     pub leases_lost: u64,
+    /// Handler panics.
     pub panics: u64,
+    /// LISTEN connections (re-)established.
     pub listen_connects: u64,
+    /// Notifications received.
     pub notifications: u64,
+    /// Expired leases reaped by this process as leader.
     pub reaped: u64,
 }
 

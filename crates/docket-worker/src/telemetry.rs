@@ -27,7 +27,9 @@ use crate::supervisor::Phase;
 /// The queue and kind of a job in flight, for labels.
 #[derive(Debug, Clone)]
 pub struct Labels {
+    /// The job's queue.
     pub queue: Arc<str>,
+    /// The job's kind.
     pub kind: Arc<str>,
     /// When it was claimed, by the database's clock.
     pub claimed_at: DateTime<Utc>,
@@ -36,18 +38,22 @@ pub struct Labels {
 /// How a run ended, for `docket_jobs_completed_total{outcome}` (disjoint outcomes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Succeeded.
     Succeeded,
     /// Failed with attempts left: back to pending with a backoff.
     Retried,
     /// Failed for the last time, or discarded.
     Dead,
+    /// Cancelled (by the handler or an operator's request).
     Cancelled,
+    /// Snoozed: pending again later, no attempt charged.
     Snoozed,
     /// Handed back unstarted or interrupted by shutdown (no attempt charged).
     Released,
 }
 
 impl Outcome {
+    /// The `outcome` label's value.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",

@@ -8,8 +8,9 @@
 
 use docket_core::NewJob;
 
-/// Metadata keys of the carried context.
+/// Metadata key of the carried W3C `traceparent`.
 pub const TRACEPARENT: &str = "traceparent";
+/// Metadata key of the carried W3C `tracestate`.
 pub const TRACESTATE: &str = "tracestate";
 
 /// The job with the current span's trace context in its metadata (unchanged without the

@@ -81,7 +81,12 @@ pub enum WorkerError {
     /// jobs finished or released) rather than run on looking alive and doing nothing; exit
     /// non-zero so the process supervisor restarts it.
     #[error("worker service {service} failed: {reason}; the worker stopped")]
-    ServiceFailed { service: String, reason: String },
+    ServiceFailed {
+        /// The service (fetcher, heartbeater, reaper, ...).
+        service: String,
+        /// Its panic or error.
+        reason: String,
+    },
 }
 
 /// A worker process's runtime: fetchers per queue, executor tasks, the completer, the

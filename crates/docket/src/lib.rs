@@ -57,6 +57,8 @@
 //! [`testing`] runs a job inline against a real database, drains queues, and shows what an
 //! open transaction has enqueued.
 
+#![warn(missing_docs)]
+
 pub use docket_core as core;
 pub use docket_core::{
     Backoff, CancelOutcome, ClaimRequest, ClaimedJob, Enqueued, Failure, FailureClass,
