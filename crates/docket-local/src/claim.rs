@@ -42,9 +42,13 @@ pub fn bucket_of(r: &Row) -> Result<Option<Bucket>> {
 /// A queue's controls as the claim reads them.
 #[derive(Debug, Default, Clone)]
 pub struct QueueRow {
+    /// Set while the queue is paused (milliseconds since the epoch).
     pub paused_at: Option<i64>,
+    /// At most this many of its jobs running at once.
     pub max_running: Option<i32>,
+    /// At most this many running per concurrency key within the queue.
     pub key_max_running: Option<i32>,
+    /// The queue's rate bucket, with a rate limit.
     pub bucket: Option<Bucket>,
 }
 
@@ -66,6 +70,7 @@ impl QueueRow {
     }
 }
 
+/// Reads `queue`'s controls (none: a queue without a row).
 pub async fn queue_row<C: Conn>(c: &mut C, queue: &str) -> Result<QueueRow> {
     match c.fetch_optional("queue_control", args![queue]).await? {
         Some(r) => QueueRow::of(&r),
@@ -75,10 +80,13 @@ pub async fn queue_row<C: Conn>(c: &mut C, queue: &str) -> Result<QueueRow> {
 
 /// A concurrency key's limits.
 pub struct KeyRow {
+    /// At most this many of its jobs running at once.
     pub max_running: Option<i32>,
+    /// The key's rate bucket, with a rate limit.
     pub bucket: Option<Bucket>,
 }
 
+/// Reads concurrency key `key`'s limits, if it has any.
 pub async fn key_row<C: Conn>(c: &mut C, key: &str) -> Result<Option<KeyRow>> {
     let row = c.fetch_optional("key_limit", args![key]).await?;
     row.map(|r| {
@@ -90,14 +98,18 @@ pub async fn key_row<C: Conn>(c: &mut C, key: &str) -> Result<Option<KeyRow>> {
     .transpose()
 }
 
+/// Running jobs of `queue`.
 pub async fn running_in_queue<C: Conn>(c: &mut C, queue: &str) -> Result<i64> {
     c.scalar("running_in_queue", args![queue]).await
 }
 
+/// Running jobs of concurrency key `key`, in every queue.
 pub async fn key_running<C: Conn>(c: &mut C, key: &str) -> Result<i64> {
     c.scalar("key_running", args![key]).await
 }
 
+/// Whether an older unfinished (pending, running or dead) job of ordering key `key` than
+/// job `id` exists.
 pub async fn ordering_behind<C: Conn>(c: &mut C, key: &str, id: i64) -> Result<bool> {
     c.scalar("ordering_behind", args![key, id]).await
 }
@@ -146,11 +158,15 @@ pub fn candidates_of(rows: &[Row]) -> Result<Vec<Candidate>> {
 /// How many jobs a claim may take: the request's limit, capped by the queue's free slots
 /// and tokens (read after the engine's limit lock) and the controlled-work bound.
 pub struct Budget {
+    /// The most jobs this claim may take.
     pub n: i64,
+    /// Tokens left in the queue's bucket, with a rate limit (spent by the claim).
     pub queue_tokens: Option<f64>,
+    /// What controlled work (limits, keys) may still take.
     pub controlled: ControlledBound,
 }
 
+/// Works out a claim's [`Budget`] from its request, the queue's controls and `now`.
 pub async fn budget<C: Conn>(
     c: &mut C,
     req: &ClaimRequest,
@@ -179,6 +195,7 @@ pub async fn budget<C: Conn>(
 /// The jobs chosen, in the order chosen, and what they spend.
 #[derive(Debug, Default)]
 pub struct Choice {
+    /// Job ids, in claim order.
     pub chosen: Vec<i64>,
     /// Jobs chosen per concurrency key.
     pub ckeys: HashMap<String, i64>,

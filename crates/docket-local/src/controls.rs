@@ -105,6 +105,7 @@ pub async fn leader_try<E: Engine>(e: &E, owner: &str, ttl: Duration) -> Result<
     Ok(won)
 }
 
+/// Gives up the leadership `owner` holds, if it does.
 pub async fn leader_resign<E: Engine>(e: &E, owner: &str) -> Result<()> {
     let mut tx = e.begin().await?;
     tx.execute("leader_resign", args![owner]).await?;
@@ -136,14 +137,17 @@ async fn change_queue<E: Engine>(
     Ok(ctl)
 }
 
+/// Pauses `queue` (claims take none of its jobs until it is resumed).
 pub async fn pause_queue<E: Engine>(e: &E, queue: &str) -> Result<QueueControl> {
     change_queue(e, queue, "queue_pause", &[]).await
 }
 
+/// Resumes `queue`.
 pub async fn resume_queue<E: Engine>(e: &E, queue: &str) -> Result<QueueControl> {
     change_queue(e, queue, "queue_resume", &[]).await
 }
 
+/// Replaces `queue`'s limits (all `None` removes them).
 pub async fn set_queue_limits<E: Engine>(
     e: &E,
     queue: &str,
@@ -159,11 +163,13 @@ pub async fn set_queue_limits<E: Engine>(
     change_queue(e, queue, "queue_limits", extra).await
 }
 
+/// Every stored queue control.
 pub async fn queue_controls<E: Engine>(e: &E) -> Result<Vec<QueueControl>> {
     let now = now_ms(e).await?;
     controls_on(&mut e.reader(), None, now).await
 }
 
+/// Sets a concurrency key's limits (both `None` removes them).
 pub async fn set_key_limit<E: Engine>(e: &E, l: &KeyLimit) -> Result<()> {
     l.validate()?;
     let mut tx = e.begin().await?;
@@ -186,6 +192,7 @@ pub async fn set_key_limit<E: Engine>(e: &E, l: &KeyLimit) -> Result<()> {
     tx.commit().await
 }
 
+/// Every stored key limit.
 pub async fn key_limits<E: Engine>(e: &E) -> Result<Vec<KeyLimit>> {
     let rows = e.reader().fetch_all("key_limits_list", args![]).await?;
     rows.iter()
@@ -199,6 +206,7 @@ pub async fn key_limits<E: Engine>(e: &E) -> Result<Vec<KeyLimit>> {
         .collect()
 }
 
+/// Ordering keys held by a dead job at their head, up to `limit`.
 pub async fn blocked_keys<E: Engine>(e: &E, limit: i64) -> Result<Vec<BlockedKey>> {
     let limit = if limit <= 0 { 100 } else { limit };
     let rows = e.reader().fetch_all("blocked_keys", args![limit]).await?;
@@ -216,6 +224,8 @@ pub async fn blocked_keys<E: Engine>(e: &E, limit: i64) -> Result<Vec<BlockedKey
         .collect()
 }
 
+/// Creates or updates a periodic schedule; it restarts from now only when its expression
+/// or time zone changed.
 pub async fn upsert_periodic<E: Engine>(e: &E, def: &Periodic) -> Result<PeriodicState> {
     let schedule = def.schedule()?;
     let mut tx = e.begin().await?;
@@ -251,6 +261,7 @@ pub async fn upsert_periodic<E: Engine>(e: &E, def: &Periodic) -> Result<Periodi
     Ok(st)
 }
 
+/// Removes a periodic schedule; false when there was none.
 pub async fn remove_periodic<E: Engine>(e: &E, name: &str) -> Result<bool> {
     let mut tx = e.begin().await?;
     let n = tx.execute("periodic_remove", args![name]).await?;
@@ -258,6 +269,7 @@ pub async fn remove_periodic<E: Engine>(e: &E, name: &str) -> Result<bool> {
     Ok(n > 0)
 }
 
+/// Every periodic schedule with where it stands.
 pub async fn list_periodic<E: Engine>(e: &E) -> Result<Vec<PeriodicState>> {
     let rows = e
         .reader()
@@ -324,6 +336,7 @@ pub async fn enqueue_due_periodic<E: Engine>(e: &E, limit: i64) -> Result<Vec<Ti
     Ok(out)
 }
 
+/// Records a worker's heartbeat in the registry, live for `ttl`.
 pub async fn worker_beat<E: Engine>(e: &E, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
     for q in &beat.queues {
         validate::queue(q)?;
@@ -355,12 +368,14 @@ pub async fn worker_beat<E: Engine>(e: &E, beat: &WorkerBeat, ttl: Duration) -> 
     tx.commit().await
 }
 
+/// Removes a worker from the registry (it stopped).
 pub async fn worker_gone<E: Engine>(e: &E, owner: &str) -> Result<()> {
     let mut tx = e.begin().await?;
     tx.execute("worker_gone", args![owner]).await?;
     tx.commit().await
 }
 
+/// The live workers of the registry.
 pub async fn workers<E: Engine>(e: &E) -> Result<Vec<WorkerInfo>> {
     let now = now_ms(e).await?;
     let rows = e.reader().fetch_all("workers_list", args![now]).await?;

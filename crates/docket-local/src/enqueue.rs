@@ -130,6 +130,7 @@ pub async fn insert_in<C: Conn>(
     insert(conn, now, jobs, due).await
 }
 
+/// Enqueues `jobs` in one transaction: all of them or, on the first invalid one, none.
 pub async fn enqueue_many<E: Engine>(e: &E, jobs: &[NewJob]) -> Result<Vec<Enqueued>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
@@ -146,6 +147,7 @@ pub async fn enqueue_many<E: Engine>(e: &E, jobs: &[NewJob]) -> Result<Vec<Enque
     Ok(out)
 }
 
+/// Enqueues one job.
 pub async fn enqueue<E: Engine>(e: &E, job: &NewJob) -> Result<Enqueued> {
     let mut v = enqueue_many(e, std::slice::from_ref(job)).await?;
     Ok(v.remove(0))

@@ -22,9 +22,13 @@ use docket_core::{Result, StoreError};
 /// One bound value.
 #[derive(Debug, Clone, Copy)]
 pub enum Arg<'a> {
+    /// SQL NULL.
     Null,
+    /// An integer.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// Text.
     Text(&'a str),
     /// A list of ids (see the module docs).
     Ints(&'a [i64]),
@@ -102,9 +106,13 @@ macro_rules! args {
 /// One column's value as the database returned it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// SQL NULL.
     Null,
+    /// An integer.
     Int(i64),
+    /// A float.
     Float(f64),
+    /// Text.
     Text(String),
 }
 
@@ -154,6 +162,7 @@ impl Row {
 
 /// Types a column decodes into.
 pub trait FromValue: Sized {
+    /// Decodes `v`, or says why it cannot.
     fn from_value(v: &Value) -> std::result::Result<Self, String>;
 }
 

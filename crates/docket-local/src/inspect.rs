@@ -38,6 +38,7 @@ fn count(r: &Row, col: &str, cap: i64) -> Result<Count> {
     Ok(Count::capped(r.get(col)?, cap))
 }
 
+/// A page of jobs matching `q`, newest first.
 pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
     q.validate()?;
     let page = q.page_size();
@@ -101,6 +102,7 @@ pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
     Ok(JobPage::cut(jobs, page, finished, scanned, scan_end))
 }
 
+/// Every known queue at a glance, counts capped at `cap`.
 pub async fn overview<E: Engine>(e: &E, cap: i64) -> Result<Overview> {
     if !(1..=10_000_000).contains(&cap) {
         return Err(ValidationError::Other {
@@ -139,6 +141,7 @@ pub async fn overview<E: Engine>(e: &E, cap: i64) -> Result<Overview> {
     })
 }
 
+/// Dead jobs grouped by kind and last error, largest groups first, up to `limit`.
 pub async fn dead_groups<E: Engine>(e: &E, limit: i64) -> Result<Vec<DeadGroup>> {
     let rows = e
         .reader()
@@ -157,6 +160,7 @@ pub async fn dead_groups<E: Engine>(e: &E, limit: i64) -> Result<Vec<DeadGroup>>
         .collect()
 }
 
+/// Adds workers' per-minute samples to the stored ones.
 pub async fn record_samples<E: Engine>(e: &E, samples: &[Sample]) -> Result<()> {
     if samples.is_empty() {
         return Ok(());
@@ -185,6 +189,7 @@ pub async fn record_samples<E: Engine>(e: &E, samples: &[Sample]) -> Result<()> 
     tx.commit().await
 }
 
+/// The per-minute samples of the last `window`.
 pub async fn samples<E: Engine>(e: &E, window: Duration) -> Result<Vec<Sample>> {
     let now = now_ms(e).await?;
     let window = ms(window.min(Duration::from_secs(86_400)));
@@ -208,6 +213,7 @@ pub async fn samples<E: Engine>(e: &E, window: Duration) -> Result<Vec<Sample>> 
         .collect()
 }
 
+/// Appends an operator's action to the audit log.
 pub async fn audit<E: Engine>(e: &E, entry: &AuditEntry) -> Result<()> {
     entry.validate()?;
     let detail = entry.detail.to_string();
@@ -221,6 +227,7 @@ pub async fn audit<E: Engine>(e: &E, entry: &AuditEntry) -> Result<()> {
     tx.commit().await
 }
 
+/// The newest `limit` entries of the audit log.
 pub async fn audit_log<E: Engine>(e: &E, limit: i64) -> Result<Vec<AuditEntry>> {
     let rows = e
         .reader()
@@ -239,6 +246,7 @@ pub async fn audit_log<E: Engine>(e: &E, limit: i64) -> Result<Vec<AuditEntry>> 
         .collect()
 }
 
+/// Per-queue counters (`docket stats`).
 pub async fn stats<E: Engine>(e: &E) -> Result<Stats> {
     let now = now_ms(e).await?;
     let rows = e.reader().fetch_all("stats_queues", args![now]).await?;
@@ -266,6 +274,7 @@ pub async fn stats<E: Engine>(e: &E) -> Result<Stats> {
     })
 }
 
+/// Pending and running jobs of `queues`.
 pub async fn active_count<E: Engine>(e: &E, queues: &[String]) -> Result<i64> {
     if queues.is_empty() {
         return Ok(0);
@@ -274,6 +283,7 @@ pub async fn active_count<E: Engine>(e: &E, queues: &[String]) -> Result<i64> {
     e.reader().scalar("active_count", args![queues, now]).await
 }
 
+/// Whether `queues` have a pending or running job.
 pub async fn any_active<E: Engine>(e: &E, queues: &[String]) -> Result<bool> {
     if queues.is_empty() {
         return Ok(false);

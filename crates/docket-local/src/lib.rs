@@ -17,6 +17,8 @@
 //! what must not drift, and the SQL is what differs. [`store_impl!`] writes an engine's
 //! `Store` implementation from this crate's functions.
 
+#![warn(missing_docs)]
+
 pub mod claim;
 pub mod controls;
 pub mod engine;

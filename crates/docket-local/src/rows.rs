@@ -42,7 +42,9 @@ fn json_col(r: &Row, col: &str) -> Result<serde_json::Value, String> {
 
 /// A row that could not be decoded into a job a handler can run.
 pub struct Undecodable {
+    /// The claim of the job.
     pub lease: Lease,
+    /// Why it could not be decoded.
     pub reason: String,
 }
 

@@ -94,6 +94,7 @@ async fn complete_batch<E: Engine>(
     outcome(e, &sorted, done).await
 }
 
+/// Completes the jobs whose `leases` still hold (fenced), keeping their rows.
 pub async fn complete_many<E: Engine>(
     e: &E,
     owner: &str,
@@ -102,6 +103,7 @@ pub async fn complete_many<E: Engine>(
     complete_batch(e, owner, leases, false).await
 }
 
+/// Completes the jobs whose `leases` still hold (fenced) by deleting their rows.
 pub async fn complete_delete_many<E: Engine>(
     e: &E,
     owner: &str,
@@ -110,6 +112,8 @@ pub async fn complete_delete_many<E: Engine>(
     complete_batch(e, owner, leases, true).await
 }
 
+/// Snoozes jobs whose leases still hold (fenced): pending again after each delay, the
+/// attempt given back.
 pub async fn snooze_many<E: Engine>(
     e: &E,
     owner: &str,
@@ -129,6 +133,7 @@ pub async fn snooze_many<E: Engine>(
     outcome(e, &leases, done).await
 }
 
+/// Gives back claims that still hold (fenced): pending at once, the attempt given back.
 pub async fn release_many<E: Engine>(e: &E, owner: &str, leases: &[Lease]) -> Result<BatchOutcome> {
     let snoozes: Vec<Snooze> = leases
         .iter()
@@ -140,6 +145,7 @@ pub async fn release_many<E: Engine>(e: &E, owner: &str, leases: &[Lease]) -> Re
     snooze_many(e, owner, &snoozes).await
 }
 
+/// Extends the leases that still hold (fenced); an expired lease is not revived.
 pub async fn heartbeat<E: Engine>(
     e: &E,
     owner: &str,
@@ -207,6 +213,8 @@ fn backoff_of(r: &Row, errors: &str) -> i64 {
     )
 }
 
+/// Records failures of jobs whose leases still hold (fenced): retried with backoff, dead,
+/// or cancelled.
 pub async fn fail_many<E: Engine>(
     e: &E,
     owner: &str,
@@ -278,6 +286,7 @@ pub async fn fail_many<E: Engine>(
     outcome(e, &leases, done).await
 }
 
+/// Returns up to `batch` expired leases to the queue (or to dead when out of attempts).
 pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
     let mut tx = e.begin().await?;
     let now = tx.now();
@@ -335,6 +344,7 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
     Ok(ReapReport { jobs })
 }
 
+/// Deletes finished jobs past their retention, in bounded batches.
 pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneReport> {
     let mut report = PruneReport::default();
     let batch = retention.batch.max(1);
@@ -363,6 +373,7 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
     Ok(report)
 }
 
+/// One job by id.
 pub async fn get<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     match e.reader().fetch_optional("get", args![id.0]).await? {
         Some(r) => rows::record(&r),
@@ -370,6 +381,7 @@ pub async fn get<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     }
 }
 
+/// Jobs matching `filter`.
 pub async fn list<E: Engine>(e: &E, filter: &JobFilter) -> Result<Vec<JobRecord>> {
     if let Some(q) = &filter.queue {
         validate::queue(q)?;
@@ -409,6 +421,8 @@ pub(crate) async fn job_state<C: Conn>(
     ))
 }
 
+/// Replays a dead or cancelled job with `extra_attempts` more claims, keeping its id and
+/// history.
 pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<JobRecord> {
     if !(1..=1000).contains(&extra_attempts) {
         return Err(ValidationError::MaxAttempts(extra_attempts).into());
@@ -439,6 +453,7 @@ pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<J
     get(e, id).await
 }
 
+/// Cancels a pending job, or asks its worker to stop a running one.
 pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
     let actor = e.actor();
     let mut tx = e.begin().await?;
@@ -478,6 +493,7 @@ pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
     Ok(outcome)
 }
 
+/// Skips a dead job (it becomes cancelled, history kept), releasing its ordering key.
 pub async fn skip<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     let mut tx = e.begin().await?;
     let now = tx.now();
@@ -505,6 +521,7 @@ pub async fn skip<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     get(e, id).await
 }
 
+/// Makes a pending job scheduled for later due now (attempt and budget untouched).
 pub async fn run_now<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     let mut tx = e.begin().await?;
     let now = tx.now();

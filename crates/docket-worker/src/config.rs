@@ -34,7 +34,7 @@ pub struct WorkerConfig {
     pub starvation_bound: Option<Duration>,
     /// Largest claim batch. Defaults to 200: with rows deleted on success a claim is a
     /// larger share of a job's cost, and batches of 200 drained ~5 % faster than 100 in one
-    /// default process (docs/benchmarks.md, round 17). A claim never takes more than the
+    /// default process (docs/benchmarks.md, 2026-12-04). A claim never takes more than the
     /// free slots plus the prefetch depth allow.
     pub claim_batch: usize,
     /// Claims one queue may have in flight at once (that many fetchers share its claim
@@ -106,7 +106,7 @@ pub struct WorkerConfig {
     /// false: a success deletes the row at once (fenced like every completion; a keyed job
     /// still releases its keys), as graphile-worker and Que do. A deleted row costs the
     /// database no new row version and no index entries, which took one default worker
-    /// from 0.57–0.68 to 0.70–0.85 of the SQL floor (docs/benchmarks.md, round 17). What
+    /// from 0.57–0.68 to 0.70–0.85 of the SQL floor (docs/benchmarks.md, 2026-12-04). What
     /// is not kept: the row itself — throughput and run-time charts come from the workers'
     /// samples, and failed, dead and cancelled jobs are always kept. Jobs completed inside
     /// the handler's own transaction (`complete_in`) keep their row either way.
