@@ -21,33 +21,48 @@ use crate::Ctx;
 /// One scenario's result.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BenchResult {
+    /// The scenario (and the variant measured).
     pub scenario: String,
+    /// Jobs it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u64>,
+    /// Worker processes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<u32>,
+    /// Run slots per process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
+    /// Claim and completion batch size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<usize>,
+    /// Wall time of the measured part, seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// Rate: jobs per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs_per_s: Option<f64>,
+    /// The floor's rate in the same run (the raw SQL loop).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_jobs_per_s: Option<f64>,
+    /// The rate as a share of the floor (or the ratio the note names).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
+    /// The floor's batch size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_batch: Option<usize>,
+    /// Median latency, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p50_ms: Option<f64>,
+    /// 95th percentile latency, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p95_ms: Option<f64>,
+    /// 99th percentile latency, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
+    /// What the numbers mean and how they were taken.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Scenario-specific numbers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<serde_json::Value>,
 }
@@ -65,6 +80,7 @@ pub fn bench_ctx(ctx: &Ctx, synchronous_commit: &str) -> Ctx {
     }
 }
 
+/// A fresh bench schema on `ctx`'s server, migrated, with a pool of `conns`.
 pub async fn fresh_store(ctx: &Ctx, conns: u32) -> anyhow::Result<docket_postgres::PgStore> {
     crate::scratch::fresh(ctx, "bench", conns).await
 }
@@ -568,6 +584,7 @@ pub async fn enqueue(ctx: &Ctx, n: u64, producers: u32) -> anyhow::Result<Vec<Be
     ])
 }
 
+/// The 50th, 95th and 99th percentiles of `v` (the sample at the rounded rank).
 pub fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
@@ -674,6 +691,7 @@ pub fn check_sizes(a: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `docket bench` as `a` asks.
 pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     if !["on", "off", "local", "remote_write", "remote_apply"]
         .contains(&a.synchronous_commit.as_str())
@@ -787,6 +805,7 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints results as a table, or as JSON lines with `json`.
 pub fn print(results: &[BenchResult], json: bool) -> anyhow::Result<()> {
     if json {
         for r in results {

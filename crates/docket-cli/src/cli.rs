@@ -51,10 +51,12 @@ pub struct Cli {
     /// More log output (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// See Docket work: 10,000 jobs, failures, a worker killed mid-flight, its jobs recovered.
@@ -107,6 +109,7 @@ pub enum Command {
     DemoWorker(DemoWorkerArgs),
 }
 
+/// `docket dashboard`.
 #[derive(Debug, Args)]
 pub struct DashboardArgs {
     /// Address to listen on. Beyond loopback, authentication is required: set
@@ -139,6 +142,7 @@ pub struct DashboardArgs {
     pub tls_key: Option<std::path::PathBuf>,
 }
 
+/// Arguments of commands whose only option is `--json`.
 #[derive(Debug, Args)]
 pub struct JsonFlag {
     /// Print JSON.
@@ -146,6 +150,7 @@ pub struct JsonFlag {
     pub json: bool,
 }
 
+/// `docket demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Jobs to enqueue.
@@ -156,14 +161,18 @@ pub struct DemoArgs {
     pub workers: u32,
 }
 
+/// A worker process of the demo (started by it).
 #[derive(Debug, Args)]
 pub struct DemoWorkerArgs {
+    /// Run slots.
     #[arg(long)]
     pub concurrency: usize,
+    /// The owner name its leases carry.
     #[arg(long)]
     pub owner: String,
 }
 
+/// `docket enqueue`.
 #[derive(Debug, Args)]
 pub struct EnqueueArgs {
     /// Queue name.
@@ -207,6 +216,7 @@ pub struct EnqueueArgs {
     pub json: bool,
 }
 
+/// `docket grant`.
 #[derive(Debug, Args)]
 pub struct GrantArgs {
     /// The application role (enqueue only). Defaults to SCHEMA_app.
@@ -223,6 +233,7 @@ pub struct GrantArgs {
     pub print: bool,
 }
 
+/// `docket work`.
 #[derive(Debug, Args)]
 pub struct WorkArgs {
     /// Queues to serve (repeatable).
@@ -292,6 +303,7 @@ pub struct WorkArgs {
     pub metrics_listen: Option<String>,
 }
 
+/// `docket jobs …`.
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// List jobs, newest first.
@@ -313,20 +325,25 @@ pub enum JobsCommand {
     Signal(SignalArgs),
 }
 
+/// `docket jobs signal`.
 #[derive(Debug, Args)]
 pub struct SignalArgs {
+    /// The job id.
     pub id: i64,
     /// The signal's name (1 to 128 bytes).
     pub name: String,
     /// Its payload, one JSON document (default null).
     #[arg(long, allow_hyphen_values = true)]
     pub payload: Option<String>,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket jobs output`.
 #[derive(Debug, Args)]
 pub struct OutputArgs {
+    /// The job id.
     pub id: i64,
     /// Wait up to this long for the job to finish (e.g. 30s); without it, ask once.
     #[arg(long, allow_hyphen_values = true)]
@@ -337,6 +354,7 @@ pub struct OutputArgs {
     pub json: bool,
 }
 
+/// `docket queues …`.
 #[derive(Debug, Subcommand)]
 pub enum QueuesCommand {
     /// Queues with controls: paused, limits, tokens left.
@@ -349,15 +367,20 @@ pub enum QueuesCommand {
     Limit(QueueLimitArgs),
 }
 
+/// A command taking one queue.
 #[derive(Debug, Args)]
 pub struct QueueArg {
+    /// The queue.
     pub queue: String,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket queues limit`.
 #[derive(Debug, Args)]
 pub struct QueueLimitArgs {
+    /// The queue.
     pub queue: String,
     /// Running jobs of the queue across all workers: N or none.
     #[arg(long)]
@@ -368,10 +391,12 @@ pub struct QueueLimitArgs {
     /// Token bucket, N/DURATION (e.g. 10/1s, 600/1m), or none.
     #[arg(long)]
     pub rate: Option<String>,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket keys …`.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Concurrency keys with their own limits.
@@ -382,8 +407,10 @@ pub enum KeysCommand {
     Blocked(BlockedArgs),
 }
 
+/// `docket keys limit`.
 #[derive(Debug, Args)]
 pub struct KeyLimitArgs {
+    /// The concurrency key.
     pub key: String,
     /// Running jobs with this key across all workers and queues: N or none.
     #[arg(long)]
@@ -391,18 +418,23 @@ pub struct KeyLimitArgs {
     /// Token bucket, N/DURATION, or none.
     #[arg(long)]
     pub rate: Option<String>,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket keys blocked`.
 #[derive(Debug, Args)]
 pub struct BlockedArgs {
+    /// At most this many keys.
     #[arg(long, default_value_t = 100)]
     pub limit: i64,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket cron …`.
 #[derive(Debug, Subcommand)]
 pub enum CronCommand {
     /// Periodic jobs with their next tick.
@@ -413,6 +445,7 @@ pub enum CronCommand {
     Remove(CronNameArg),
 }
 
+/// `docket cron add`.
 #[derive(Debug, Args)]
 pub struct CronAddArgs {
     /// Name: the schedule's identity.
@@ -423,15 +456,19 @@ pub struct CronAddArgs {
     /// IANA time zone the expression is read in.
     #[arg(long, default_value = "UTC")]
     pub tz: String,
+    /// Queue each tick enqueues into.
     #[arg(long, default_value = "default")]
     pub queue: String,
+    /// Kind of the enqueued job.
     #[arg(long)]
     pub kind: String,
     /// Arguments as JSON.
     #[arg(long, default_value = "{}")]
     pub args: String,
+    /// Priority of the enqueued job, lower first (-100..=100).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i16,
+    /// Claims each enqueued job may take.
     #[arg(long, default_value_t = docket_core::DEFAULT_MAX_ATTEMPTS, allow_negative_numbers = true)]
     pub max_attempts: i32,
     /// Ticks missed while no worker ran: skip, latest (one job for the newest) or all.
@@ -440,47 +477,62 @@ pub struct CronAddArgs {
     /// Replace a periodic job of the same name (without it, an existing name is refused).
     #[arg(long)]
     pub replace: bool,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// A command taking one periodic job by name.
 #[derive(Debug, Args)]
 pub struct CronNameArg {
+    /// The periodic job's name.
     pub name: String,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket jobs list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Only jobs of this queue.
     #[arg(long)]
     pub queue: Option<String>,
     /// pending, running, succeeded, dead or cancelled.
     #[arg(long)]
     pub state: Option<String>,
+    /// At most this many jobs.
     #[arg(long, default_value_t = 50)]
     pub limit: i64,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// A command taking one job id.
 #[derive(Debug, Args)]
 pub struct IdArgs {
+    /// The job id.
     pub id: i64,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket jobs retry`.
 #[derive(Debug, Args)]
 pub struct RetryArgs {
+    /// The job id.
     pub id: i64,
     /// Claims allowed from now on.
     #[arg(long, default_value_t = 1)]
     pub extra_attempts: i32,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket prune`.
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Delete succeeded and cancelled jobs finished longer ago than this.
@@ -493,12 +545,15 @@ pub struct PruneArgs {
     /// than this (its output stays readable that long).
     #[arg(long, default_value = "24h", allow_hyphen_values = true)]
     pub outputs_older_than: String,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket explain`.
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
+    /// The queue whose claim to explain.
     #[arg(long, default_value = "default")]
     pub queue: String,
     /// Run it (in a transaction that is rolled back) and show actual rows.
@@ -506,25 +561,35 @@ pub struct ExplainArgs {
     pub analyze: bool,
 }
 
+/// How the lab's workers take jobs.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LabModeArg {
+    /// Read, then update: two workers may take the same job.
     Naive,
+    /// FOR UPDATE: correct, but workers queue behind each other's locks.
     ForUpdate,
+    /// FOR UPDATE SKIP LOCKED: correct and concurrent.
     SkipLocked,
 }
 
+/// `docket lab`.
 #[derive(Debug, Args)]
 pub struct LabArgs {
+    /// How workers take jobs.
     #[arg(value_enum)]
     pub mode: LabModeArg,
+    /// Jobs to run.
     #[arg(long, default_value_t = 10_000)]
     pub jobs: u32,
+    /// Worker tasks.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// `docket embedded …`.
 #[derive(Debug, Subcommand)]
 pub enum EmbeddedCommand {
     /// Create (if needed) and start the embedded PostgreSQL.
@@ -535,6 +600,7 @@ pub enum EmbeddedCommand {
     Status(JsonFlag),
 }
 
+/// `docket bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// drain, concurrency, mixed, enqueue, latency or all (scale, churn and the charts are
@@ -595,6 +661,7 @@ pub struct BenchArgs {
     /// Path of sql-floor.sh (default: ../shared/bench/sql-floor.sh from here or a parent).
     #[arg(long)]
     pub floor_script: Option<std::path::PathBuf>,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -606,12 +673,16 @@ impl BenchArgs {
     }
 }
 
+/// A worker process of the benchmarks (started by them).
 #[derive(Debug, Args)]
 pub struct BenchWorkerArgs {
+    /// Run slots.
     #[arg(long)]
     pub concurrency: usize,
+    /// Claim batch size.
     #[arg(long)]
     pub batch: usize,
+    /// Connections of its pool.
     #[arg(long)]
     pub connections: u32,
     /// Run maintenance and prune finished jobs after this many seconds (churn scenario).

@@ -131,15 +131,21 @@ pub fn ensure_running() -> Result<String, CliError> {
 /// `docket embedded status` output.
 #[derive(Debug, Serialize)]
 pub struct Status {
+    /// `DOCKET_HOME` (default `.docket`).
     pub home: String,
     /// Where the cluster's files are (under home, or elsewhere when root's home is closed).
     pub cluster_dir: String,
+    /// Whether the cluster was created.
     pub initialized: bool,
+    /// Whether it runs now.
     pub running: bool,
+    /// Its port, once created.
     pub port: Option<u16>,
+    /// Its URL, while it runs.
     pub url: Option<String>,
 }
 
+/// Where the embedded PostgreSQL is and whether it runs.
 pub fn status() -> Result<Status, CliError> {
     let c = cluster()?;
     let running = c.is_initialized() && c.is_running();
@@ -153,6 +159,7 @@ pub fn status() -> Result<Status, CliError> {
     })
 }
 
+/// Stops the embedded PostgreSQL; false when it was not running.
 pub fn stop() -> Result<bool, CliError> {
     let c = cluster()?;
     if c.is_initialized() && c.is_running() {

@@ -8,12 +8,16 @@ use crate::cli::exit;
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct CliError {
+    /// The exit code (see `cli::exit`).
     pub code: i32,
+    /// One line, secrets removed.
     pub message: String,
+    /// What usually fixes it, printed after the message.
     pub hint: Option<String>,
 }
 
 impl CliError {
+    /// An error with exit code `code`.
     pub fn new(code: i32, message: impl Into<String>) -> Self {
         CliError {
             code,
@@ -21,10 +25,12 @@ impl CliError {
             hint: None,
         }
     }
+    /// Adds a hint line.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
+    /// Invalid input (exit 5): nothing was written.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(exit::INVALID, message)
     }

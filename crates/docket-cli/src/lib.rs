@@ -11,6 +11,8 @@
 //!   against (PostgreSQL-only ones take [`Ctx`]).
 //! - [`output`]: tables (colour only on a terminal) and JSON.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
@@ -45,7 +47,9 @@ use fail::CliError;
 /// Resolved connection settings.
 #[derive(Clone)]
 pub struct Ctx {
+    /// The database URL (from --database-url, DATABASE_URL or the embedded cluster).
     pub url: String,
+    /// Docket's schema.
     pub schema: String,
 }
 
@@ -318,6 +322,7 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// The `docket` binary: parses the command line, runs it, exits with its code.
 pub fn main() {
     quiet_on_closed_stdout();
     let cli = Cli::parse();

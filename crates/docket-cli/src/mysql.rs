@@ -19,6 +19,7 @@ pub fn is_url(url: &str) -> bool {
 /// A MariaDB / MySQL database to open.
 #[derive(Debug, Clone)]
 pub struct MySqlCtx {
+    /// The `mysql://` URL.
     pub url: String,
 }
 
@@ -68,6 +69,7 @@ impl MySqlCtx {
             .filter(|db| !db.is_empty())
     }
 
+    /// Opens a pool of `conns` connections and the store on it.
     pub async fn connect(&self, conns: u32) -> anyhow::Result<MySqlStore> {
         if self.database().is_none() {
             return Err(CliError::invalid("the MySQL URL names no database")

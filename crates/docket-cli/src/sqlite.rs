@@ -18,6 +18,7 @@ pub fn is_url(url: &str) -> bool {
 /// A SQLite database file to open.
 #[derive(Debug, Clone)]
 pub struct SqliteCtx {
+    /// The `sqlite://` URL.
     pub url: String,
 }
 
@@ -29,6 +30,7 @@ impl SqliteCtx {
         rest.split('?').next().unwrap_or(rest).to_string()
     }
 
+    /// Opens the file (created when missing) with a pool of `conns` connections.
     pub async fn connect(&self, conns: u32) -> anyhow::Result<SqliteStore> {
         SqliteStore::connect(&self.url, conns).await.map_err(|e| {
             CliError::new(
