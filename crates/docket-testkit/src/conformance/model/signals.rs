@@ -66,19 +66,12 @@ pub async fn park<H: Harness>(
     let (now, step) = (m.now, m.step);
     for l in &want.applied {
         let sent = m.signals.contains_key(&(l.id.0, sig));
-        let j = m.job_mut(l.id);
-        Model::end_lease(j);
-        // The budget comes back as with a snooze: a park is not a run.
-        j.max_attempts += 1;
-        j.released += 1;
-        if j.cancel_requested {
-            j.state = JobState::Cancelled;
+        // A park is not a run: given back as a snooze is.
+        let at = now + if sent { 0 } else { delay_s };
+        if Model::give_back(m.job_mut(l.id), at, step) {
             m.saw("park: cancelled instead (a cancel was requested)");
             continue;
         }
-        j.state = JobState::Pending;
-        j.run_at = RunAt::At(now + if sent { 0 } else { delay_s });
-        j.run_at_step = step;
         m.saw(if sent {
             "park: the signal was already there"
         } else {

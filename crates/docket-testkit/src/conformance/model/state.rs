@@ -251,6 +251,24 @@ impl Model {
         j.lease_exp = 0;
     }
 
+    /// A claim given back unrun (snooze, release, park): the lease ends and the budget
+    /// comes back (by raising `max_attempts`: `attempt` never goes down); the job is pending
+    /// again at `run_at` — or cancelled, when a cancel was requested. Returns whether it was
+    /// cancelled.
+    pub fn give_back(j: &mut MJob, run_at: i64, step: u64) -> bool {
+        Model::end_lease(j);
+        j.max_attempts += 1;
+        j.released += 1;
+        if j.cancel_requested {
+            j.state = JobState::Cancelled;
+            return true;
+        }
+        j.state = JobState::Pending;
+        j.run_at = RunAt::At(run_at);
+        j.run_at_step = step;
+        false
+    }
+
     /// `a` is claimed before `b` for sure: a lower priority value, or the same priority and
     /// an earlier `run_at` by more than the lag, or the same exact model time and an earlier
     /// statement, or the same statement and a smaller id.

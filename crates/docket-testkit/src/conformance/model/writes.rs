@@ -316,19 +316,8 @@ pub async fn snooze<H: Harness>(
     )?;
     let (now, step) = (m.now, m.step);
     for l in &want.applied {
-        let j = m.job_mut(l.id);
-        Model::end_lease(j);
-        // The budget is given back by raising max_attempts (attempt never goes down), even
-        // when the job is cancelled instead of requeued.
-        j.max_attempts += 1;
-        j.released += 1;
-        if j.cancel_requested {
-            j.state = JobState::Cancelled;
-        } else {
-            j.state = JobState::Pending;
-            j.run_at = RunAt::At(now + delay_s.unwrap_or(0));
-            j.run_at_step = step;
-        }
+        // The budget comes back even when the job is cancelled instead of requeued.
+        Model::give_back(m.job_mut(l.id), now + delay_s.unwrap_or(0), step);
     }
     m.forget(w, leases);
     Ok(())
