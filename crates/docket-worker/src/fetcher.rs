@@ -233,10 +233,13 @@ impl<S: Store> crate::service::Service for Fetcher<S> {
                 let batch = self.shared.config.claim_batch.max(1);
                 let half = (self.allowance() / 2).clamp(1, batch);
                 let room = |held: usize| self.allowance().saturating_sub(held);
+                // One deadline for the whole wait: a stream of freed slots that never adds up
+                // to half does not hold the claim back longer than a poll interval.
+                let give_up = tokio::time::Instant::now() + self.shared.config.poll_interval;
                 while permits.len() + room(self.held()) < half && self.pace.buffered() > 0 {
                     tokio::select! {
                         _ = self.pace.slot_freed.notified() => {}
-                        _ = tokio::time::sleep(self.shared.config.poll_interval) => break,
+                        _ = tokio::time::sleep_until(give_up) => break,
                         _ = stop.cancelled() => return,
                     }
                 }
