@@ -221,7 +221,8 @@ impl PgStore {
     ///
     /// A transaction-mode pooler detected by the error it causes (see
     /// [`PgStore::detect_pooler`]) switches the store, and `f` runs once more.
-    /// (`f` is cloned for that: its captures are references and small values.)
+    /// (`f` is cloned for that, on every call: callers capture references and small
+    /// values, never an owned array, so the clone copies pointers.)
     pub(crate) async fn run<T>(
         &self,
         f: impl AsyncFnOnce(&mut PgConnection) -> Result<T> + Clone,

@@ -29,8 +29,8 @@ impl PgStore {
         let rows = self
             .run(async |c: &mut PgConnection| {
                 self.query(sql)
-                    .bind(ids)
-                    .bind(attempts)
+                    .bind(&ids)
+                    .bind(&attempts)
                     .bind(owner)
                     .fetch_all(&mut *c)
                     .await
@@ -73,7 +73,7 @@ impl PgStore {
         let rows = self
             .run(async |c: &mut PgConnection| {
                 self.query(&self.inner.q.lease_status)
-                    .bind(ids)
+                    .bind(&ids)
                     .fetch_all(&mut *c)
                     .await
                     .map_err(db_err)
@@ -225,8 +225,8 @@ impl PgStore {
         let rows = self
             .run(async |c: &mut PgConnection| {
                 self.query(&self.inner.q.heartbeat)
-                    .bind(ids)
-                    .bind(attempts)
+                    .bind(&ids)
+                    .bind(&attempts)
                     .bind(owner)
                     .bind(ms(lease))
                     .fetch_all(&mut *c)
