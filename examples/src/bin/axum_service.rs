@@ -31,7 +31,15 @@ async fn signup(
     State(store): State<PgStore>,
     Json(body): Json<Signup>,
 ) -> Result<Json<serde_json::Value>, (StatusCode, String)> {
-    let internal = |e: &dyn std::fmt::Display| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    // The database's error goes to the log, not to the client (it can name tables and
+    // values).
+    let internal = |e: &dyn std::fmt::Display| {
+        eprintln!("signup failed: {e}");
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error".to_string(),
+        )
+    };
     let mut tx = store.pool().begin().await.map_err(|e| internal(&e))?;
     let user_id: i64 = sqlx::query_scalar(&format!(
         "INSERT INTO {}.users (email) VALUES ($1) RETURNING id",
