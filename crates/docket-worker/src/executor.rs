@@ -407,8 +407,10 @@ async fn finish<S: Store>(shared: &Shared<S>, entry: &InFlight, c: Completion) {
     // Sending may wait when the completer is behind; the slot stays taken meanwhile, which is
     // the back-pressure on fetching.
     if shared.completions.send(c).await.is_err() {
-        // The completer is gone (hard stop): leave the job to its lease.
-        shared.tracker.remove(entry.lease);
+        // The completer is gone: shutdown stopped it (step 5) or it died. The entry stays
+        // tracked so that shutdown's last step releases the job at once; removing it here
+        // left a job whose handler ended between those two steps running until its lease
+        // expired (seen as a second SIGTERM leaving its `--exec` job running).
         return;
     }
     entry.release_slot();
