@@ -18,10 +18,8 @@ impl MySqlStore {
     /// it at their next poll, or at once when the caller calls [`MySqlStore::wake`] after
     /// committing (the server has no notification that waits for a commit).
     pub async fn enqueue_tx(&self, conn: &mut MySqlConnection, job: &NewJob) -> Result<Enqueued> {
-        let mut v = self
-            .enqueue_many_tx(conn, std::slice::from_ref(job))
-            .await?;
-        Ok(v.remove(0))
+        let one = std::slice::from_ref(job);
+        Ok(self.enqueue_many_tx(conn, one).await?.remove(0))
     }
 
     /// Bulk form of [`MySqlStore::enqueue_tx`].
