@@ -7,7 +7,7 @@
 #
 # Defaults: 1,000,000 pending and 10,000,000 finished (about 4 GB, a few minutes to fill).
 # Uses its own schema (docket_dashbench), kept for reruns; DROP SCHEMA docket_dashbench CASCADE
-# to remove it. Needs target/release/docket (cargo build --release -p docket-cli).
+# to remove it. Needs target/release/docket (cargo build --release -p docket-queue-cli).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?set DATABASE_URL}"

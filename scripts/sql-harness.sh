@@ -22,7 +22,7 @@ N=${1:-200000} VARIANT=${2:-} RUNS=${3:-3} C=4 B=100
 URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 DOCKET=${DOCKET:-target/release/docket}
 export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
-[ -x "$DOCKET" ] || { echo "sql-harness.sh: $DOCKET not found (cargo build --release -p docket-cli)" >&2; exit 2; }
+[ -x "$DOCKET" ] || { echo "sql-harness.sh: $DOCKET not found (cargo build --release -p docket-queue-cli)" >&2; exit 2; }
 base=${URL%/*}
 work=$(mktemp -d)
 dbs=(docket_harness_base)
