@@ -324,7 +324,7 @@ async fn every_command_as_each_role() {
             ("/queues/a/limits".into(), "&max_running=3".into()),
             (
                 "/bulk".into(),
-                format!("&op=cancel%3Aselected&ids={pending}"),
+                format!("&op=cancel%3Aselected&confirm=1&ids={pending}"),
             ),
         ] {
             let status = curl(&[
@@ -366,7 +366,7 @@ async fn every_command_as_each_role() {
             "-w",
             "%{redirect_url}",
             "--data",
-            &format!("_csrf={token}&op=retry%3Amatching&state=dead&kind=walk&queue=d"),
+            &format!("_csrf={token}&op=retry%3Amatching&confirm=1&state=dead&kind=walk&queue=d"),
             &format!("{base}/bulk"),
         ]);
         assert!(r.contains("/tasks/"), "{user}: {r}");

@@ -51,7 +51,7 @@ pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
 pub use inspect::{
     AuditEntry, BulkAction, BulkReport, Count, DeadGroup, FieldEq, JobPage, JobQuery, Overview,
-    QueueSummary, Sample,
+    QueueSummary, Sample, MAX_PAGE,
 };
 pub use job::*;
 pub use output::{JobOutput, Output};

@@ -42,7 +42,8 @@
   });
   document.addEventListener("submit", function (e) {
     var f = e.target;
-    var msg = f.getAttribute("data-confirm");
+    var b = e.submitter;
+    var msg = (b && b.getAttribute("data-confirm")) || f.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
   if (window.EventSource) connect();

@@ -59,19 +59,37 @@ pub async fn start<S: Store>(
         Ok(q) => q,
         Err(msg) => return layout::bad_request(&app, &msg),
     };
+    let ids: Result<Vec<JobId>, _> = form
+        .all("ids")
+        .iter()
+        .map(|s| s.trim().parse::<i64>().map(JobId))
+        .collect();
+    let Ok(ids) = ids else {
+        return layout::bad_request(&app, "job ids are numbers");
+    };
+    if !matches!(scope, Some("selected" | "matching")) {
+        return layout::bad_request(&app, "scope must be selected or matching");
+    }
+    let matching = scope == Some("matching");
+    if !matching && ids.is_empty() {
+        return layout::bad_request(&app, "no job selected");
+    }
+    // Nothing happens before the operator has seen how many jobs it touches: the first post
+    // answers with a confirmation naming the count; only the post from that page (carrying
+    // `confirm`) acts. Done on the server, so it holds without JavaScript too.
+    if form.get("confirm").is_none() {
+        let count = if matching {
+            match count_matching(&app, &query).await {
+                Ok(c) => c,
+                Err(e) => return layout::error(&app, &e),
+            }
+        } else {
+            Counted::Exactly(ids.len() as u64)
+        };
+        return confirm_page(&app, action, &query, &ids, matching, count);
+    }
     match scope {
         Some("selected") => {
-            let ids: Result<Vec<JobId>, _> = form
-                .all("ids")
-                .iter()
-                .map(|s| s.trim().parse::<i64>().map(JobId))
-                .collect();
-            let Ok(ids) = ids else {
-                return layout::bad_request(&app, "job ids are numbers");
-            };
-            if ids.is_empty() {
-                return layout::bad_request(&app, "no job selected");
-            }
             let report = match app.store.bulk(&ids, action).await {
                 Ok(r) => r,
                 Err(e) => return layout::error(&app, &e),
@@ -117,6 +135,110 @@ pub async fn start<S: Store>(
         }
         _ => layout::bad_request(&app, "scope must be selected or matching"),
     }
+}
+
+/// Counting stops here: the confirmation says "at least" beyond it (a page of 1,000 at a
+/// time, so at most [`COUNT_PAGES`] searches).
+pub const COUNT_CAP: u64 = 10_000;
+const COUNT_PAGES: usize = 20;
+
+/// How many jobs a bulk action will touch, as far as it was counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// All of them.
+    Exactly(u64),
+    /// Counting stopped (the cap, or a filter no index serves that needed more pages).
+    AtLeast(u64),
+}
+
+impl std::fmt::Display for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Counted::Exactly(1) => write!(f, "1 job"),
+            Counted::Exactly(n) => write!(f, "{n} jobs"),
+            Counted::AtLeast(n) => write!(f, "at least {n} jobs"),
+        }
+    }
+}
+
+/// Counts what `query` matches now, newest first, by the same keyset pages the action walks.
+async fn count_matching<S: Store>(app: &App<S>, query: &JobQuery) -> docket_core::Result<Counted> {
+    let mut q = query.clone();
+    q.limit = docket_core::MAX_PAGE;
+    q.before = None;
+    q.before_finished_at = None;
+    let mut n = 0u64;
+    for _ in 0..COUNT_PAGES {
+        let page = app.store.search(&q).await?;
+        n += page.jobs.len() as u64;
+        if n >= COUNT_CAP {
+            return Ok(Counted::AtLeast(COUNT_CAP));
+        }
+        match page.next {
+            Some(next) => {
+                q.before = Some(next);
+                q.before_finished_at = page.next_finished_at;
+            }
+            None => return Ok(Counted::Exactly(n)),
+        }
+    }
+    Ok(Counted::AtLeast(n))
+}
+
+/// The confirmation: the action, the count and the filter, one button that repeats the post
+/// with `confirm`, and a way back that changes nothing.
+fn confirm_page<S: Store>(
+    app: &App<S>,
+    action: BulkAction,
+    query: &JobQuery,
+    ids: &[JobId],
+    matching: bool,
+    count: Counted,
+) -> Response {
+    use maud::html;
+    let verb = match action {
+        BulkAction::Retry => "Retry",
+        BulkAction::Cancel => "Cancel",
+    };
+    let scope = if matching { "matching" } else { "selected" };
+    let filter = query_string(query);
+    let n = match count {
+        Counted::Exactly(n) | Counted::AtLeast(n) => n,
+    };
+    let what = if matching {
+        if filter.is_empty() {
+            "every job".to_string()
+        } else {
+            format!("every job matching {filter}")
+        }
+    } else {
+        "the selected jobs".to_string()
+    };
+    let body = html! {
+        h1 { "Confirm: " (verb) " " (count) }
+        p #confirm-count { (verb) " " strong { (count) } " — " (what) "." }
+        @if matching {
+            p.muted { "Counted just now; jobs that start matching before the action walks them are included, and retry or cancel skips jobs whose state does not allow it." }
+        }
+        @if n == 0 {
+            p { "Nothing to do." }
+        }
+        form #confirm method="post" action=(app.href("/bulk")) {
+            (layout::csrf(app))
+            input type="hidden" name="op" value=(format!("{}:{scope}", action.as_str()));
+            input type="hidden" name="confirm" value=(n);
+            @for id in ids { input type="hidden" name="ids" value=(id.0); }
+            (crate::pages::jobs::hidden_filter(query))
+            @if n > 0 {
+                button type="submit" class=(if action == BulkAction::Cancel { "danger" } else { "" }) {
+                    (verb) " " (count)
+                }
+                " "
+            }
+            a #back href=(app.href(&format!("/jobs?{filter}"))) { "Go back, change nothing" }
+        }
+    };
+    layout::page(app, "Confirm", "/jobs", body, false)
 }
 
 /// The walk over every job `query` matches.

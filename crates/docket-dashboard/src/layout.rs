@@ -208,6 +208,26 @@ pub fn button<S: Store>(app: &App<S>, action: &str, label: &str, class: &str) ->
     }
 }
 
+/// [`button`] for a destructive action on one thing: the browser asks `question` first
+/// (`data-confirm`, read by live.js) and nothing is posted if the operator says no.
+pub fn confirm_button<S: Store>(
+    app: &App<S>,
+    action: &str,
+    label: &str,
+    class: &str,
+    question: &str,
+) -> Markup {
+    if app.opts.read_only {
+        return html! {};
+    }
+    html! {
+        form.inline method="post" action=(app.href(action)) data-confirm=(question) {
+            (csrf(app))
+            button type="submit" class=(class) { (label) }
+        }
+    }
+}
+
 /// Raw markup built by this crate from numbers only (the charts).
 pub fn trusted(s: String) -> PreEscaped<String> {
     PreEscaped(s)

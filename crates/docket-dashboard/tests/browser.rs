@@ -286,22 +286,77 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
         .unwrap();
     assert_eq!(stayed, json!("yes"), "updated in place, not reloaded");
 
-    // Bulk-replay the rest of the dead group.
+    // Bulk-replay the rest of the dead group: first a confirmation naming the count; going
+    // back changes nothing, confirming replays the three.
     c.goto(&format!("{base}/dead")).await.unwrap();
     wait_text(&c, "#dead", "card declined").await;
     shot(&c, "dead").await;
-    c.execute("window.confirm = function () { return true; };", vec![])
-        .await
-        .unwrap();
     click(&c, "#dead button").await;
+    wait_text(&c, "#confirm-count", "3 jobs").await;
+    click(&c, "#back").await;
+    wait_text(&c, "h1", "Jobs").await;
+    for id in &dead[1..] {
+        assert_eq!(s.get(*id).await.unwrap().state, JobState::Dead, "dismissed");
+    }
+    c.goto(&format!("{base}/dead")).await.unwrap();
+    click(&c, "#dead button").await;
+    wait_text(&c, "#confirm-count", "3 jobs").await;
+    click(&c, "#confirm button").await;
     wait_text(&c, "#status", "done").await;
     assert_eq!(text(&c, "#changed").await, "3");
     for id in &dead[1..] {
         assert_eq!(s.get(*id).await.unwrap().state, JobState::Pending);
     }
 
-    // Pause a queue.
+    // "Cancel all" on a filter: the count first, then the change.
+    c.goto(&format!("{base}/jobs?queue=reports")).await.unwrap();
+    click(&c, "button[value='cancel:matching']").await;
+    wait_text(&c, "#confirm-count", "1 job").await;
+    click(&c, "#back").await;
+    wait_text(&c, "h1", "Jobs").await;
+    let reports = s
+        .search(&JobQuery {
+            queue: Some("reports".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(reports[0].state, JobState::Pending, "dismissed");
+    click(&c, "button[value='cancel:matching']").await;
+    click(&c, "#confirm button").await;
+    wait_text(&c, "#status", "done").await;
+    assert_eq!(
+        s.get(reports[0].id).await.unwrap().state,
+        JobState::Cancelled
+    );
+
+    // Pause a queue: the browser asks first; "no" posts nothing.
     c.goto(&format!("{base}/")).await.unwrap();
+    c.execute(
+        "window.confirm = function () { return false; }; window.__declined = 'yes';",
+        vec![],
+    )
+    .await
+    .unwrap();
+    click(&c, "tr[data-queue=mail] form[action$='/pause'] button").await;
+    // WebDriver's click waits for a navigation it starts: the page is still this one.
+    let declined = c
+        .execute("return window.__declined || null;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(declined, json!("yes"), "no form was posted");
+    assert!(
+        !s.queue_controls()
+            .await
+            .unwrap()
+            .iter()
+            .any(|q| q.queue == "mail" && q.paused_at.is_some()),
+        "a declined pause changes nothing"
+    );
+    c.execute("window.confirm = function () { return true; };", vec![])
+        .await
+        .unwrap();
     click(&c, "tr[data-queue=mail] form[action$='/pause'] button").await;
     wait_text(&c, "tr[data-queue=mail]", "paused").await;
     let ctl = s.queue_controls().await.unwrap();

@@ -507,10 +507,33 @@ async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
         "the group and its size"
     );
     let token = csrf_of(&page);
+    let filter = "kind=big&state=dead&error=flaky%20upstream";
+    // The first post only asks: the count it will touch, and nothing changed.
     let r = post(
         &c,
         format!("{base}/bulk"),
-        format!("_csrf={token}&op=retry%3Amatching&kind=big&state=dead&error=flaky%20upstream"),
+        format!("_csrf={token}&op=retry%3Amatching&{filter}"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let ask = r.text().await.unwrap();
+    assert!(ask.contains("Retry <strong>450 jobs</strong>"), "{ask}");
+    assert!(ask.contains(r#"name="confirm" value="450""#), "{ask}");
+    assert_eq!(s.get(other).await.unwrap().state, JobState::Dead);
+    let dead_now = s
+        .search(&JobQuery {
+            kind: Some("big".into()),
+            state: Some(JobState::Dead),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(dead_now.jobs.len(), 450, "asking changed nothing");
+    let r = post(
+        &c,
+        format!("{base}/bulk"),
+        format!("_csrf={token}&op=retry%3Amatching&confirm=450&{filter}"),
     )
     .await;
     assert_eq!(r.status(), 303);
@@ -560,7 +583,15 @@ async fn a_bulk_action_walks_everything_a_filter_matches_in_batches() {
         "_csrf={token}&op=cancel%3Aselected&ids={}&ids={}",
         ids[0].id, ids[1].id
     );
-    let r = post(&c, format!("{base}/bulk"), body).await;
+    let r = post(&c, format!("{base}/bulk"), body.clone()).await;
+    assert_eq!(r.status(), 200);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("Cancel <strong>2 jobs</strong>"));
+    assert_eq!(s.get(ids[0].id).await.unwrap().state, JobState::Pending);
+    let r = post(&c, format!("{base}/bulk"), format!("{body}&confirm=2")).await;
     assert_eq!(r.status(), 303);
     for j in ids {
         assert_eq!(s.get(j.id).await.unwrap().state, JobState::Cancelled);

@@ -166,7 +166,7 @@ async fn a_multi_line_error_group_is_replayed() {
     let r = post(
         &c,
         format!("{base}/bulk"),
-        format!("_csrf={token}&op=retry%3Amatching&kind=k&state=dead&error=first%20line%0D%0Asecond%20line"),
+        format!("_csrf={token}&op=retry%3Amatching&confirm=3&kind=k&state=dead&error=first%20line%0D%0Asecond%20line"),
     )
     .await;
     assert_eq!(r.status(), 303);

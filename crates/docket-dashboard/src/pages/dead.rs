@@ -42,13 +42,12 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td { a href=(app.href(&format!("/jobs/{}", g.example))) { (g.example) } }
                         @if !ro {
                             td {
-                                form.inline method="post" action=(app.href("/bulk"))
-                                    data-confirm="Replay every dead job of this group?" {
+                                form.inline method="post" action=(app.href("/bulk")) {
                                     (csrf(&app))
                                     input type="hidden" name="kind" value=(g.kind);
                                     input type="hidden" name="state" value="dead";
                                     input type="hidden" name="error" value=(g.error);
-                                    button type="submit" name="op" value="retry:matching" { "Replay all" }
+                                    button type="submit" name="op" value="retry:matching" { "Replay all…" }
                                 }
                             }
                         }

@@ -11,7 +11,7 @@ use axum::response::Response;
 use docket_core::{JobId, JobState, Store};
 use maud::html;
 
-use crate::layout::{self, button};
+use crate::layout::{self, button, confirm_button};
 use crate::App;
 
 /// `GET /jobs/{id}`.
@@ -66,9 +66,9 @@ pub async fn page<S: Store>(
             @if matches!(j.state, JobState::Dead | JobState::Cancelled) { (button(&app, &act("retry"), "Retry", "")) }
             @if scheduled { (button(&app, &act("run-now"), "Run now", "")) }
             @if matches!(j.state, JobState::Pending | JobState::Running) && j.cancel_requested_at.is_none() {
-                (button(&app, &act("cancel"), "Cancel", "danger"))
+                (confirm_button(&app, &act("cancel"), "Cancel", "danger", &format!("Cancel job {}?", j.id.0)))
             }
-            @if j.state == JobState::Dead { (button(&app, &act("skip"), "Skip (release its ordering key)", "danger")) }
+            @if j.state == JobState::Dead { (confirm_button(&app, &act("skip"), "Skip (release its ordering key)", "danger", &format!("Skip dead job {} and let the next job of its ordering key run?", j.id.0))) }
         }
         @if !j.invalid.is_empty() {
             p.error { "This row was written around Docket's checks: " (j.invalid.join("; ")) }

@@ -111,7 +111,8 @@ pub fn query_string(q: &JobQuery) -> String {
 }
 
 /// Hidden inputs carrying `q`'s filter (for the bulk form).
-fn hidden_filter(q: &JobQuery) -> maud::Markup {
+/// The filter as hidden inputs, so a form posts it back.
+pub fn hidden_filter(q: &JobQuery) -> maud::Markup {
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query_string(q).as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
@@ -188,13 +189,11 @@ pub async fn page<S: Store>(
                 @if !ro {
                     div.bar {
                         span.muted { "Selected:" }
-                        button type="submit" name="op" value="retry:selected" { "Retry" }
-                        button.danger type="submit" name="op" value="cancel:selected" { "Cancel" }
+                        button type="submit" name="op" value="retry:selected" { "Retry…" }
+                        button.danger type="submit" name="op" value="cancel:selected" { "Cancel…" }
                         span.muted { "All matching this filter:" }
-                        button type="submit" name="op" value="retry:matching"
-                            data-confirm="Retry every job this filter matches?" { "Retry all" }
-                        button.danger type="submit" name="op" value="cancel:matching"
-                            data-confirm="Cancel every job this filter matches?" { "Cancel all" }
+                        button type="submit" name="op" value="retry:matching" { "Retry all…" }
+                        button.danger type="submit" name="op" value="cancel:matching" { "Cancel all…" }
                     }
                 }
                 (table)

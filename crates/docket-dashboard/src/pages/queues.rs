@@ -13,7 +13,7 @@ use chrono::{DateTime, DurationRound, Utc};
 use docket_core::{Sample, Store};
 use maud::{html, Markup};
 
-use crate::layout::{self, button, csrf};
+use crate::layout::{self, button, confirm_button, csrf};
 use crate::pages::jobs::urlenc;
 use crate::{chart, App};
 
@@ -143,7 +143,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         @if !ro {
                             td {
                                 @if q.paused { (button(&app, &format!("/queues/{enc}/resume"), "Resume", "")) }
-                                @else { (button(&app, &format!("/queues/{enc}/pause"), "Pause", "danger")) }
+                                @else { (confirm_button(&app, &format!("/queues/{enc}/pause"), "Pause", "danger", &format!("Pause queue {}? No worker claims from it until it is resumed.", q.queue))) }
                                 " " (limits_form(&app, q))
                             }
                         }
