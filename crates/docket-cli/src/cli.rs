@@ -126,6 +126,10 @@ pub struct DashboardArgs {
     /// How often open pages refresh when no notification arrives.
     #[arg(long, default_value = "2s")]
     pub refresh: String,
+    /// Flag a queue on the queues page when its oldest waiting job (due and not started,
+    /// held by a key or not) is older than this.
+    #[arg(long, default_value = "5m")]
+    pub stuck_after: String,
     /// A host name the dashboard answers to (repeat for more; `loopback` for the loopback
     /// names). Without it: the loopback names when unauthenticated, any when authenticated.
     /// Other names get 421, which stops DNS-rebinding pages.

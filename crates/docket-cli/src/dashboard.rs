@@ -85,6 +85,13 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
         Duration::from_secs(3600),
     )
     .map_err(|e| CliError::invalid(e.to_string()))?;
+    let stuck_after = docket_core::duration::parse_bounded(
+        "stuck-after",
+        &a.stuck_after,
+        Duration::from_secs(1),
+        Duration::from_secs(30 * 86_400),
+    )
+    .map_err(|e| CliError::invalid(e.to_string()))?;
     let auth = auth_from_env()?;
     docket_dashboard::check_exposure(addr, &auth).map_err(|e| CliError::invalid(e.to_string()))?;
     let prometheus = docket_dashboard::metrics::install().map_err(CliError::invalid)?;
@@ -96,6 +103,7 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
         prometheus: Some(prometheus),
         allowed_hosts: a.allowed_hosts.clone(),
         secure_cookie: a.secure_cookie,
+        stuck_after,
     };
     for h in &opts.allowed_hosts {
         let ok = !h.is_empty()

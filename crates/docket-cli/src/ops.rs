@@ -40,6 +40,7 @@ pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
         "dead",
         "cancelled",
         "oldest ready",
+        "oldest waiting",
         "oldest dead",
     ]);
     for q in &s.queues {
@@ -56,6 +57,7 @@ pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
             Cell::new(q.dead),
             Cell::new(q.cancelled),
             Cell::new(age(q.oldest_ready_age_s)),
+            Cell::new(age(q.oldest_waiting_age_s)),
             Cell::new(age(q.oldest_dead_age_s)),
         ]);
     }

@@ -299,8 +299,10 @@ pub struct QueueSummary {
     pub near_expiry: i64,
     /// Dead (kept for inspection and replay).
     pub dead: Count,
-    /// Age of the oldest due job, seconds.
+    /// Age of the oldest ready job (due, not held by a key), seconds.
     pub oldest_ready_age_s: Option<f64>,
+    /// Age of the oldest due job that has not started, held by a key or not, seconds.
+    pub oldest_waiting_age_s: Option<f64>,
     /// Whether an operator paused it.
     pub paused: bool,
     /// Its stored controls (pause, limits, rate), when it has any.

@@ -597,10 +597,13 @@ pub enum CancelOutcome {
 pub struct QueueStats {
     /// The queue.
     pub queue: String,
-    /// Pending (due or scheduled later).
+    /// Pending and not held by a key (due now or scheduled later): the same definition as
+    /// the dashboard's and the `docket_queue_pending` gauge's.
     pub pending: i64,
-    /// Pending and already due.
+    /// Pending, due and not held by a key: what a worker may claim now (limits aside).
     pub ready: i64,
+    /// Pending and due, held by a key or not: `ready` plus the due part of `blocked`.
+    pub waiting: i64,
     /// Running now.
     pub running: i64,
     /// Succeeded and kept (a worker deletes plain successes by default).
@@ -609,15 +612,20 @@ pub struct QueueStats {
     pub dead: i64,
     /// Cancelled.
     pub cancelled: i64,
-    /// Age of the oldest due pending job, in seconds.
+    /// Age of the oldest ready job (due, not held by a key), in seconds.
     pub oldest_ready_age_s: Option<f64>,
+    /// Age of the oldest due job that has not started, held by a key or not, in seconds:
+    /// "is anything stuck?" (a blocked job is not ready, but it is waiting).
+    pub oldest_waiting_age_s: Option<f64>,
     /// Running jobs whose lease expires within the next 10 s (or already has).
     pub running_near_expiry: i64,
     /// Running jobs whose lease already expired (the reaper has work).
     pub running_expired: i64,
     /// Age of the oldest dead job, in seconds.
     pub oldest_dead_age_s: Option<f64>,
-    /// Pending jobs waiting for their ordering or concurrency key.
+    /// Pending jobs held by their ordering or concurrency key (not counted in `pending` or
+    /// `ready`). Always 0 on SQLite and MariaDB, whose claims judge keys as they go: a job
+    /// held there counts as ready.
     pub blocked: i64,
     /// Paused queues are not claimed from (see `docket queues pause`).
     pub paused: bool,

@@ -64,6 +64,9 @@ pub struct Options {
     /// Mark the login cookie `Secure` (serve behind a TLS-terminating proxy). Also set for a
     /// request that says `X-Forwarded-Proto: https`.
     pub secure_cookie: bool,
+    /// A queue whose oldest waiting job (due, not started, held by a key or not) is older
+    /// than this is flagged on the queues page.
+    pub stuck_after: Duration,
 }
 
 impl Default for Options {
@@ -76,6 +79,7 @@ impl Default for Options {
             prometheus: None,
             allowed_hosts: Vec::new(),
             secure_cookie: false,
+            stuck_after: Duration::from_secs(300),
         }
     }
 }
@@ -89,6 +93,7 @@ impl std::fmt::Debug for Options {
             .field("refresh", &self.refresh)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("secure_cookie", &self.secure_cookie)
+            .field("stuck_after", &self.stuck_after)
             .finish_non_exhaustive()
     }
 }

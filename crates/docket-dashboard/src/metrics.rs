@@ -93,7 +93,12 @@ fn describe() {
     describe_gauge!(
         "docket_queue_oldest_ready_age_seconds",
         Unit::Seconds,
-        "Age of the oldest due job."
+        "Age of the oldest ready job (due, not held by a key)."
+    );
+    describe_gauge!(
+        "docket_queue_oldest_waiting_age_seconds",
+        Unit::Seconds,
+        "Age of the oldest due job not started, held by a key or not: alert on this one."
     );
     describe_gauge!(
         "docket_queue_leases_near_expiry",
@@ -146,6 +151,7 @@ fn zero_queue_gauges(name: &str) {
         gauge!("docket_queue_jobs", "queue" => name.to_string(), "state" => state).set(0.0);
     }
     gauge!("docket_queue_oldest_ready_age_seconds", "queue" => name.to_string()).set(0.0);
+    gauge!("docket_queue_oldest_waiting_age_seconds", "queue" => name.to_string()).set(0.0);
     gauge!("docket_queue_leases_near_expiry", "queue" => name.to_string()).set(0.0);
     gauge!("docket_queue_paused", "queue" => name.to_string()).set(0.0);
     gauge!("docket_queue_workers", "queue" => name.to_string()).set(0.0);
@@ -181,6 +187,8 @@ pub async fn record_db_gauges<S: Store>(store: &S) -> Result<(), docket_core::St
         set("dead", q.dead.n);
         gauge!("docket_queue_oldest_ready_age_seconds", "queue" => name.clone())
             .set(q.oldest_ready_age_s.unwrap_or(0.0));
+        gauge!("docket_queue_oldest_waiting_age_seconds", "queue" => name.clone())
+            .set(q.oldest_waiting_age_s.unwrap_or(0.0));
         gauge!("docket_queue_leases_near_expiry", "queue" => name.clone())
             .set(q.near_expiry as f64);
         gauge!("docket_queue_paused", "queue" => name.clone()).set(if q.paused {

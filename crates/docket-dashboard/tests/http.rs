@@ -661,3 +661,81 @@ async fn it_mounts_under_a_path_of_the_application() {
     )
     .is_err());
 }
+
+/// "Is anything stuck?" in one look: a queue with ready work and no live worker, and one
+/// whose oldest waiting job (held by its key here) is older than `stuck_after`, are flagged
+/// in words; a paused queue with no worker and a fresh queue with a worker are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queues_page_flags_what_is_stuck() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for q in ["orphan", "served", "held", "resting"] {
+        s.enqueue(&NewJob::new(q, "k", json!({}))).await.unwrap();
+    }
+    let held = s
+        .enqueue(&NewJob::new("held", "k", json!({})).ordering_key("tenant-1"))
+        .await
+        .unwrap()
+        .id;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET blocked = true, run_at = now() - interval '10 minutes' \
+         WHERE id = {held}"
+    ))
+    .await;
+    s.pause_queue("resting").await.unwrap();
+    s.worker_beat(
+        &WorkerBeat {
+            owner: "w-1".into(),
+            host: "h".into(),
+            pid: 1,
+            queues: vec!["served".into(), "held".into()],
+            concurrency: 4,
+            in_flight: 0,
+            buffered: 0,
+        },
+        Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
+    let base = serve(
+        s.clone(),
+        Options {
+            stuck_after: Duration::from_secs(60),
+            ..Default::default()
+        },
+    )
+    .await;
+    let page = client()
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let row = |q: &str| {
+        let at = page
+            .find(&format!("data-queue=\"{q}\""))
+            .unwrap_or_else(|| panic!("no row for {q}"));
+        let end = page[at..].find("</tr>").unwrap();
+        page[at..at + end].to_string()
+    };
+    assert!(
+        row("orphan").contains("no live worker"),
+        "{}",
+        row("orphan")
+    );
+    assert!(
+        !row("served").contains("class=\"flag\""),
+        "{}",
+        row("served")
+    );
+    assert!(
+        !row("resting").contains("no live worker"),
+        "{}",
+        row("resting")
+    );
+    let h = row("held");
+    assert!(h.contains("waiting 10m"), "{h}");
+    assert!(!h.contains("no live worker"), "{h}");
+}

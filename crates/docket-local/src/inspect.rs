@@ -129,6 +129,9 @@ pub async fn overview<E: Engine>(e: &E, cap: i64) -> Result<Overview> {
             near_expiry: r.get("near_expiry")?,
             dead: count(r, "dead", cap)?,
             oldest_ready_age_s: r.get("oldest_ready_age_s")?,
+            // No job is flagged blocked here (a claim judges keys as it goes), so the oldest
+            // ready job is the oldest waiting one.
+            oldest_waiting_age_s: r.get("oldest_ready_age_s")?,
             paused: control.as_ref().is_some_and(|c| c.paused_at.is_some()),
             control,
             workers: r.get("workers")?,
@@ -256,11 +259,13 @@ pub async fn stats<E: Engine>(e: &E) -> Result<Stats> {
             queue: r.get("queue")?,
             pending: r.get("pending")?,
             ready: r.get("ready")?,
+            waiting: r.get("ready")?,
             running: r.get("running")?,
             succeeded: r.get("succeeded")?,
             dead: r.get("dead")?,
             cancelled: r.get("cancelled")?,
             oldest_ready_age_s: r.get("oldest_ready_age_s")?,
+            oldest_waiting_age_s: r.get("oldest_ready_age_s")?,
             running_near_expiry: r.get("running_near_expiry")?,
             running_expired: r.get("running_expired")?,
             oldest_dead_age_s: r.get("oldest_dead_age_s")?,

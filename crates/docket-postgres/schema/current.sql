@@ -78,7 +78,7 @@ ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_terminal_has_finished CHECK (((s
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_times_finite CHECK ((isfinite(run_at) AND isfinite(created_at) AND COALESCE(isfinite(attempted_at), true) AND COALESCE(isfinite(finished_at), true) AND COALESCE(isfinite(lease_expires_at), true) AND COALESCE(isfinite(cancel_requested_at), true))) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_times_in_range CHECK (((run_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (run_at < '10000-01-01 00:00:00+00'::timestamp with time zone) AND (created_at >= '1970-01-01 00:00:00+00'::timestamp with time zone) AND (created_at < '10000-01-01 00:00:00+00'::timestamp with time zone))) NOT VALID;
 CREATE INDEX jobs_age_idx ON {{schema}}.jobs USING btree (queue, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked));
-CREATE INDEX jobs_blocked_idx ON {{schema}}.jobs USING btree (queue) WHERE ((state = 'pending'::text) AND blocked);
+CREATE INDEX jobs_blocked_idx ON {{schema}}.jobs USING btree (queue, run_at) WHERE ((state = 'pending'::text) AND blocked);
 CREATE INDEX jobs_claim_idx ON {{schema}}.jobs USING btree (queue, priority, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked));
 CREATE INDEX jobs_concurrency_blocked_idx ON {{schema}}.jobs USING btree (concurrency_key, priority, run_at, id) WHERE ((state = 'pending'::text) AND blocked AND (concurrency_key IS NOT NULL));
 CREATE INDEX jobs_concurrency_running_idx ON {{schema}}.jobs USING btree (concurrency_key) WHERE ((state = 'running'::text) AND (concurrency_key IS NOT NULL));

@@ -5,6 +5,8 @@
 -- queue, not one row per job), running ones, blocked and dead ones (loose scans of
 -- jobs_blocked_idx and jobs_dead_idx), those with a control row, and those a live worker
 -- serves.
+-- The oldest waiting job is the oldest due one, held by a key or not: the older of the
+-- oldest ready one (jobs_age_idx) and the oldest blocked one (jobs_blocked_idx, by run_at).
 -- Ages skip non-finite times (only a write that bypassed the table's checks stores one).
 WITH RECURSIVE pq(queue) AS (
     (SELECT queue FROM {{schema}}.jobs
@@ -66,6 +68,13 @@ SELECT n.queue,
        (SELECT extract(epoch FROM now() - min(j.run_at))::float8 FROM {{schema}}.jobs j
          WHERE j.queue = n.queue AND j.state = 'pending' AND NOT j.blocked
            AND j.run_at <= now() AND isfinite(j.run_at)) AS oldest_ready_age_s,
+       (SELECT extract(epoch FROM now() - least(
+                 (SELECT min(j.run_at) FROM {{schema}}.jobs j
+                   WHERE j.queue = n.queue AND j.state = 'pending' AND NOT j.blocked
+                     AND j.run_at <= now() AND isfinite(j.run_at)),
+                 (SELECT min(j.run_at) FROM {{schema}}.jobs j
+                   WHERE j.queue = n.queue AND j.state = 'pending' AND j.blocked
+                     AND j.run_at <= now() AND isfinite(j.run_at))))::float8) AS oldest_waiting_age_s,
        q.name, q.paused_at, q.max_running, q.key_max_running, q.rate_limit, q.rate_period_ms,
        CASE WHEN q.rate_limit IS NULL THEN NULL
             ELSE {{schema}}.bucket_tokens(q.tokens, q.refilled_at, q.rate_limit, q.rate_period_ms)

@@ -38,6 +38,7 @@ fn summary(r: &PgRow, cap: i64) -> Result<QueueSummary> {
         near_expiry: r.try_get("near_expiry").map_err(db_err)?,
         dead: count(r, "dead", cap)?,
         oldest_ready_age_s: r.try_get("oldest_ready_age_s").map_err(db_err)?,
+        oldest_waiting_age_s: r.try_get("oldest_waiting_age_s").map_err(db_err)?,
         paused: control.as_ref().is_some_and(|c| c.paused_at.is_some()),
         control,
         workers: r.try_get("workers").map_err(db_err)?,

@@ -297,6 +297,39 @@ async fn stats_tell_what_is_old_and_what_is_stuck() {
     );
 }
 
+/// One vocabulary: `stats` (the CLI) and `overview` (the pages and gauges) count a job held
+/// by its key as blocked, not as pending or ready; the oldest *waiting* job includes it, so
+/// a queue whose only old job is held still reads as stuck.
+#[tokio::test]
+async fn stats_and_the_overview_agree_and_a_held_job_counts_as_waiting() {
+    let db = TestDb::new().await;
+    db.store
+        .enqueue(&NewJob::new("q", "k", json!(1)))
+        .await
+        .unwrap();
+    let held = db
+        .store
+        .enqueue(&NewJob::new("q", "k", json!(2)).ordering_key("tenant-1"))
+        .await
+        .unwrap()
+        .id;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET blocked = true, run_at = now() - interval '10 minutes' \
+         WHERE id = {held}"
+    ))
+    .await;
+    let s = db.store.stats().await.unwrap();
+    let q = s.queues.iter().find(|q| q.queue == "q").unwrap();
+    assert_eq!((q.pending, q.ready, q.blocked, q.waiting), (1, 1, 1, 2));
+    assert!(q.oldest_ready_age_s.unwrap() < 60.0);
+    assert!(q.oldest_waiting_age_s.unwrap() >= 599.0);
+    let o = db.store.overview(1000).await.unwrap();
+    let oq = o.queues.iter().find(|x| x.queue == "q").unwrap();
+    assert_eq!((oq.pending.n, oq.ready.n, oq.blocked.n), (1, 1, 1));
+    assert!(oq.oldest_ready_age_s.unwrap() < 60.0);
+    assert!(oq.oldest_waiting_age_s.unwrap() >= 599.0);
+}
+
 /// Mean latency of a claim of 10 (released again so the backlog keeps its size).
 async fn claim_latency_ms(db: &TestDb) -> f64 {
     let req = ClaimRequest {

@@ -111,7 +111,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         table #queues {
             thead { tr {
                 th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "running" }
-                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest ready" } th.n { "workers" }
+                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "workers" }
                 th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
@@ -121,6 +121,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td {
                             a href=(app.href(&format!("/jobs?queue={enc}"))) { (q.queue) }
                             @if q.paused { " " span.paused { "paused" } }
+                            @for f in flags(q, app.opts.stuck_after) { " " span.flag { (f) } }
                         }
                         td.n { (layout::count(&q.ready)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=pending"))) { (layout::count(&q.pending)) } }
@@ -130,7 +131,9 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n { (hour(&samples, &q.queue, |s| s.succeeded)) }
                         td.n { (hour(&samples, &q.queue, |s| s.failed)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=dead"))) { (layout::count(&q.dead)) } }
-                        td.n { (q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into())) }
+                        td.n title=(format!("oldest ready: {}", q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into()))) {
+                            (q.oldest_waiting_age_s.map(layout::age).unwrap_or_else(|| "–".into()))
+                        }
                         td.n { (q.workers) }
                         td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 160, 28))) }
                         td {
@@ -166,4 +169,19 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         layout::fragment(&headers),
         Some(started),
     )
+}
+
+/// What is wrong with a queue, in words, for the operator scanning the page: ready work no
+/// live worker serves (and nobody paused), or a waiting job older than `stuck_after`.
+pub fn flags(q: &docket_core::QueueSummary, stuck_after: std::time::Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    if q.ready.n > 0 && q.workers == 0 && !q.paused {
+        out.push("no live worker".to_string());
+    }
+    if let Some(age) = q.oldest_waiting_age_s {
+        if age > stuck_after.as_secs_f64() {
+            out.push(format!("waiting {}", layout::age(age)));
+        }
+    }
+    out
 }

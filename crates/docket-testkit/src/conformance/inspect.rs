@@ -230,6 +230,12 @@ pub async fn overview_counts_with_a_cap_and_dead_jobs_group<H: Harness>(h: &H) {
     );
     assert_eq!(big.ready, Count { n: 3, more: true });
     assert!(big.oldest_ready_age_s.is_some());
+    // The oldest waiting job includes held ones: never younger than the oldest ready one.
+    assert!(big.oldest_waiting_age_s >= big.oldest_ready_age_s);
+    assert!(
+        by("graveyard").oldest_waiting_age_s.is_none(),
+        "no job waits"
+    );
     let busy = by("busy");
     assert_eq!(busy.running, 1);
     assert_eq!(busy.near_expiry, 1, "a 5 s lease is within 10 s of its end");
