@@ -84,6 +84,9 @@ pub enum Mutant {
     /// A transaction-mode pooler Docket did not recognise is never detected from the error
     /// it causes: every command after the first fails with `sqlx_s_1 already exists`.
     PoolerNotDetected,
+    /// The dashboard's bulk actions act on the first post, without the confirmation that
+    /// names how many jobs they touch.
+    BulkUnconfirmed,
 }
 
 impl Mutant {
@@ -116,6 +119,7 @@ impl Mutant {
         Mutant::SignalWakesAny,
         Mutant::ParkNoFence,
         Mutant::PoolerNotDetected,
+        Mutant::BulkUnconfirmed,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -148,6 +152,7 @@ impl Mutant {
             Mutant::SignalWakesAny => "signal_wakes_any",
             Mutant::ParkNoFence => "park_no_fence",
             Mutant::PoolerNotDetected => "pooler_not_detected",
+            Mutant::BulkUnconfirmed => "bulk_unconfirmed",
         }
     }
 

@@ -77,7 +77,8 @@ pub async fn start<S: Store>(
     // Nothing happens before the operator has seen how many jobs it touches: the first post
     // answers with a confirmation naming the count; only the post from that page (carrying
     // `confirm`) acts. Done on the server, so it holds without JavaScript too.
-    if form.get("confirm").is_none() {
+    let unconfirmed = docket_core::mutants::active(docket_core::mutants::Mutant::BulkUnconfirmed);
+    if form.get("confirm").is_none() && !unconfirmed {
         let count = if matching {
             match count_matching(&app, &query).await {
                 Ok(c) => c,
