@@ -86,6 +86,8 @@ pub enum Command {
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader.
     Workers(JsonFlag),
+    /// The operators' actions, newest first: the dashboard's and this command's.
+    Audit(AuditArgs),
     /// The web dashboard (queues, jobs, dead jobs, workers, cron, audit; live) and /metrics.
     Dashboard(DashboardArgs),
     /// One reaper pass: return expired leases to the queue (or to dead).
@@ -107,6 +109,17 @@ pub enum Command {
     /// Hidden: a worker process of the demo.
     #[command(hide = true, name = "__demo-worker")]
     DemoWorker(DemoWorkerArgs),
+}
+
+/// `docket audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// How many entries, 1..=10000.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `docket dashboard`.
@@ -364,11 +377,28 @@ pub enum QueuesCommand {
     /// Queues with controls: paused, limits, tokens left.
     List(JsonFlag),
     /// Stop every worker claiming from a queue (returns once no claim can take a job).
-    Pause(QueueArg),
+    Pause(QueueNewArg),
     /// Let workers claim from a paused queue again.
     Resume(QueueArg),
     /// Set a queue's limits; flags not given keep their value, `none` removes one.
     Limit(QueueLimitArgs),
+    /// Forget a queue's stored controls (pause, limits) once no job of it waits or runs:
+    /// the row a mistyped `pause` left behind.
+    Remove(QueueArg),
+}
+
+/// A control that may name a queue nobody knows yet.
+#[derive(Debug, Args)]
+pub struct QueueNewArg {
+    /// The queue.
+    pub queue: String,
+    /// Allow a queue with no pending, running or dead job, no stored controls and no live
+    /// worker (to prepare one): without it such a name is refused as a likely typo.
+    #[arg(long)]
+    pub new: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A command taking one queue.
@@ -395,6 +425,9 @@ pub struct QueueLimitArgs {
     /// Token bucket, N/DURATION (e.g. 10/1s, 600/1m), or none.
     #[arg(long)]
     pub rate: Option<String>,
+    /// Allow a queue nobody knows yet (see `queues pause --new`).
+    #[arg(long)]
+    pub new: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

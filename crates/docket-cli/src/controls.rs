@@ -3,6 +3,7 @@
 use comfy_table::Cell;
 use docket_core::{KeyLimit, MissedTicks, Periodic, QueueControl, QueueLimits, RateLimit, Store};
 
+use crate::audit;
 use crate::cli::{CronCommand, KeysCommand, QueuesCommand};
 use crate::engine::Open;
 use crate::fail::CliError;
@@ -56,6 +57,48 @@ fn print_controls(list: &[QueueControl]) {
     println!("{t}");
 }
 
+/// Refuses a queue nobody knows — no pending, running, blocked or dead job, no stored
+/// controls, no live worker serving it — unless `new`: `docket queues pause emial` would
+/// otherwise pause nothing, exit 0 and leave a row behind. Read from the bounded overview
+/// (index probes per queue, never a count of the table).
+async fn known_queue(store: &impl Store, queue: &str, new: bool) -> anyhow::Result<()> {
+    if new {
+        return Ok(());
+    }
+    let o = store.overview(1).await?;
+    if o.queues.iter().any(|q| q.queue == queue) {
+        return Ok(());
+    }
+    let mut names: Vec<&str> = o.queues.iter().map(|q| q.queue.as_str()).collect();
+    names.truncate(20);
+    Err(CliError::invalid(format!(
+        "no queue {} is known (no pending, running or dead job, no stored controls, no live worker)",
+        output::safe(queue)
+    ))
+    .hint(if names.is_empty() {
+        "add --new to set it up before any job arrives".to_string()
+    } else {
+        format!(
+            "known queues: {}; add --new to set up a queue before any job arrives",
+            output::safe(&names.join(", "))
+        )
+    })
+    .into())
+}
+
+/// A control's values for the audit log's before/after.
+fn control_json(c: Option<&QueueControl>) -> serde_json::Value {
+    match c {
+        None => serde_json::Value::Null,
+        Some(c) => serde_json::json!({
+            "paused": c.paused_at.is_some(),
+            "max_running": c.limits.max_running,
+            "key_max_running": c.limits.key_max_running,
+            "rate": c.limits.rate.map(|r| r.to_string()),
+        }),
+    }
+}
+
 pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
     let check =
         |q: &str| docket_core::validate::queue(q).map_err(|e| CliError::invalid(e.to_string()));
@@ -70,7 +113,10 @@ pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Pause(a) => {
             check(&a.queue)?;
-            let c = Open::existing(ctx, 1).await?.pause_queue(&a.queue).await?;
+            let store = Open::existing(ctx, 1).await?;
+            known_queue(&store, &a.queue, a.new).await?;
+            let c = store.pause_queue(&a.queue).await?;
+            audit::record(&store, "queue.pause", &a.queue, serde_json::json!({})).await;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -82,7 +128,9 @@ pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
         }
         QueuesCommand::Resume(a) => {
             check(&a.queue)?;
-            let c = Open::existing(ctx, 1).await?.resume_queue(&a.queue).await?;
+            let store = Open::existing(ctx, 1).await?;
+            let c = store.resume_queue(&a.queue).await?;
+            audit::record(&store, "queue.resume", &a.queue, serde_json::json!({})).await;
             if a.json {
                 output::json(&c)?;
             } else {
@@ -102,13 +150,13 @@ pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
             cap("key-max-running", a.key_max_running.as_deref(), None)?;
             rate(a.rate.as_deref(), None)?;
             let store = Open::existing(ctx, 1).await?;
-            let cur = store
+            known_queue(&store, &a.queue, a.new).await?;
+            let before = store
                 .queue_controls()
                 .await?
                 .into_iter()
-                .find(|c| c.queue == a.queue)
-                .map(|c| c.limits)
-                .unwrap_or_default();
+                .find(|c| c.queue == a.queue);
+            let cur = before.as_ref().map(|c| c.limits).unwrap_or_default();
             let limits = QueueLimits {
                 max_running: cap("max-running", a.max_running.as_deref(), cur.max_running)?,
                 key_max_running: cap(
@@ -122,10 +170,58 @@ pub async fn queues(ctx: &impl Open, cmd: QueuesCommand) -> anyhow::Result<()> {
                 .validate()
                 .map_err(|e| CliError::invalid(e.to_string()))?;
             let c = store.set_queue_limits(&a.queue, &limits).await?;
+            audit::record(
+                &store,
+                "queue.limits",
+                &a.queue,
+                serde_json::json!({"before": control_json(before.as_ref()), "after": control_json(Some(&c))}),
+            )
+            .await;
             if a.json {
                 output::json(&c)?;
             } else {
                 print_controls(&[c]);
+            }
+        }
+        QueuesCommand::Remove(a) => {
+            check(&a.queue)?;
+            let store = Open::existing(ctx, 1).await?;
+            let before = store
+                .queue_controls()
+                .await?
+                .into_iter()
+                .find(|c| c.queue == a.queue);
+            let Some(before) = before else {
+                return Err(CliError::new(
+                    crate::cli::exit::NOT_FOUND,
+                    format!(
+                        "queue {} has no stored controls: nothing to remove",
+                        output::safe(&a.queue)
+                    ),
+                )
+                .into());
+            };
+            if !store.remove_queue(&a.queue).await? {
+                return Err(CliError::new(
+                    crate::cli::exit::CONFLICT,
+                    format!(
+                        "queue {} still has pending or running jobs: its controls stay",
+                        output::safe(&a.queue)
+                    ),
+                )
+                .into());
+            }
+            audit::record(
+                &store,
+                "queue.remove",
+                &a.queue,
+                serde_json::json!({"before": control_json(Some(&before))}),
+            )
+            .await;
+            if a.json {
+                output::json(&serde_json::json!({"queue": a.queue, "removed": true}))?;
+            } else {
+                println!("queue {}: stored controls removed", output::safe(&a.queue));
             }
         }
     }
@@ -177,6 +273,13 @@ pub async fn keys(ctx: &impl Open, cmd: KeysCommand) -> anyhow::Result<()> {
                 .validate()
                 .map_err(|e| CliError::invalid(e.to_string()))?;
             store.set_key_limit(&limit).await?;
+            audit::record(
+                &store,
+                "key.limits",
+                &a.key,
+                serde_json::json!({"before": cur, "after": limit}),
+            )
+            .await;
             if a.json {
                 output::json(&limit)?;
             } else if limit.max_running.is_none() && limit.rate.is_none() {
@@ -289,6 +392,8 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
                 .into());
             }
             let st = store.upsert_periodic(&def).await?;
+            let detail = serde_json::json!({"cron": a.cron, "tz": a.tz, "queue": def.queue, "kind": def.kind});
+            audit::record(&store, "cron.add", &a.name, detail).await;
             if a.json {
                 output::json(&st)?;
             } else {
@@ -302,10 +407,11 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
             }
         }
         CronCommand::Remove(a) => {
-            let removed = Open::existing(ctx, 1)
-                .await?
-                .remove_periodic(&a.name)
-                .await?;
+            let store = Open::existing(ctx, 1).await?;
+            let removed = store.remove_periodic(&a.name).await?;
+            if removed {
+                audit::record(&store, "cron.remove", &a.name, serde_json::json!({})).await;
+            }
             if a.json {
                 output::json(&serde_json::json!({"name": a.name, "removed": removed}))?;
             } else if removed {

@@ -5,7 +5,7 @@
 use crate::cli::Command;
 use crate::engine::Open;
 use crate::fail::CliError;
-use crate::{controls, dashboard, demo, enqueue, jobs, ops, work};
+use crate::{audit, controls, dashboard, demo, enqueue, jobs, ops, work};
 
 /// An engine the CLI runs on besides PostgreSQL.
 pub(crate) trait Engine: Open + Clone + Send + Sync + 'static {
@@ -45,6 +45,7 @@ pub(crate) async fn run<E: Engine>(ctx: E, command: Command) -> anyhow::Result<(
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a.json).await,
+        Command::Audit(a) => audit::run(&ctx, a).await,
         Command::Dashboard(a) => dashboard::run(&ctx, a).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,
         Command::Prune(a) => ops::prune(&ctx, a).await,

@@ -3,6 +3,7 @@
 use comfy_table::Cell;
 use docket_core::{Gate, JobFilter, JobId, JobState, Store, WhyReport};
 
+use crate::audit;
 use crate::cli::{exit, JobsCommand, OutputArgs, SignalArgs};
 use crate::engine::Open;
 use crate::fail::CliError;
@@ -107,6 +108,9 @@ async fn send_signal(ctx: &impl Open, a: SignalArgs) -> anyhow::Result<()> {
     let store = Open::existing(ctx, 1).await?;
     let id = JobId(a.id);
     let sent = store.signal(id, &a.name, &payload).await?;
+    // The name, not the payload: a payload may carry what the log's readers must not see.
+    let detail = serde_json::json!({"name": a.name, "new": sent.new, "woke": sent.woke});
+    audit::record(&store, "job.signal", id.to_string(), detail).await;
     if a.json {
         return output::json(
             &serde_json::json!({"id": id, "name": a.name, "new": sent.new, "woke": sent.woke}),
@@ -263,6 +267,8 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
         JobsCommand::Retry(a) => {
             let store = Open::existing(ctx, 1).await?;
             let j = store.retry(JobId(a.id), a.extra_attempts).await?;
+            let detail = serde_json::json!({"extra_attempts": a.extra_attempts});
+            audit::record(&store, "job.retry", a.id.to_string(), detail).await;
             if a.json {
                 output::json(&j)?;
             } else {
@@ -275,6 +281,7 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
         JobsCommand::Skip(a) => {
             let store = Open::existing(ctx, 1).await?;
             let j = store.skip(JobId(a.id)).await?;
+            audit::record(&store, "job.skip", a.id.to_string(), serde_json::json!({})).await;
             if a.json {
                 output::json(&j)?;
             } else {
@@ -298,6 +305,8 @@ pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
         JobsCommand::Cancel(a) => {
             let store = Open::existing(ctx, 1).await?;
             let out = store.cancel(JobId(a.id)).await?;
+            let detail = serde_json::json!({"outcome": out});
+            audit::record(&store, "job.cancel", a.id.to_string(), detail).await;
             if a.json {
                 output::json(&serde_json::json!({"id": a.id, "outcome": out}))?;
             } else {

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+mod audit;
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
@@ -281,6 +282,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a.json).await,
+        Command::Audit(a) => audit::run(&ctx, a).await,
         Command::Dashboard(a) => dashboard::run(&ctx, a).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,
         Command::Prune(a) => ops::prune(&ctx, a).await,

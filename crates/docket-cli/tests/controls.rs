@@ -15,7 +15,14 @@ fn ok(o: &std::process::Output) -> String {
 async fn queue_controls_from_the_command_line() {
     let db = TestDb::new().await;
     let cli = Cli { db: &db };
-    ok(&cli.run(&["queues", "pause", "mail"]));
+    // A queue nobody knows is refused as a likely typo, and nothing is written; --new sets
+    // one up before its first job.
+    let o = cli.run(&["queues", "pause", "mail"]);
+    assert_eq!(code(&o), 5, "{}", err(&o));
+    assert!(err(&o).contains("no queue mail is known"), "{}", err(&o));
+    assert!(err(&o).contains("--new"), "{}", err(&o));
+    assert_eq!(db.scalar("SELECT count(*) FROM {schema}.queues").await, 0);
+    ok(&cli.run(&["queues", "pause", "mail", "--new"]));
     let s = ok(&cli.run(&["stats"]));
     assert!(s.contains("paused"), "stats shows the pause:\n{s}");
     let o = ok(&cli.run(&[
@@ -106,6 +113,58 @@ async fn queue_controls_from_the_command_line() {
         db.scalar("SELECT count(*) FROM {schema}.key_limits").await,
         0
     );
+
+    // Every change above is in the audit log, by the CLI's user, with before and after for
+    // limits; `docket audit` reads it.
+    let log: serde_json::Value =
+        serde_json::from_str(&ok(&cli.run(&["audit", "--json", "--limit", "100"]))).unwrap();
+    let actions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for a in ["queue.pause", "queue.limits", "queue.resume", "key.limits"] {
+        assert!(actions.contains(&a), "{a} missing from {actions:?}");
+    }
+    let limits = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["action"] == "queue.limits")
+        .unwrap();
+    assert!(
+        limits["actor"].as_str().unwrap().starts_with("cli:"),
+        "{limits}"
+    );
+    assert_eq!(limits["target"], "mail");
+    assert_eq!(
+        limits["detail"]["before"]["max_running"],
+        serde_json::Value::Null
+    );
+    assert_eq!(limits["detail"]["after"]["max_running"], 5);
+    let text = ok(&cli.run(&["audit"]));
+    assert!(
+        text.contains("queue.pause") && text.contains("cli:"),
+        "{text}"
+    );
+
+    // The row a pause left: removable once no job of the queue waits or runs.
+    ok(&cli.run(&["enqueue", "--queue", "mail", "--kind", "k", "--args", "{}"]));
+    let o = cli.run(&["queues", "remove", "mail"]);
+    assert_eq!(code(&o), 6, "{}", err(&o));
+    assert!(err(&o).contains("pending or running"), "{}", err(&o));
+    db.exec("DELETE FROM {schema}.jobs WHERE queue = 'mail'")
+        .await;
+    ok(&cli.run(&["queues", "remove", "mail"]));
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.queues WHERE name = 'mail'")
+            .await,
+        0
+    );
+    let o = cli.run(&["queues", "remove", "mail"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
 }
 
 #[tokio::test]

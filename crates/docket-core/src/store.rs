@@ -361,6 +361,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Resumes a paused queue and wakes idle workers.
     fn resume_queue(&self, queue: &str) -> impl Future<Output = Result<QueueControl>> + Send;
 
+    /// Forgets a queue's stored controls (pause, limits, rate bucket) — the row a mistyped
+    /// `pause` leaves — when no job of it is pending or running. `true` when a row was
+    /// removed; `false` when there was none or work remains (nothing changed).
+    fn remove_queue(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send;
+
     /// Replaces a queue's limits (all `None` removes them); binds every claim after it returns.
     fn set_queue_limits(
         &self,

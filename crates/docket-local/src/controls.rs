@@ -147,6 +147,17 @@ pub async fn resume_queue<E: Engine>(e: &E, queue: &str) -> Result<QueueControl>
     change_queue(e, queue, "queue_resume", &[]).await
 }
 
+/// Forgets `queue`'s stored controls when no job of it is pending or running (see
+/// `Store::remove_queue`).
+pub async fn remove_queue<E: Engine>(e: &E, queue: &str) -> Result<bool> {
+    validate::queue(queue)?;
+    let mut tx = e.begin().await?;
+    E::lock_queue(&mut tx, queue).await?;
+    let n = tx.execute("queue_remove", args![queue]).await?;
+    tx.commit().await?;
+    Ok(n > 0)
+}
+
 /// Replaces `queue`'s limits (all `None` removes them).
 pub async fn set_queue_limits<E: Engine>(
     e: &E,

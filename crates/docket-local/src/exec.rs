@@ -312,7 +312,7 @@ macro_rules! statements {
             "leader_resign", "leader_update", "lease_status", "list", "now",
             "ordering_behind", "output", "overview", "park", "progress", "periodic_advance", "periodic_due",
             "periodic_list", "periodic_remove", "periodic_upsert", "prune", "queue_control",
-            "queue_limits", "queue_pause", "queue_resume", "queue_tokens_spend",
+            "queue_limits", "queue_pause", "queue_remove", "queue_resume", "queue_tokens_spend",
             "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",
             "samples_forget", "samples_list", "samples_record", "search", "search_finished",
             "search_window", "search_window_scan", "signal_get", "signal_insert", "signal_wake",

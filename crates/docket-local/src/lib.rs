@@ -187,6 +187,7 @@ macro_rules! store_impl {
                 = $crate::controls::pause_queue;
             resume_queue(queue: &str => queue.to_owned()) -> $crate::core::QueueControl
                 = $crate::controls::resume_queue;
+            remove_queue(queue: &str => queue.to_owned()) -> bool = $crate::controls::remove_queue;
             set_queue_limits(queue: &str => queue.to_owned(), limits: &$crate::core::QueueLimits => limits.clone())
                 -> $crate::core::QueueControl = $crate::controls::set_queue_limits;
             queue_controls() -> Vec<$crate::core::QueueControl> = $crate::controls::queue_controls;

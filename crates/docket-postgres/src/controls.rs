@@ -100,6 +100,20 @@ impl PgStore {
         Ok(ctl)
     }
 
+    pub(crate) async fn remove_queue_impl(&self, queue: &str) -> Result<bool> {
+        validate::queue(queue)?;
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        lock_queue(self, &mut tx, queue).await?;
+        let row = self
+            .query(&self.inner.q.queue_remove)
+            .bind(queue)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(row.is_some())
+    }
+
     pub(crate) async fn pause_queue_impl(&self, queue: &str) -> Result<QueueControl> {
         self.change_queue(queue, &self.inner.q.queue_pause, |q| q)
             .await

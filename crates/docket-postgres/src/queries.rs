@@ -66,6 +66,7 @@ queries!(
     queue_lock,
     queue_pause,
     queue_resume,
+    queue_remove,
     queue_limits,
     queues_list,
     key_limit_set,

@@ -777,6 +777,9 @@ impl Store for PgStore {
     async fn resume_queue(&self, queue: &str) -> Result<QueueControl> {
         self.resume_queue_impl(queue).await
     }
+    async fn remove_queue(&self, queue: &str) -> Result<bool> {
+        self.remove_queue_impl(queue).await
+    }
     async fn set_queue_limits(&self, queue: &str, limits: &QueueLimits) -> Result<QueueControl> {
         self.set_queue_limits_impl(queue, limits).await
     }

@@ -181,8 +181,6 @@ impl Default for WorkerConfig {
     }
 }
 
-/// `<hostname>-<pid>-<8 random hex>`: unique per process start even when a container reuses
-/// a hostname and a pid.
 /// This machine's host name (`host` when none can be read).
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -193,8 +191,9 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "host".into())
 }
 
-/// The owner name a worker writes into its leases unless configured: host name, process
-/// id and a random suffix, so two processes never share one.
+/// The owner name a worker writes into its leases unless configured,
+/// `<hostname>-<pid>-<8 random hex>`: unique per process start even when a container reuses
+/// a hostname and a pid.
 pub fn default_owner() -> String {
     let host = host_name();
     format!(

@@ -25,6 +25,49 @@ pub async fn paused_queues_hand_out_nothing<H: Harness>(h: &H) {
     assert_eq!(claim(s, "q", 10, "w", LONG).await.len(), 1);
 }
 
+/// A queue's stored controls are forgotten only when no job of it waits or runs; removing
+/// what is not there changes nothing.
+pub async fn a_queue_row_is_removed_only_when_no_work_remains<H: Harness>(h: &H) {
+    let s = h.store();
+    let id = put(s, job("r")).await;
+    s.pause_queue("r").await.unwrap();
+    assert!(
+        !s.remove_queue("r").await.unwrap(),
+        "a pending job keeps it"
+    );
+    let got = claim(s, "r", 1, "w", LONG).await;
+    assert!(got.is_empty(), "paused still");
+    s.resume_queue("r").await.unwrap();
+    let got = claim(s, "r", 1, "w", LONG).await;
+    assert_eq!(got[0].id, id);
+    assert!(
+        !s.remove_queue("r").await.unwrap(),
+        "a running job keeps it"
+    );
+    assert!(s
+        .queue_controls()
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.queue == "r"));
+    s.complete_many("w", &[got[0].lease()]).await.unwrap();
+    assert!(s.remove_queue("r").await.unwrap());
+    assert!(!s
+        .queue_controls()
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.queue == "r"));
+    assert!(
+        !s.remove_queue("r").await.unwrap(),
+        "nothing left to remove"
+    );
+    assert!(
+        s.remove_queue("bad queue!").await.is_err(),
+        "names are checked"
+    );
+}
+
 /// A queue's `max_running` and a key's limit bound what all claims together hold running.
 pub async fn queue_and_key_limits_bound_claims<H: Harness>(h: &H) {
     let s = h.store();

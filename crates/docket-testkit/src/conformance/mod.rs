@@ -102,6 +102,7 @@ macro_rules! conformance_suite {
             maintenance::one_leader_at_a_time,
             maintenance::periodic_ticks_are_enqueued_once,
             controls::paused_queues_hand_out_nothing,
+            controls::a_queue_row_is_removed_only_when_no_work_remains,
             controls::queue_and_key_limits_bound_claims,
             controls::ordering_keys_run_one_at_a_time_in_order,
             controls::priority_then_age_with_a_starvation_bound,
