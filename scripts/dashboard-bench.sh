@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dashboard page timings on a big table: N_PENDING pending jobs (5 queues, some scheduled,
-# some keyed-blocked) and N_FINISHED finished ones (succeeded, dead with errors, cancelled),
+# one in a hundred retrying with an error) and N_FINISHED finished ones (succeeded, dead
+# with errors, cancelled),
 # then each page several times, reporting the server time from its Server-Timing header.
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/dashboard-bench.sh [N_PENDING] [N_FINISHED]
@@ -36,10 +37,14 @@ SQL
   echo "filling $PENDING pending jobs..." >&2
   psql "$DATABASE_URL" -q <<SQL
 SET search_path = $SCHEMA;
-INSERT INTO jobs (queue, kind, args, state, run_at, created_at, priority)
+INSERT INTO jobs (queue, kind, args, state, run_at, created_at, priority, errors)
 SELECT 'q' || (i % 5), 'kind_' || (i % 20), jsonb_build_object('user_id', i % 100000, 'n', i), 'pending',
        CASE WHEN i % 10 = 0 THEN now() + interval '1 hour' ELSE now() - interval '1 minute' END,
-       now() - interval '1 minute', (i % 3)::smallint
+       now() - interval '1 minute', (i % 3)::smallint,
+       -- One in a hundred is retrying: an error history naming its customer (the errors page).
+       CASE WHEN i % 100 = 0 THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now() - interval '2 minutes',
+            'class', 'retry', 'message', 'no card for customer ' || i || ' (' || (i % 3) || ')', 'owner', 'w'))
+            ELSE '[]'::jsonb END
 FROM generate_series(1, $PENDING) i;
 VACUUM ANALYZE jobs;
 SQL
@@ -69,6 +74,7 @@ pages=(
   "/jobs/$dead_id"
   "/jobs/$pending_id"
   "/dead"
+  "/errors"
   "/workers"
   "/cron"
   "/audit"

@@ -31,6 +31,7 @@ pub mod control;
 pub mod duration;
 pub mod engine;
 pub mod error;
+pub mod error_groups;
 pub mod inspect;
 pub mod job;
 pub mod local;
@@ -49,6 +50,7 @@ pub mod workers;
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
+pub use error_groups::{ErrorGroup, ErroredJob};
 pub use inspect::{
     AuditEntry, BulkAction, BulkReport, Count, DeadGroup, FieldEq, JobPage, JobQuery, Overview,
     QueueSummary, Sample, MAX_PAGE,

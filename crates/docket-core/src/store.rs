@@ -279,6 +279,15 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Dead jobs grouped by kind and last error (of the most recent ones), largest first.
     fn dead_groups(&self, limit: i64) -> impl Future<Output = Result<Vec<DeadGroup>>> + Send;
 
+    /// The newest errored jobs: up to `per_state` dead ones (by when they died) and up to
+    /// `per_state` retrying ones (pending with an error history, newest first), with the
+    /// first and last entries of their histories — what [`crate::error_groups::group`]
+    /// groups for the errors page. Bounded reads: an index walk each, never a count.
+    fn errored_jobs(
+        &self,
+        per_state: i64,
+    ) -> impl Future<Output = Result<Vec<crate::ErroredJob>>> + Send;
+
     /// Makes a pending job scheduled for later due now (attempt and budget untouched).
     fn run_now(&self, id: JobId) -> impl Future<Output = Result<JobRecord>> + Send;
 

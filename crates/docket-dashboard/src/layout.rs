@@ -40,6 +40,7 @@ pub fn fragment(headers: &HeaderMap) -> bool {
 const NAV: &[(&str, &str)] = &[
     ("/", "Queues"),
     ("/jobs", "Jobs"),
+    ("/errors", "Errors"),
     ("/dead", "Dead"),
     ("/workers", "Workers"),
     ("/cron", "Cron"),

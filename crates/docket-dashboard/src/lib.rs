@@ -198,6 +198,8 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         .route("/workers", get(pages::workers::page::<S>))
         .route("/cron", get(pages::workers::cron::<S>))
         .route("/dead", get(pages::dead::page::<S>))
+        .route("/errors", get(pages::errors::page::<S>))
+        .route("/errors/group", get(pages::errors::group_page::<S>))
         .route("/audit", get(pages::workers::audit::<S>))
         .route("/tasks/{id}", get(pages::dead::task::<S>))
         .route("/events", get(live::events::<S>))

@@ -121,6 +121,9 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         format!("/jobs/{p}"),
         "/jobs?field=args.user_id%20%3D%2042".into(),
         "/dead".into(),
+        "/errors".into(),
+        "/errors?sort=count".into(),
+        "/errors/group?queue=mail&kind=send&fp=x".into(),
         "/workers".into(),
         "/cron".into(),
         "/audit".into(),
@@ -738,4 +741,124 @@ async fn the_queues_page_flags_what_is_stuck() {
     let h = row("held");
     assert!(h.contains("waiting 10m"), "{h}");
     assert!(!h.contains("no live worker"), "{h}");
+}
+
+/// "Which error is new?": a cause spread over e-mail addresses and customer ids is one group
+/// counting its retrying and dead jobs, newest cause first, its text escaped; the group's
+/// page lists its jobs and its retry goes through the count confirmation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    // An old cause: dead, first seen an hour ago.
+    s.enqueue(&NewJob::new("billing", "charge", json!({})))
+        .await
+        .unwrap();
+    let old = kill_all(s, "billing", "gateway <b>timeout</b> after 30s").await;
+    db.exec(
+        "UPDATE {schema}.jobs SET errors = jsonb_set(errors, '{0,at}', \
+         to_jsonb(now() - interval '1 hour')) WHERE queue = 'billing'",
+    )
+    .await;
+    // A new cause: retrying for three customers, dead for one.
+    for i in 0..4 {
+        s.enqueue(
+            &NewJob::new("mail", "send", json!({"i": i})).max_attempts(if i == 3 { 1 } else { 5 }),
+        )
+        .await
+        .unwrap();
+    }
+    let c = s
+        .claim(&ClaimRequest {
+            queue: "mail".into(),
+            limit: 10,
+            owner: "t".into(),
+            lease: Duration::from_secs(600),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    let f: Vec<Failure> = c
+        .iter()
+        .map(|j| Failure {
+            lease: j.lease(),
+            class: FailureClass::Retry,
+            message: format!(
+                "no card for customer {} (user{}@example.com)",
+                1000 + j.id.0,
+                j.id.0
+            ),
+            retry_in: Some(Duration::from_secs(3600)),
+        })
+        .collect();
+    s.fail_many("t", &f).await.unwrap();
+
+    let base = serve(s.clone(), Options::default()).await;
+    let cl = client();
+    let page = cl
+        .get(format!("{base}/errors"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let new_at = page
+        .find("no card for customer &lt;n&gt; (user&lt;n&gt;@example.com)")
+        .or_else(|| page.find("no card for customer &lt;n&gt; (&lt;email&gt;)"))
+        .expect("the new cause, normalised and escaped");
+    let old_at = page
+        .find("gateway &lt;b&gt;timeout&lt;/b&gt; after &lt;n&gt;s")
+        .expect("the old cause, escaped");
+    assert!(new_at < old_at, "the newest cause first");
+    assert!(!page.contains("<b>timeout"), "job data is escaped");
+    let row = &page[page[..new_at].rfind("<tr").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(">3<") && row.contains(">1<"),
+        "3 retrying, 1 dead: {row}"
+    );
+    assert!(row.contains("4 jobs"), "{row}");
+
+    // The group's jobs, and retrying them confirms the count first.
+    let href = row
+        .split("href=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .replace("&amp;", "&");
+    let g = cl
+        .get(format!("{base}{href}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(g.contains("4 (3 retrying, 1 dead)"), "{g}");
+    for j in &c {
+        assert!(
+            g.contains(&format!("/jobs/{}\"", j.id.0)),
+            "job {} listed",
+            j.id.0
+        );
+    }
+    assert!(
+        !g.contains(&format!("/jobs/{}\"", old[0].0)),
+        "not the other cause's"
+    );
+    let token = csrf_of(&g);
+    let ids: String = c.iter().map(|j| format!("&ids={}", j.id.0)).collect();
+    let r = post(
+        &cl,
+        format!("{base}/bulk"),
+        format!("_csrf={token}&op=retry%3Aselected{ids}"),
+    )
+    .await;
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("Retry <strong>4 jobs</strong>"));
 }

@@ -306,7 +306,7 @@ macro_rules! statements {
         $crate::statements!(@table
             "active_count", "any_active", "audit_insert", "audit_list", "blocked_keys",
             "candidates_past_held",
-            "cancel", "complete_output", "dead_groups", "enqueue_insert", "fenced_row", "finish_attempt", "get",
+            "cancel", "complete_output", "dead_groups", "enqueue_insert", "errored_jobs", "fenced_row", "finish_attempt", "get",
             "job_state", "key_limit", "key_limit_delete", "key_limit_set", "key_limits_list",
             "key_running", "key_tokens_spend", "leader_get", "leader_insert",
             "leader_resign", "leader_update", "lease_status", "list", "now",

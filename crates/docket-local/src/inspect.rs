@@ -163,6 +163,35 @@ pub async fn dead_groups<E: Engine>(e: &E, limit: i64) -> Result<Vec<DeadGroup>>
         .collect()
 }
 
+/// The newest errored jobs (see `Store::errored_jobs`).
+pub async fn errored_jobs<E: Engine>(e: &E, per_state: i64) -> Result<Vec<ErroredJob>> {
+    let rows = e
+        .reader()
+        .fetch_all(
+            "errored_jobs",
+            args![per_state.clamp(1, docket_core::error_groups::ERRORED_MAX)],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let entry = |col: &str| -> Result<Option<docket_core::ErrorEntry>> {
+                let text: Option<String> = r.get(col)?;
+                // An entry shaped otherwise is shown as none rather than failing the page.
+                Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+            };
+            let state: String = r.get("state")?;
+            Ok(ErroredJob {
+                id: JobId(r.get("id")?),
+                queue: r.get("queue")?,
+                kind: r.get("kind")?,
+                state: state.parse().unwrap_or(JobState::Pending),
+                first: entry("first_error")?,
+                last: entry("last_error")?,
+            })
+        })
+        .collect()
+}
+
 /// Adds workers' per-minute samples to the stored ones.
 pub async fn record_samples<E: Engine>(e: &E, samples: &[Sample]) -> Result<()> {
     if samples.is_empty() {

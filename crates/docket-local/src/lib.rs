@@ -171,6 +171,7 @@ macro_rules! store_impl {
                 = $crate::inspect::search;
             overview(cap: i64) -> $crate::core::Overview = $crate::inspect::overview;
             dead_groups(limit: i64) -> Vec<$crate::core::DeadGroup> = $crate::inspect::dead_groups;
+            errored_jobs(per_state: i64) -> Vec<$crate::core::ErroredJob> = $crate::inspect::errored_jobs;
             run_now(id: $crate::core::JobId) -> $crate::core::JobRecord = $crate::writes::run_now;
             record_samples(samples: &[$crate::core::Sample] => samples.to_vec()) -> ()
                 = $crate::inspect::record_samples;

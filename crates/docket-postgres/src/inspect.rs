@@ -166,6 +166,38 @@ impl PgStore {
         })
     }
 
+    pub(crate) async fn errored_jobs_impl(&self, per_state: i64) -> Result<Vec<ErroredJob>> {
+        let rows = self
+            .read_plain(async |c: &mut PgConnection| {
+                sqlx::query(&self.queries().errored_jobs)
+                    .persistent(false)
+                    .bind(per_state.clamp(1, docket_core::error_groups::ERRORED_MAX))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let entry = |col: &str| -> Result<Option<docket_core::ErrorEntry>> {
+                    let v: Option<serde_json::Value> = r.try_get(col).map_err(db_err)?;
+                    // A history entry some other writer shaped differently is shown as no
+                    // entry rather than failing the page.
+                    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+                };
+                let state: String = r.try_get("state").map_err(db_err)?;
+                Ok(ErroredJob {
+                    id: JobId(r.try_get("id").map_err(db_err)?),
+                    queue: r.try_get("queue").map_err(db_err)?,
+                    kind: r.try_get("kind").map_err(db_err)?,
+                    state: state.parse().unwrap_or(JobState::Pending),
+                    first: entry("first_error")?,
+                    last: entry("last_error")?,
+                })
+            })
+            .collect()
+    }
+
     pub(crate) async fn dead_groups_impl(&self, limit: i64) -> Result<Vec<DeadGroup>> {
         let rows = self
             .read_plain(async |c: &mut PgConnection| {

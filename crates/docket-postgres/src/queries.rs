@@ -86,6 +86,7 @@ queries!(
     search_window,
     overview,
     dead_groups,
+    errored_jobs,
     run_now,
     samples_record,
     samples_list,

@@ -804,6 +804,9 @@ impl Store for PgStore {
     async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
         self.dead_groups_impl(limit).await
     }
+    async fn errored_jobs(&self, per_state: i64) -> Result<Vec<docket_core::ErroredJob>> {
+        self.errored_jobs_impl(per_state).await
+    }
     async fn run_now(&self, id: JobId) -> Result<JobRecord> {
         self.run_now_impl(id).await
     }

@@ -1,6 +1,7 @@
 //! One module per page.
 
 pub mod dead;
+pub mod errors;
 pub mod job;
 pub mod jobs;
 pub mod queues;

@@ -408,3 +408,57 @@ pub async fn samples_add_up_and_the_audit_log_keeps_actions<H: Harness>(h: &H) {
 }
 
 use chrono::Timelike;
+
+/// The errors page's read: retrying jobs (pending with a history) and dead ones, each with
+/// the first and last entries of its history; jobs that never failed are not in it; and one
+/// cause spread over e-mail addresses is one group.
+pub async fn errored_jobs_are_retrying_and_dead_ones_with_their_histories<H: Harness>(h: &H) {
+    let s = h.store();
+    let ok = put(s, job("e")).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(put(s, job("e").max_attempts(if i == 2 { 1 } else { 5 })).await);
+    }
+    let got = claim(s, "e", 10, "w", LONG).await;
+    let fails: Vec<Failure> = got
+        .iter()
+        .filter(|c| c.id != ok)
+        .map(|c| Failure {
+            lease: lease(c),
+            class: FailureClass::Retry,
+            message: format!("no card for user{}@example.com", c.id.0),
+            retry_in: Some(Duration::from_secs(3600)),
+        })
+        .collect();
+    s.fail_many("w", &fails).await.unwrap();
+    let rows = s.errored_jobs(100).await.unwrap();
+    let mut seen: Vec<(JobId, JobState)> = rows.iter().map(|r| (r.id, r.state)).collect();
+    seen.sort_by_key(|(id, _)| *id);
+    assert_eq!(
+        seen,
+        vec![
+            (ids[0], JobState::Pending),
+            (ids[1], JobState::Pending),
+            (ids[2], JobState::Dead)
+        ],
+        "retrying and dead, and not the job that never failed"
+    );
+    for r in &rows {
+        let last = r.last.as_ref().expect("a last error");
+        assert_eq!(
+            last.message,
+            format!("no card for user{}@example.com", r.id.0)
+        );
+        assert_eq!(
+            r.first.as_ref().unwrap().at,
+            last.at,
+            "one entry: first is last"
+        );
+        assert_eq!((r.queue.as_str(), r.kind.as_str()), ("e", "conformance"));
+    }
+    let groups = docket_core::error_groups::group(&rows);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0].fingerprint, "no card for <email>");
+    assert_eq!((groups[0].retrying, groups[0].dead), (2, 1));
+    assert_eq!(s.errored_jobs(1).await.unwrap().len(), 2, "per state");
+}
