@@ -64,7 +64,7 @@ pub use steps::{StepRecord, StepRecorded, StepWrite};
 pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};
-pub use workers::{WorkerBeat, WorkerInfo};
+pub use workers::{LeaderLease, Registry, WorkerBeat, WorkerInfo, WorkerStatus};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -265,6 +265,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Live workers, oldest first.
     fn workers(&self) -> impl Future<Output = Result<Vec<crate::WorkerInfo>>> + Send;
 
+    /// Live workers and those gone (stopped or expired) within `window`, and the
+    /// leadership's lease even when its holder is gone: "which worker is dead?".
+    fn registry(
+        &self,
+        window: std::time::Duration,
+    ) -> impl Future<Output = Result<crate::workers::Registry>> + Send;
+
     /// Every gate that holds job `id` now, by the claim's own rules (not found: `NotFound`).
     fn why(&self, id: JobId) -> impl Future<Output = Result<crate::WhyReport>> + Send;
 

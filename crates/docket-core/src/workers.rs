@@ -40,4 +40,52 @@ pub struct WorkerInfo {
     pub expires_at: DateTime<Utc>,
     /// True while it holds maintenance leadership.
     pub leader: bool,
+    /// When it stopped cleanly (`None`: running, or gone without a word — a crash).
+    #[serde(default)]
+    pub stopped_at: Option<DateTime<Utc>>,
+}
+
+/// How a worker of the registry stands at a moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "at")]
+pub enum WorkerStatus {
+    /// Reporting.
+    Live,
+    /// Stopped cleanly at this time (its jobs finished or released).
+    Stopped(DateTime<Utc>),
+    /// No report since its registration expired at this time: killed, frozen or cut off.
+    /// Its leases, if any, are the reaper's once they expire.
+    Expired(DateTime<Utc>),
+}
+
+impl WorkerInfo {
+    /// How it stands at `now` (the database's clock).
+    pub fn status(&self, now: DateTime<Utc>) -> WorkerStatus {
+        match self.stopped_at {
+            Some(t) => WorkerStatus::Stopped(t),
+            None if self.expires_at > now => WorkerStatus::Live,
+            None => WorkerStatus::Expired(self.expires_at),
+        }
+    }
+}
+
+/// Who holds the maintenance leadership's lease, whether or not its worker still reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeaderLease {
+    /// The holder's owner identity.
+    pub owner: String,
+    /// When its lease runs out; another worker takes over after that.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The worker registry for operators: live workers and those gone within a window, the
+/// leader's lease, and the database's clock they were read by.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Registry {
+    /// Live and recently gone workers, the latest report first.
+    pub workers: Vec<WorkerInfo>,
+    /// The leadership lease, live or not, if anyone ever held it.
+    pub leader: Option<LeaderLease>,
+    /// The database's clock.
+    pub now: DateTime<Utc>,
 }

@@ -862,3 +862,79 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
         .unwrap()
         .contains("Retry <strong>4 jobs</strong>"));
 }
+
+/// "Which worker is dead?": a worker that vanished (its report expired) and one that stopped
+/// stay on the workers page for an hour, each with how it ended, and the leader's lease is
+/// shown with its holder gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_page_shows_gone_workers_and_a_gone_leader() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    let beat = |owner: &str| WorkerBeat {
+        owner: owner.into(),
+        host: "web-1".into(),
+        pid: 7,
+        queues: vec!["mail".into()],
+        concurrency: 4,
+        in_flight: 3,
+        buffered: 1,
+    };
+    for o in ["w-killed", "w-stopped", "w-live"] {
+        s.worker_beat(&beat(o), Duration::from_secs(600))
+            .await
+            .unwrap();
+    }
+    assert!(s
+        .leader_try("w-killed", Duration::from_secs(60))
+        .await
+        .unwrap());
+    db.exec(
+        "UPDATE {schema}.workers SET seen_at = now() - interval '10 minutes', \
+         expires_at = now() - interval '5 minutes' WHERE owner = 'w-killed'",
+    )
+    .await;
+    db.exec("UPDATE {schema}.leader SET expires_at = now() - interval '4 minutes'")
+        .await;
+    s.worker_gone("w-stopped").await.unwrap();
+    let base = serve(s.clone(), Options::default()).await;
+    let page = client()
+        .get(format!("{base}/workers"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let section = |id: &str| {
+        let at = page.find(&format!("id=\"{id}\"")).unwrap();
+        let end = page[at..]
+            .find("</table>")
+            .or_else(|| page[at..].find("</p>"))
+            .unwrap();
+        page[at..at + end].to_string()
+    };
+    let live = section("workers");
+    assert!(
+        live.contains("w-live") && !live.contains("w-killed") && !live.contains("w-stopped"),
+        "{live}"
+    );
+    let gone = section("gone");
+    let row = |o: &str| {
+        let at = gone.find(&format!("data-owner=\"{o}\"")).unwrap();
+        gone[at..at + gone[at..].find("</tr>").unwrap()].to_string()
+    };
+    assert!(row("w-killed").contains("no report"), "{}", row("w-killed"));
+    assert!(
+        row("w-killed").contains("5m 0s ago") || row("w-killed").contains("4m 59s ago"),
+        "{}",
+        row("w-killed")
+    );
+    assert!(row("w-stopped").contains("stopped"), "{}", row("w-stopped"));
+    let leader = section("leader");
+    assert!(
+        leader.contains("w-killed")
+            && leader.contains("ran out")
+            && leader.contains("its worker is gone"),
+        "{leader}"
+    );
+}

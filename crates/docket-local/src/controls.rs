@@ -379,38 +379,70 @@ pub async fn worker_beat<E: Engine>(e: &E, beat: &WorkerBeat, ttl: Duration) -> 
     tx.commit().await
 }
 
-/// Removes a worker from the registry (it stopped).
+/// Marks a worker of the registry stopped (it stays a day, as gone).
 pub async fn worker_gone<E: Engine>(e: &E, owner: &str) -> Result<()> {
     let mut tx = e.begin().await?;
-    tx.execute("worker_gone", args![owner]).await?;
+    let now = tx.now();
+    tx.execute("worker_gone", args![owner, now]).await?;
     tx.commit().await
+}
+
+/// Live workers and those gone since `window`, and the leadership's lease.
+pub async fn registry<E: Engine>(e: &E, window: std::time::Duration) -> Result<Registry> {
+    let now = now_ms(e).await?;
+    let since = now.saturating_sub(ms(window));
+    let rows = e
+        .reader()
+        .fetch_all("workers_recent", args![now, since])
+        .await?;
+    let workers = rows
+        .iter()
+        .map(|r| {
+            let mut w = worker_row(r)?;
+            w.stopped_at = rows::time_opt(r, "stopped_at")?;
+            Ok(w)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let leader = match e.reader().fetch_optional("leader_lease", args![]).await? {
+        Some(r) => Some(LeaderLease {
+            owner: r.get("owner")?,
+            expires_at: rows::time(&r, "expires_at")?,
+        }),
+        None => None,
+    };
+    Ok(Registry {
+        workers,
+        leader,
+        now: DateTime::<Utc>::from_timestamp_millis(now).unwrap_or(DateTime::<Utc>::MIN_UTC),
+    })
 }
 
 /// The live workers of the registry.
 pub async fn workers<E: Engine>(e: &E) -> Result<Vec<WorkerInfo>> {
     let now = now_ms(e).await?;
     let rows = e.reader().fetch_all("workers_list", args![now]).await?;
+    rows.iter().map(worker_row).collect()
+}
+
+/// One registry row, `stopped_at` left for the caller (not every statement reads it).
+fn worker_row(r: &Row) -> Result<WorkerInfo> {
     let count =
         |r: &Row, c: &str| -> Result<u32> { Ok(r.get::<i64>(c)?.clamp(0, u32::MAX.into()) as u32) };
-    rows.iter()
-        .map(|r| {
-            let queues: Vec<String> =
-                serde_json::from_value(rows::json(r, "queues")?).unwrap_or_default();
-            Ok(WorkerInfo {
-                beat: WorkerBeat {
-                    owner: r.get("owner")?,
-                    host: r.get("host")?,
-                    pid: count(r, "pid")?,
-                    queues,
-                    concurrency: count(r, "concurrency")?,
-                    in_flight: count(r, "in_flight")?,
-                    buffered: count(r, "buffered")?,
-                },
-                started_at: rows::time(r, "started_at")?,
-                seen_at: rows::time(r, "seen_at")?,
-                expires_at: rows::time(r, "expires_at")?,
-                leader: r.get("leader")?,
-            })
-        })
-        .collect()
+    let queues: Vec<String> = serde_json::from_value(rows::json(r, "queues")?).unwrap_or_default();
+    Ok(WorkerInfo {
+        beat: WorkerBeat {
+            owner: r.get("owner")?,
+            host: r.get("host")?,
+            pid: count(r, "pid")?,
+            queues,
+            concurrency: count(r, "concurrency")?,
+            in_flight: count(r, "in_flight")?,
+            buffered: count(r, "buffered")?,
+        },
+        started_at: rows::time(r, "started_at")?,
+        seen_at: rows::time(r, "seen_at")?,
+        expires_at: rows::time(r, "expires_at")?,
+        leader: r.get("leader")?,
+        stopped_at: None,
+    })
 }

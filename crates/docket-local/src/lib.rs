@@ -165,6 +165,7 @@ macro_rules! store_impl {
             worker_beat(beat: &$crate::core::WorkerBeat => beat.clone(), ttl: ::std::time::Duration) -> ()
                 = $crate::controls::worker_beat;
             worker_gone(owner: &str => owner.to_owned()) -> () = $crate::controls::worker_gone;
+            registry(window: ::std::time::Duration) -> $crate::core::Registry = $crate::controls::registry;
             workers() -> Vec<$crate::core::WorkerInfo> = $crate::controls::workers;
             why(id: $crate::core::JobId) -> $crate::core::WhyReport = $crate::inspect::why;
             search(query: &$crate::core::JobQuery => query.clone()) -> $crate::core::JobPage

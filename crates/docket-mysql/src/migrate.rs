@@ -23,6 +23,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (5, "steps", include_str!("../migrations/0005_steps.sql")),
     (6, "signals", include_str!("../migrations/0006_signals.sql")),
+    (
+        7,
+        "workers_stopped",
+        include_str!("../migrations/0007_workers_stopped.sql"),
+    ),
 ];
 
 /// The newest version.

@@ -82,6 +82,7 @@ CREATE INDEX jobs_blocked_idx ON {{schema}}.jobs USING btree (queue, run_at) WHE
 CREATE INDEX jobs_claim_idx ON {{schema}}.jobs USING btree (queue, priority, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked));
 CREATE INDEX jobs_concurrency_blocked_idx ON {{schema}}.jobs USING btree (concurrency_key, priority, run_at, id) WHERE ((state = 'pending'::text) AND blocked AND (concurrency_key IS NOT NULL));
 CREATE INDEX jobs_concurrency_running_idx ON {{schema}}.jobs USING btree (concurrency_key) WHERE ((state = 'running'::text) AND (concurrency_key IS NOT NULL));
+CREATE INDEX jobs_dead_id_idx ON {{schema}}.jobs USING btree (id) WHERE (state = 'dead'::text);
 CREATE INDEX jobs_dead_idx ON {{schema}}.jobs USING btree (queue, id) WHERE (state = 'dead'::text);
 CREATE INDEX jobs_finished_idx ON {{schema}}.jobs USING btree (state, finished_at) WHERE (finished_at IS NOT NULL);
 CREATE INDEX jobs_keyed_ready_idx ON {{schema}}.jobs USING btree (queue, run_at) WHERE ((state = 'pending'::text) AND (NOT blocked) AND ((ordering_key IS NOT NULL) OR (concurrency_key IS NOT NULL)));
@@ -216,7 +217,8 @@ CREATE TABLE {{schema}}.workers (
     started_at timestamp with time zone NOT NULL DEFAULT now(),
     seen_at timestamp with time zone NOT NULL DEFAULT now(),
     expires_at timestamp with time zone NOT NULL,
-    buffered integer NOT NULL DEFAULT 0
+    buffered integer NOT NULL DEFAULT 0,
+    stopped_at timestamp with time zone
 );
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_concurrency_check CHECK ((concurrency >= 0));
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_host_check CHECK ((length(host) <= 255));

@@ -1,3 +1,6 @@
--- worker_gone: a stopping worker removes its row (a crashed one expires instead).
+-- worker_gone: a stopping worker marks its row stopped (migration 0024) and ends its expiry;
+-- the row stays a day for the dashboard's "recently gone" (a crashed one just expires).
 -- Parameters: $1 text owner.
-DELETE FROM {{schema}}.workers WHERE owner = $1
+UPDATE {{schema}}.workers
+SET stopped_at = now(), expires_at = least(expires_at, now()), in_flight = 0, buffered = 0
+WHERE owner = $1

@@ -81,6 +81,8 @@ queries!(
     worker_beat,
     worker_gone,
     workers_list,
+    workers_recent,
+    leader_lease,
     search,
     search_finished,
     search_window,

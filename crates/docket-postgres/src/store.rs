@@ -665,6 +665,9 @@ impl Store for PgStore {
     async fn worker_gone(&self, owner: &str) -> Result<()> {
         self.worker_gone_impl(owner).await
     }
+    async fn registry(&self, window: Duration) -> Result<Registry> {
+        self.registry_impl(window).await
+    }
 
     async fn workers(&self) -> Result<Vec<WorkerInfo>> {
         self.workers_impl().await

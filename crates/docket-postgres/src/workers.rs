@@ -65,25 +65,63 @@ impl PgStore {
                     .map_err(db_err)
             })
             .await?;
-        let unsigned = |n: i32| u32::try_from(n).unwrap_or(0);
-        rows.iter()
-            .map(|r| {
-                Ok(WorkerInfo {
-                    beat: WorkerBeat {
-                        owner: r.try_get("owner").map_err(db_err)?,
-                        host: r.try_get("host").map_err(db_err)?,
-                        pid: unsigned(r.try_get("pid").map_err(db_err)?),
-                        queues: r.try_get("queues").map_err(db_err)?,
-                        concurrency: unsigned(r.try_get("concurrency").map_err(db_err)?),
-                        in_flight: unsigned(r.try_get("in_flight").map_err(db_err)?),
-                        buffered: unsigned(r.try_get("buffered").map_err(db_err)?),
-                    },
-                    started_at: r.try_get("started_at").map_err(db_err)?,
-                    seen_at: r.try_get("seen_at").map_err(db_err)?,
-                    expires_at: r.try_get("expires_at").map_err(db_err)?,
-                    leader: r.try_get("leader").map_err(db_err)?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| worker_row(r, false)).collect()
     }
+
+    pub(crate) async fn registry_impl(&self, window: Duration) -> Result<Registry> {
+        let (rows, lease) = self
+            .run(async |c: &mut PgConnection| {
+                let rows = self
+                    .query(&self.queries().workers_recent)
+                    .bind(ms(window))
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)?;
+                let lease = self
+                    .query(&self.queries().leader_lease)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)?;
+                Ok((rows, lease))
+            })
+            .await?;
+        let owner: Option<String> = lease.try_get("owner").map_err(db_err)?;
+        let expires_at: Option<chrono::DateTime<chrono::Utc>> =
+            lease.try_get("expires_at").map_err(db_err)?;
+        Ok(Registry {
+            workers: rows
+                .iter()
+                .map(|r| worker_row(r, true))
+                .collect::<Result<_>>()?,
+            leader: owner
+                .zip(expires_at)
+                .map(|(owner, expires_at)| LeaderLease { owner, expires_at }),
+            now: lease.try_get("now").map_err(db_err)?,
+        })
+    }
+}
+
+/// One registry row (`stopped`: the statement reads `stopped_at`).
+fn worker_row(r: &sqlx::postgres::PgRow, stopped: bool) -> Result<WorkerInfo> {
+    let unsigned = |n: i32| u32::try_from(n).unwrap_or(0);
+    Ok(WorkerInfo {
+        beat: WorkerBeat {
+            owner: r.try_get("owner").map_err(db_err)?,
+            host: r.try_get("host").map_err(db_err)?,
+            pid: unsigned(r.try_get("pid").map_err(db_err)?),
+            queues: r.try_get("queues").map_err(db_err)?,
+            concurrency: unsigned(r.try_get("concurrency").map_err(db_err)?),
+            in_flight: unsigned(r.try_get("in_flight").map_err(db_err)?),
+            buffered: unsigned(r.try_get("buffered").map_err(db_err)?),
+        },
+        started_at: r.try_get("started_at").map_err(db_err)?,
+        seen_at: r.try_get("seen_at").map_err(db_err)?,
+        expires_at: r.try_get("expires_at").map_err(db_err)?,
+        leader: r.try_get("leader").map_err(db_err)?,
+        stopped_at: if stopped {
+            r.try_get("stopped_at").map_err(db_err)?
+        } else {
+            None
+        },
+    })
 }

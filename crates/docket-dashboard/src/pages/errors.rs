@@ -20,7 +20,7 @@ use crate::App;
 
 /// Errored jobs read per state: the page groups the newest this many retrying and this many
 /// dead jobs (two index walks).
-pub const READ_PER_STATE: i64 = 5_000;
+pub const READ_PER_STATE: i64 = 3_000;
 
 /// Job ids listed on a group's page (its bulk actions take these).
 pub const GROUP_IDS_SHOWN: usize = 500;
@@ -66,7 +66,7 @@ pub async fn page<S: Store>(
     let by_count = params.get("sort").is_some_and(|s| s == "count");
     if !by_count {
         // Newest cause first: the question is which error is new.
-        groups.sort_by(|a, b| b.first_seen.cmp(&a.first_seen));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.first_seen));
     }
     groups.truncate(200);
     let body = html! {

@@ -7,28 +7,69 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use docket_core::Store;
+use docket_core::{Store, WorkerStatus};
 use maud::html;
 
 use crate::layout;
 use crate::App;
 
-/// `GET /workers`.
+/// How long gone workers stay on the page.
+pub const GONE_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A time with its zone and, relative to `now`, how long ago or how soon.
+fn at(t: &chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> maud::Markup {
+    let d = (now - *t).num_milliseconds() as f64 / 1000.0;
+    let rel = if d >= 0.0 {
+        format!("{} ago", layout::age(d))
+    } else {
+        format!("in {}", layout::age(-d))
+    };
+    html! { (layout::time(t)) " UTC " span.muted { "(" (rel) ")" } }
+}
+
+/// `GET /workers`: live workers, the leadership's lease (also when its holder is gone), and
+/// the workers gone in the last hour with how they ended.
 pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
-    let workers = match app.store.workers().await {
-        Ok(w) => w,
+    let reg = match app.store.registry(GONE_WINDOW).await {
+        Ok(r) => r,
         Err(e) => return layout::error(&app, &e),
     };
+    let now = reg.now;
+    let (live, gone): (Vec<_>, Vec<_>) = reg
+        .workers
+        .iter()
+        .partition(|w| w.status(now) == WorkerStatus::Live);
+    let holder = reg
+        .leader
+        .as_ref()
+        .map(|l| (l, reg.workers.iter().find(|w| w.beat.owner == l.owner)));
     let body = html! {
         h1 { "Workers" }
+        p #leader {
+            "Leader (reaper, pruner, cron): "
+            @match &holder {
+                None => { span.muted { "none has led yet" } }
+                Some((l, w)) => {
+                    code { (l.owner) } " — lease "
+                    @if l.expires_at > now { "until " } @else { "ran out " }
+                    (at(&l.expires_at, now))
+                    @match w.map(|w| w.status(now)) {
+                        Some(WorkerStatus::Live) => { " · its worker reports" }
+                        Some(WorkerStatus::Stopped(t)) => { " · " span.flag { "its worker stopped" } " " (at(&t, now)) }
+                        Some(WorkerStatus::Expired(t)) => { " · " span.flag { "its worker is gone" } " (no report since " (at(&t, now)) "); another worker takes over when the lease runs out" }
+                        None => { " · its worker is not in the registry" }
+                    }
+                }
+            }
+        }
         table #workers {
             thead { tr {
                 th { "owner" } th { "host" } th.n { "pid" } th { "queues" } th.n { "slots" }
                 th.n { "executing" } th.n { "buffered" } th { "started" } th { "last report" } th { "leader" }
             } }
             tbody {
-                @for w in &workers {
+                @for w in &live {
                     tr {
                         td { code { (w.beat.owner) } }
                         td { (w.beat.host) }
@@ -37,12 +78,37 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n { (w.beat.concurrency) }
                         td.n { (w.beat.in_flight.saturating_sub(w.beat.buffered)) }
                         td.n { (w.beat.buffered) }
-                        td { (layout::time(&w.started_at)) }
-                        td { (layout::time(&w.seen_at)) }
+                        td { (at(&w.started_at, now)) }
+                        td { (at(&w.seen_at, now)) }
                         td { @if w.leader { "★ leader" } }
                     }
                 }
-                @if workers.is_empty() { tr { td colspan="10" .muted { "No live worker." } } }
+                @if live.is_empty() { tr { td colspan="10" .muted { "No live worker." } } }
+            }
+        }
+        h2 { "Gone in the last hour" }
+        table #gone {
+            thead { tr {
+                th { "owner" } th { "host" } th.n { "pid" } th { "queues" } th { "how it ended" }
+                th { "last report" } th.n { "jobs held then" }
+            } }
+            tbody {
+                @for w in &gone {
+                    tr data-owner=(w.beat.owner) {
+                        td { code { (w.beat.owner) } }
+                        td { (w.beat.host) }
+                        td.n { (w.beat.pid) }
+                        td { (w.beat.queues.join(", ")) }
+                        @match w.status(now) {
+                            WorkerStatus::Stopped(t) => { td { "stopped " (at(&t, now)) } }
+                            WorkerStatus::Expired(t) => { td { span.flag { "no report" } " since " (at(&t, now)) " — killed, frozen or cut off; its leases go to the reaper" } }
+                            WorkerStatus::Live => { td {} }
+                        }
+                        td { (at(&w.seen_at, now)) }
+                        td.n { (w.beat.in_flight) }
+                    }
+                }
+                @if gone.is_empty() { tr { td colspan="7" .muted { "None." } } }
             }
         }
     };

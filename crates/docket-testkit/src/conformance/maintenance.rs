@@ -137,3 +137,61 @@ pub async fn periodic_ticks_are_enqueued_once<H: Harness>(h: &H) {
     h.advance(Duration::from_secs(61)).await;
     assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty());
 }
+
+/// "Which worker is dead?": the registry tells a live worker, one that stopped (a late report
+/// does not revive it) and one that vanished without a word apart, and shows the leadership's
+/// lease although its holder is the one that vanished.
+pub async fn the_registry_tells_live_stopped_and_vanished_workers_apart<H: Harness>(h: &H) {
+    let s = h.store();
+    let beat = |owner: &str| WorkerBeat {
+        owner: owner.into(),
+        host: "h".into(),
+        pid: 1,
+        queues: vec!["q".into()],
+        concurrency: 2,
+        in_flight: 1,
+        buffered: 0,
+    };
+    let ttl = Duration::from_secs(15);
+    s.worker_beat(&beat("killed"), ttl).await.unwrap();
+    assert!(s.leader_try("killed", ttl).await.unwrap());
+    h.advance(Duration::from_secs(16)).await;
+    s.worker_beat(&beat("live"), ttl).await.unwrap();
+    s.worker_beat(&beat("stopping"), ttl).await.unwrap();
+    s.worker_gone("stopping").await.unwrap();
+    s.worker_beat(&beat("stopping"), ttl).await.unwrap();
+    let live: Vec<String> = s
+        .workers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.beat.owner)
+        .collect();
+    assert_eq!(live, vec!["live".to_string()]);
+    let reg = s.registry(Duration::from_secs(3600)).await.unwrap();
+    let status = |o: &str| {
+        reg.workers
+            .iter()
+            .find(|w| w.beat.owner == o)
+            .map(|w| w.status(reg.now))
+    };
+    assert_eq!(status("live"), Some(WorkerStatus::Live));
+    assert!(
+        matches!(status("stopping"), Some(WorkerStatus::Stopped(_))),
+        "{:?}",
+        status("stopping")
+    );
+    assert!(
+        matches!(status("killed"), Some(WorkerStatus::Expired(_))),
+        "{:?}",
+        status("killed")
+    );
+    let lease = reg.leader.expect("the lease, though its holder is gone");
+    assert_eq!(lease.owner, "killed");
+    assert!(lease.expires_at <= reg.now, "ran out");
+    let short = s.registry(Duration::from_millis(500)).await.unwrap();
+    assert!(
+        !short.workers.iter().any(|w| w.beat.owner == "killed"),
+        "gone longer than the window"
+    );
+}

@@ -100,6 +100,7 @@ macro_rules! conformance_suite {
             maintenance::reaper_takes_only_expired_leases,
             maintenance::prune_deletes_only_past_retention,
             maintenance::one_leader_at_a_time,
+            maintenance::the_registry_tells_live_stopped_and_vanished_workers_apart,
             maintenance::periodic_ticks_are_enqueued_once,
             controls::paused_queues_hand_out_nothing,
             controls::a_queue_row_is_removed_only_when_no_work_remains,
