@@ -538,12 +538,54 @@ pub struct ListArgs {
     /// pending, running, succeeded, dead or cancelled.
     #[arg(long)]
     pub state: Option<String>,
+    /// Only jobs of this kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only jobs of this priority.
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<String>,
+    /// Created at or after this time (2026-12-01T10:00, UTC, or RFC 3339).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Created before this time.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only jobs of this ordering key.
+    #[arg(long)]
+    pub ordering_key: Option<String>,
+    /// Only jobs of this concurrency key.
+    #[arg(long)]
+    pub concurrency_key: Option<String>,
+    /// A JSON path into args or metadata equal to a value: `args.user_id = 42`.
+    #[arg(long)]
+    pub field: Option<String>,
+    /// Only jobs whose last error is exactly this message.
+    #[arg(long)]
+    pub error: Option<String>,
     /// At most this many jobs.
     #[arg(long, default_value_t = 50)]
     pub limit: i64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+impl ListArgs {
+    /// Whether a filter beyond queue and state is given (then the dashboard's search runs).
+    pub fn has_search_filters(&self) -> bool {
+        [
+            &self.kind,
+            &self.priority,
+            &self.since,
+            &self.until,
+            &self.ordering_key,
+            &self.concurrency_key,
+            &self.field,
+            &self.error,
+        ]
+        .iter()
+        .any(|v| v.is_some())
+    }
 }
 
 /// A command taking one job id.

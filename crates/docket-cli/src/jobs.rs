@@ -125,10 +125,56 @@ async fn send_signal(ctx: &impl Open, a: SignalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `docket jobs list` with the dashboard's filters: the same parser
+/// ([`docket_core::JobQuery::from_fields`]) and the same keyset pages, walked until `--limit`
+/// jobs are found or the filter is exhausted. Bad filters are exit 5 before any query.
+async fn list_search(ctx: &impl Open, a: crate::cli::ListArgs) -> anyhow::Result<()> {
+    if !(1..=100_000).contains(&a.limit) {
+        return Err(CliError::invalid("--limit must be 1..=100000").into());
+    }
+    let fields: Vec<(&str, Option<&str>)> = vec![
+        ("queue", a.queue.as_deref()),
+        ("state", a.state.as_deref()),
+        ("kind", a.kind.as_deref()),
+        ("priority", a.priority.as_deref()),
+        ("since", a.since.as_deref()),
+        ("until", a.until.as_deref()),
+        ("ordering_key", a.ordering_key.as_deref()),
+        ("concurrency_key", a.concurrency_key.as_deref()),
+        ("field", a.field.as_deref()),
+        ("error", a.error.as_deref()),
+    ];
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).and_then(|(_, v)| *v);
+    let mut q = docket_core::JobQuery::from_fields(get).map_err(CliError::invalid)?;
+    q.limit = a.limit.min(docket_core::MAX_PAGE);
+    let store = Open::existing(ctx, 1).await?;
+    let mut jobs = Vec::new();
+    // A filter no index serves reads bounded windows; this bounds how many it reads in all.
+    for _ in 0..1000 {
+        let page = store.search(&q).await?;
+        jobs.extend(page.jobs);
+        match page.next {
+            Some(n) if (jobs.len() as i64) < a.limit => {
+                q.before = Some(n);
+                q.before_finished_at = page.next_finished_at;
+            }
+            _ => break,
+        }
+    }
+    jobs.truncate(a.limit as usize);
+    if a.json {
+        output::json(&jobs)?;
+    } else {
+        println!("{}", output::jobs_table(&jobs));
+    }
+    Ok(())
+}
+
 pub async fn run(ctx: &impl Open, cmd: JobsCommand) -> anyhow::Result<()> {
     match cmd {
         JobsCommand::Signal(a) => send_signal(ctx, a).await?,
         JobsCommand::Output(a) => show_output(ctx, a).await?,
+        JobsCommand::List(a) if a.has_search_filters() => list_search(ctx, a).await?,
         JobsCommand::List(a) => {
             let state = a
                 .state

@@ -396,3 +396,55 @@ async fn workers_lists_a_running_worker_until_it_stops() {
         "a stopped worker removes itself"
     );
 }
+
+/// `docket jobs list` filters as the dashboard does (one parser): by kind, keys, a JSON path
+/// into args, the last error and creation time; a bad filter is exit 5 naming it.
+#[tokio::test]
+async fn jobs_list_filters_like_the_dashboard() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    for (kind, args, key) in [
+        ("send", r#"{"user_id": 7}"#, "u-7"),
+        ("send", r#"{"user_id": 8}"#, "u-8"),
+        ("bill", r#"{"user_id": 7}"#, "u-7"),
+    ] {
+        ok(&cli.run(&[
+            "enqueue",
+            "--queue",
+            "q",
+            "--kind",
+            kind,
+            "--args",
+            args,
+            "--ordering-key",
+            key,
+        ]));
+    }
+    let ids = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut full = vec!["jobs", "list", "--json"];
+        full.extend_from_slice(args);
+        let v: serde_json::Value = serde_json::from_str(&ok(&cli.run(&full))).unwrap();
+        v.as_array().unwrap().clone()
+    };
+    assert_eq!(ids(&["--kind", "send"]).len(), 2);
+    let seven = ids(&["--field", "args.user_id = 7"]);
+    assert_eq!(seven.len(), 2);
+    assert!(seven.iter().all(|j| j["args"]["user_id"] == 7));
+    assert_eq!(ids(&["--kind", "send", "--ordering-key", "u-8"]).len(), 1);
+    assert_eq!(
+        ids(&["--kind", "send", "--since", "2999-01-01T00:00"]).len(),
+        0
+    );
+    assert_eq!(ids(&["--kind", "send", "--limit", "1"]).len(), 1);
+    assert_eq!(ids(&["--error", "nothing failed like this"]).len(), 0);
+    for (args, what) in [
+        (&["jobs", "list", "--since", "yesterday"][..], "since"),
+        (&["jobs", "list", "--field", "user_id"], "field"),
+        (
+            &["jobs", "list", "--kind", "k", "--priority", "high"],
+            "priority",
+        ),
+    ] {
+        assert_fails(&cli, args, 5, what);
+    }
+}

@@ -40,6 +40,7 @@ pub mod output;
 pub mod periodic;
 pub mod progress;
 pub mod redact;
+pub mod search_text;
 pub mod signals;
 pub mod steps;
 pub mod store;
