@@ -387,6 +387,12 @@ pub struct Sample {
     pub wait_count: i64,
     /// Sum of handler run times, milliseconds.
     pub run_ms_sum: i64,
+    /// Queue waits by [`crate::histogram`] bucket (empty: none recorded).
+    #[serde(default)]
+    pub wait_hist: Vec<i64>,
+    /// Run times of finished runs by [`crate::histogram`] bucket (empty: none recorded).
+    #[serde(default)]
+    pub run_hist: Vec<i64>,
 }
 
 /// An operator action, kept.

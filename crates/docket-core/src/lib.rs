@@ -32,6 +32,7 @@ pub mod duration;
 pub mod engine;
 pub mod error;
 pub mod error_groups;
+pub mod histogram;
 pub mod inspect;
 pub mod job;
 pub mod local;

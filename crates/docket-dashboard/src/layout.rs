@@ -166,6 +166,17 @@ pub fn age(s: f64) -> String {
     }
 }
 
+/// Milliseconds for people: `25 ms`, `2.5 s`, `1 min`.
+pub fn ms(v: f64) -> String {
+    if v < 1000.0 {
+        format!("{v:.0} ms")
+    } else if v < 60_000.0 {
+        format!("{} s", v / 1000.0)
+    } else {
+        format!("{} min", v / 60_000.0)
+    }
+}
+
 /// A capped count: `10000+` with a title saying so.
 pub fn count(c: &Count) -> Markup {
     html! {

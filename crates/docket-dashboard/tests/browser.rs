@@ -202,6 +202,8 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
             wait_ms_sum: (900 + m) * (3 + m % 5),
             wait_count: 900 + m,
             run_ms_sum: 0,
+            wait_hist: Vec::new(),
+            run_hist: Vec::new(),
         })
         .map(|mut x| {
             x.minute = x.minute.with_timezone(&chrono::Utc);

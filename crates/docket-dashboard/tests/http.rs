@@ -938,3 +938,71 @@ async fn the_workers_page_shows_gone_workers_and_a_gone_leader() {
         "{leader}"
     );
 }
+
+/// "What is the p95 wait?": read from the workers' per-minute histograms (not a mean), over
+/// the complete minutes of the last hour — the current minute, still filling, is left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queues_page_shows_wait_percentiles_from_histograms() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    s.enqueue(&NewJob::new("mail", "send", json!({})))
+        .await
+        .unwrap();
+    let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let this_minute =
+        chrono::DurationRound::duration_trunc(now, chrono::Duration::minutes(1)).unwrap();
+    let hist = |pairs: &[(i64, i64)]| {
+        let mut h = vec![0; docket_core::histogram::BUCKETS];
+        for &(ms, n) in pairs {
+            h[docket_core::histogram::bucket(ms)] += n;
+        }
+        h
+    };
+    let sample = |minute, wait_hist: Vec<i64>| Sample {
+        queue: "mail".into(),
+        minute,
+        succeeded: 100,
+        failed: 0,
+        wait_ms_sum: 0,
+        wait_count: 100,
+        run_ms_sum: 0,
+        wait_hist,
+        run_hist: hist(&[(300, 100)]),
+    };
+    s.record_samples(&[
+        sample(
+            this_minute - chrono::Duration::minutes(1),
+            hist(&[(10, 90), (2_000, 10)]),
+        ),
+        // The minute still filling: a burst of very slow waits that must not show.
+        sample(this_minute, hist(&[(600_000, 1_000)])),
+    ])
+    .await
+    .unwrap();
+    let base = serve(s.clone(), Options::default()).await;
+    let page = client()
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let card = |id: &str| {
+        let at = page.find(&format!("id=\"{id}\"")).unwrap();
+        page[at..at + page[at..].find("</div>").unwrap()].to_string()
+    };
+    let wait = card("wait-percentiles");
+    assert!(wait.contains("≤ 10 ms / ≤ 2.5 s / ≤ 2.5 s"), "{wait}");
+    assert!(card("run-percentiles").contains("≤ 500 ms / ≤ 500 ms / ≤ 500 ms"));
+    let row = &page[page.find("data-queue=\"mail\"").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("≤ 10 ms / ≤ 2.5 s / ≤ 2.5 s"), "{row}");
+    assert!(
+        !page.contains("&gt; 1 min"),
+        "the current minute is left out"
+    );
+}

@@ -203,6 +203,15 @@ pub async fn record_samples<E: Engine>(e: &E, samples: &[Sample]) -> Result<()> 
     let mut tx = e.begin().await?;
     let now = tx.now();
     tx.execute("samples_forget", args![now]).await?;
+    tx.execute("sample_buckets_forget", args![now]).await?;
+    for (queue, minute, metric, bucket, n) in samples.iter().flat_map(histogram::rows) {
+        let metric = metric.to_string();
+        tx.execute(
+            "sample_buckets_record",
+            args![queue, ms_of(minute), metric.as_str(), i64::from(bucket), n],
+        )
+        .await?;
+    }
     for s in samples {
         tx.execute(
             "samples_record",
@@ -230,7 +239,12 @@ pub async fn samples<E: Engine>(e: &E, window: Duration) -> Result<Vec<Sample>> 
         .reader()
         .fetch_all("samples_list", args![now, window, first])
         .await?;
-    rows.iter()
+    let buckets = e
+        .reader()
+        .fetch_all("sample_buckets_list", args![now, window])
+        .await?;
+    let mut samples = rows
+        .iter()
         .map(|r| {
             Ok(Sample {
                 queue: r.get("queue")?,
@@ -240,9 +254,27 @@ pub async fn samples<E: Engine>(e: &E, window: Duration) -> Result<Vec<Sample>> 
                 wait_ms_sum: r.get("wait_ms_sum")?,
                 wait_count: r.get("wait_count")?,
                 run_ms_sum: r.get("run_ms_sum")?,
+                wait_hist: Vec::new(),
+                run_hist: Vec::new(),
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let buckets = buckets
+        .iter()
+        .map(|r| {
+            let metric: String = r.get("metric")?;
+            let bucket: i64 = r.get("bucket")?;
+            Ok((
+                r.get::<String>("queue")?,
+                rows::time(r, "minute_at")?,
+                metric.chars().next().unwrap_or('?'),
+                i16::try_from(bucket).unwrap_or(-1),
+                r.get::<i64>("n")?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    histogram::merge(&mut samples, buckets);
+    Ok(samples)
 }
 
 /// Appends an operator's action to the audit log.

@@ -28,6 +28,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "workers_stopped",
         include_str!("../migrations/0007_workers_stopped.sql"),
     ),
+    (
+        8,
+        "sample_buckets",
+        include_str!("../migrations/0008_sample_buckets.sql"),
+    ),
 ];
 
 /// The newest version.

@@ -181,6 +181,20 @@ ALTER TABLE {{schema}}.queues ADD CONSTRAINT queues_rate_complete CHECK (((rate_
 ALTER TABLE {{schema}}.queues ADD CONSTRAINT queues_rate_limit_check CHECK ((rate_limit > 0));
 ALTER TABLE {{schema}}.queues ADD CONSTRAINT queues_rate_period_ms_check CHECK ((rate_period_ms > 0));
 
+CREATE TABLE {{schema}}.sample_buckets (
+    queue text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    metric "char" NOT NULL,
+    bucket smallint NOT NULL,
+    n bigint NOT NULL
+);
+ALTER TABLE {{schema}}.sample_buckets ADD CONSTRAINT sample_buckets_bucket_check CHECK (((bucket >= 0) AND (bucket <= 63)));
+ALTER TABLE {{schema}}.sample_buckets ADD CONSTRAINT sample_buckets_metric_check CHECK ((metric = ANY (ARRAY['w'::"char", 'r'::"char"])));
+ALTER TABLE {{schema}}.sample_buckets ADD CONSTRAINT sample_buckets_n_check CHECK ((n >= 0));
+ALTER TABLE {{schema}}.sample_buckets ADD CONSTRAINT sample_buckets_pkey PRIMARY KEY (queue, minute, metric, bucket);
+ALTER TABLE {{schema}}.sample_buckets ADD CONSTRAINT sample_buckets_queue_check CHECK (((octet_length(queue) >= 1) AND (octet_length(queue) <= 64)));
+CREATE INDEX sample_buckets_minute_idx ON {{schema}}.sample_buckets USING btree (minute);
+
 CREATE TABLE {{schema}}.samples (
     queue text NOT NULL,
     minute timestamp with time zone NOT NULL,

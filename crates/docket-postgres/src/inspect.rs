@@ -255,6 +255,26 @@ impl PgStore {
         let col = |f: fn(&Sample) -> i64| samples.iter().map(|s| f(s).max(0)).collect::<Vec<_>>();
         let queues: Vec<&str> = samples.iter().map(|s| s.queue.as_str()).collect();
         let minutes: Vec<DateTime<Utc>> = samples.iter().map(|s| s.minute).collect();
+        let buckets: Vec<_> = samples.iter().flat_map(histogram::rows).collect();
+        let b_queues: Vec<&str> = buckets.iter().map(|b| b.0).collect();
+        let b_minutes: Vec<DateTime<Utc>> = buckets.iter().map(|b| b.1).collect();
+        let b_metrics: Vec<i8> = buckets.iter().map(|b| b.2 as i8).collect();
+        let b_buckets: Vec<i16> = buckets.iter().map(|b| b.3).collect();
+        let b_counts: Vec<i64> = buckets.iter().map(|b| b.4).collect();
+        if !buckets.is_empty() {
+            self.run(async |c: &mut PgConnection| {
+                self.query(&self.queries().sample_buckets_record)
+                    .bind(&b_queues)
+                    .bind(&b_minutes)
+                    .bind(&b_metrics)
+                    .bind(&b_buckets)
+                    .bind(&b_counts)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        }
         self.run(async |c: &mut PgConnection| {
             self.query(&self.queries().samples_record)
                 .bind(&queues)
@@ -273,16 +293,26 @@ impl PgStore {
     }
 
     pub(crate) async fn samples_impl(&self, window: Duration) -> Result<Vec<Sample>> {
-        let rows = self
+        let window = ms(window.min(Duration::from_secs(86_400)));
+        let (rows, buckets) = self
             .run(async |c: &mut PgConnection| {
-                self.query(&self.queries().samples_list)
-                    .bind(ms(window.min(Duration::from_secs(86_400))))
+                let rows = self
+                    .query(&self.queries().samples_list)
+                    .bind(window)
                     .fetch_all(&mut *c)
                     .await
-                    .map_err(db_err)
+                    .map_err(db_err)?;
+                let buckets = self
+                    .query(&self.queries().sample_buckets_list)
+                    .bind(window)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)?;
+                Ok((rows, buckets))
             })
             .await?;
-        rows.iter()
+        let mut samples = rows
+            .iter()
             .map(|r| {
                 Ok(Sample {
                     queue: r.try_get("queue").map_err(db_err)?,
@@ -292,9 +322,26 @@ impl PgStore {
                     wait_ms_sum: r.try_get("wait_ms_sum").map_err(db_err)?,
                     wait_count: r.try_get("wait_count").map_err(db_err)?,
                     run_ms_sum: r.try_get("run_ms_sum").map_err(db_err)?,
+                    wait_hist: Vec::new(),
+                    run_hist: Vec::new(),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let buckets = buckets
+            .iter()
+            .map(|r| {
+                let metric: String = r.try_get("metric").map_err(db_err)?;
+                Ok((
+                    r.try_get::<String, _>("queue").map_err(db_err)?,
+                    r.try_get::<DateTime<Utc>, _>("minute").map_err(db_err)?,
+                    metric.chars().next().unwrap_or('?'),
+                    r.try_get::<i16, _>("bucket").map_err(db_err)?,
+                    r.try_get::<i64, _>("n").map_err(db_err)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        histogram::merge(&mut samples, buckets);
+        Ok(samples)
     }
 
     pub(crate) async fn audit_impl(&self, e: &AuditEntry) -> Result<()> {

@@ -92,6 +92,8 @@ queries!(
     run_now,
     samples_record,
     samples_list,
+    sample_buckets_record,
+    sample_buckets_list,
     audit_insert,
     audit_list,
     periodic_upsert,

@@ -66,13 +66,15 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Agg {
     succeeded: i64,
     failed: i64,
     wait_ms_sum: i64,
     wait_count: i64,
     run_ms_sum: i64,
+    wait_hist: Vec<i64>,
+    run_hist: Vec<i64>,
 }
 
 /// A sample row's identity: queue and minute.
@@ -122,6 +124,7 @@ impl Telemetry {
         self.add(&labels.queue, claimed_at, |a| {
             a.wait_ms_sum += wait.num_milliseconds();
             a.wait_count += 1;
+            bump(&mut a.wait_hist, wait.num_milliseconds());
         });
         labels
     }
@@ -151,7 +154,12 @@ impl Telemetry {
                 _ if failed => a.failed += 1,
                 _ => {}
             }
-            a.run_ms_sum += ran.as_millis().min(i64::MAX as u128) as i64;
+            let ran_ms = ran.as_millis().min(i64::MAX as u128) as i64;
+            a.run_ms_sum += ran_ms;
+            // A release never ran: it is no run time (as for the Prometheus histogram).
+            if outcome != Outcome::Released {
+                bump(&mut a.run_hist, ran_ms);
+            }
         });
     }
 
@@ -182,6 +190,8 @@ impl Telemetry {
                 wait_ms_sum: a.wait_ms_sum,
                 wait_count: a.wait_count,
                 run_ms_sum: a.run_ms_sum,
+                wait_hist: a.wait_hist,
+                run_hist: a.run_hist,
             })
             .collect()
     }
@@ -196,6 +206,8 @@ impl Telemetry {
                 a.wait_ms_sum += s.wait_ms_sum;
                 a.wait_count += s.wait_count;
                 a.run_ms_sum += s.run_ms_sum;
+                docket_core::histogram::add(&mut a.wait_hist, &s.wait_hist);
+                docket_core::histogram::add(&mut a.run_hist, &s.run_hist);
             });
         }
     }
@@ -257,4 +269,12 @@ impl<S: Store> Service for SampleFlush<S> {
             warn!(error = %e, "last sample flush failed; those samples are lost");
         }
     }
+}
+
+/// Counts `ms` in its bucket of `h` (sized on first use).
+fn bump(h: &mut Vec<i64>, ms: i64) {
+    if h.is_empty() {
+        h.resize(docket_core::histogram::BUCKETS, 0);
+    }
+    h[docket_core::histogram::bucket(ms)] += 1;
 }

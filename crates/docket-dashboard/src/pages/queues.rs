@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, DurationRound, Utc};
-use docket_core::{Sample, Store};
+use docket_core::{histogram, Sample, Store};
 use maud::{html, Markup};
 
 use crate::layout::{self, button, confirm_button, csrf};
@@ -20,8 +20,10 @@ use crate::{chart, App};
 /// The cap of the page's counts.
 pub const CAP: i64 = 10_000;
 
-/// Per-minute totals over the last hour: (jobs done per minute, mean wait ms) for 60
-/// minutes, oldest first, from `samples` (optionally one queue).
+/// Per-minute totals over the last hour: (jobs done per minute, mean wait ms) for the 60
+/// complete minutes before the current one, oldest first, from `samples` (optionally one
+/// queue). The current minute is left out: it is still filling, and drawn it would read as a
+/// sudden drop.
 fn series(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<f64>, Vec<f64>) {
     let end = now
         .duration_trunc(chrono::Duration::minutes(1))
@@ -32,8 +34,8 @@ fn series(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<f
         .filter(|s| queue.is_none_or(|q| s.queue == q))
     {
         let m = (end - s.minute).num_minutes();
-        if (0..60).contains(&m) {
-            let e = by.entry(59 - m).or_default();
+        if (1..=60).contains(&m) {
+            let e = by.entry(60 - m).or_default();
             e.0 += s.succeeded + s.failed;
             e.1 += s.wait_ms_sum;
             e.2 += s.wait_count;
@@ -46,6 +48,36 @@ fn series(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<f
         wait[i as usize] = if c > 0 { w as f64 / c as f64 } else { 0.0 };
     }
     (done, wait)
+}
+
+/// Wait and run-time histograms over the complete minutes of the last hour, merged
+/// (optionally one queue).
+fn hists(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<i64>, Vec<i64>) {
+    let end = now
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap_or(now);
+    let (mut w, mut r) = (Vec::new(), Vec::new());
+    for s in samples
+        .iter()
+        .filter(|s| queue.is_none_or(|q| s.queue == q) && s.minute < end)
+    {
+        histogram::add(&mut w, &s.wait_hist);
+        histogram::add(&mut r, &s.run_hist);
+    }
+    (w, r)
+}
+
+/// p50 / p95 / p99 of a histogram, each as the bound of its bucket.
+pub fn percentiles(h: &[i64]) -> String {
+    let one = |q| match histogram::quantile(h, q) {
+        None => "–".to_string(),
+        Some(v) if v.is_infinite() => format!(
+            "> {}",
+            layout::ms(*histogram::BOUNDS_MS.last().unwrap_or(&0) as f64)
+        ),
+        Some(v) => format!("≤ {}", layout::ms(v)),
+    };
+    format!("{} / {} / {}", one(0.5), one(0.95), one(0.99))
 }
 
 /// The total of `f` over the last hour's samples of `queue` (succeeded and failed jobs: the
@@ -85,6 +117,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     let now = o.at.unwrap_or_else(Utc::now);
     let (done, wait) = series(&samples, now, None);
     let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
+    let (all_wait, all_run) = hists(&samples, now, None);
     let ro = app.opts.read_only;
     // Whoever can enqueue can create queues: the page shows the busiest MAX_ROWS (work
     // waiting, running or dead first), so thousands of queues cannot make it megabytes.
@@ -103,6 +136,8 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
             div.card { h3 { "Jobs done / min (last 5 min)" } (format!("{last_min:.0}")) }
             div.card { h3 { "Queues" } (o.queues.len()) }
             div.card { h3 { "Running" } (o.queues.iter().map(|q| q.running).sum::<i64>()) }
+            div.card #wait-percentiles { h3 { "Wait p50 / p95 / p99, 1 h" } (percentiles(&all_wait)) }
+            div.card #run-percentiles { h3 { "Run time p50 / p95 / p99, 1 h" } (percentiles(&all_run)) }
         }
         div.bar {
             (layout::trusted(chart::line("jobs done per minute", "jobs", &done, 520, 150)))
@@ -111,7 +146,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         table #queues {
             thead { tr {
                 th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "running" }
-                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "workers" }
+                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "wait p50 / p95 / p99, 1 h" } th.n { "workers" }
                 th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
@@ -134,6 +169,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n title=(format!("oldest ready: {}", q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into()))) {
                             (q.oldest_waiting_age_s.map(layout::age).unwrap_or_else(|| "–".into()))
                         }
+                        td.n.pct { (percentiles(&hists(&samples, now, Some(&q.queue)).0)) }
                         td.n { (q.workers) }
                         td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 160, 28))) }
                         td {
@@ -152,7 +188,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         }
                     }
                 }
-                @if o.queues.is_empty() { tr { td colspan="14" .muted { "No queue has work, controls or workers yet." } } }
+                @if o.queues.is_empty() { tr { td colspan="15" .muted { "No queue has work, controls or workers yet." } } }
             }
         }
         @if hidden > 0 {

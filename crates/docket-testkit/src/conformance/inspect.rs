@@ -353,14 +353,25 @@ pub async fn samples_add_up_and_the_audit_log_keeps_actions<H: Harness>(h: &H) {
         .with_second(0)
         .and_then(|t| t.with_nanosecond(0))
         .unwrap();
-    let sample = |n| Sample {
-        queue: "q".into(),
-        minute,
-        succeeded: n,
-        failed: 1,
-        wait_ms_sum: 10 * n,
-        wait_count: n,
-        run_ms_sum: 5,
+    // Histograms add up bucket by bucket across reports: n waits of 10 ms and one of 2 s,
+    // n runs of 300 ms.
+    let sample = |n: i64| {
+        let mut wait_hist = vec![0; docket_core::histogram::BUCKETS];
+        wait_hist[docket_core::histogram::bucket(10)] = n;
+        wait_hist[docket_core::histogram::bucket(2_000)] = 1;
+        let mut run_hist = vec![0; docket_core::histogram::BUCKETS];
+        run_hist[docket_core::histogram::bucket(300)] = n;
+        Sample {
+            queue: "q".into(),
+            minute,
+            succeeded: n,
+            failed: 1,
+            wait_ms_sum: 10 * n,
+            wait_count: n,
+            run_ms_sum: 5,
+            wait_hist,
+            run_hist,
+        }
     };
     s.record_samples(&[sample(3)]).await.unwrap();
     s.record_samples(&[sample(4)]).await.unwrap();
@@ -375,6 +386,16 @@ pub async fn samples_add_up_and_the_audit_log_keeps_actions<H: Harness>(h: &H) {
         ),
         (7, 2, 70, 7)
     );
+    let q = |h: &[i64], p| docket_core::histogram::quantile(h, p);
+    assert_eq!(got[0].wait_hist[docket_core::histogram::bucket(10)], 7);
+    assert_eq!(got[0].wait_hist[docket_core::histogram::bucket(2_000)], 2);
+    assert_eq!(q(&got[0].wait_hist, 0.5), Some(10.0));
+    assert_eq!(
+        q(&got[0].wait_hist, 0.95),
+        Some(2_500.0),
+        "the slow tail shows"
+    );
+    assert_eq!(q(&got[0].run_hist, 0.99), Some(500.0));
     let mut bad = sample(1);
     bad.queue = "bad queue".into();
     assert!(matches!(
