@@ -42,6 +42,7 @@ const NAV: &[(&str, &str)] = &[
     ("/jobs", "Jobs"),
     ("/errors", "Errors"),
     ("/dead", "Dead"),
+    ("/keys", "Keys"),
     ("/workers", "Workers"),
     ("/cron", "Cron"),
     ("/audit", "Audit"),

@@ -199,6 +199,7 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         .route("/cron", get(pages::workers::cron::<S>))
         .route("/dead", get(pages::dead::page::<S>))
         .route("/errors", get(pages::errors::page::<S>))
+        .route("/keys", get(pages::keys::page::<S>))
         .route("/errors/group", get(pages::errors::group_page::<S>))
         .route("/audit", get(pages::workers::audit::<S>))
         .route("/tasks/{id}", get(pages::dead::task::<S>))

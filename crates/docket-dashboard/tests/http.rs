@@ -123,6 +123,7 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         "/dead".into(),
         "/errors".into(),
         "/errors?sort=count".into(),
+        "/keys".into(),
         "/errors/group?queue=mail&kind=send&fp=x".into(),
         "/workers".into(),
         "/cron".into(),
@@ -1004,5 +1005,66 @@ async fn the_queues_page_shows_wait_percentiles_from_histograms() {
     assert!(
         !page.contains("&gt; 1 min"),
         "the current minute is left out"
+    );
+}
+
+/// A page of ordering keys held by a dead head: the key, its head one click away, how many
+/// wait behind it, and skip (which asks first) lets them run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keys_page_lists_keys_held_by_a_dead_head() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for _ in 0..3 {
+        s.enqueue(&NewJob::new("o", "k", json!({})).ordering_key("order-9"))
+            .await
+            .unwrap();
+    }
+    let c = s
+        .claim(&ClaimRequest {
+            queue: "o".into(),
+            limit: 1,
+            owner: "t".into(),
+            lease: Duration::from_secs(600),
+            starvation: None,
+            controlled: None,
+        })
+        .await
+        .unwrap();
+    s.fail_many(
+        "t",
+        &[Failure {
+            lease: c[0].lease(),
+            class: FailureClass::Discard,
+            message: "bad order".into(),
+            retry_in: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let base = serve(s.clone(), Options::default()).await;
+    let page = client()
+        .get(format!("{base}/keys"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let row = &page[page.find("data-key=\"order-9\"").expect("the held key")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains(&format!("/jobs/{}\"", c[0].id.0)), "{row}");
+    assert!(row.contains(">2<"), "two wait behind it: {row}");
+    assert!(row.contains("data-confirm"), "skip asks first: {row}");
+    let job = client()
+        .get(format!("{base}/jobs/{}", c[0].id.0))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        job.contains("/jobs?ordering_key=order-9"),
+        "the job links its key"
     );
 }

@@ -114,13 +114,23 @@ pub async fn page<S: Store>(
                 }
             }
             dt { "lease" } dd {
-                @if let Some(o) = &j.lease_owner { (o) " until " (layout::opt_time(&j.lease_expires_at)) }
+                @if let Some(o) = &j.lease_owner {
+                    a href=(app.href("/workers")) title="the worker registry" { (o) } " until " (layout::opt_time(&j.lease_expires_at))
+                }
                 @else { "–" }
             }
             dt { "cancel requested" } dd { (layout::opt_time(&j.cancel_requested_at)) }
             dt { "unique key" } dd { (shown(&j.unique_key)) }
-            dt { "ordering key" } dd { (shown(&j.ordering_key)) }
-            dt { "concurrency key" } dd { (shown(&j.concurrency_key)) }
+            dt { "ordering key" } dd {
+                @if let Some(k) = &j.ordering_key {
+                    a #ordering-key href=(app.href(&format!("/jobs?ordering_key={}", super::jobs::urlenc(k)))) title="every job of this key" { (shown(&j.ordering_key)) }
+                } @else { "–" }
+            }
+            dt { "concurrency key" } dd {
+                @if let Some(k) = &j.concurrency_key {
+                    a #concurrency-key href=(app.href(&format!("/jobs?concurrency_key={}", super::jobs::urlenc(k)))) title="every job of this key" { (shown(&j.concurrency_key)) }
+                } @else { "–" }
+            }
             dt { "blocked" } dd { (j.blocked) }
         }
         @if let Some(v) = &output {

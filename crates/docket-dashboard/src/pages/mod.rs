@@ -4,5 +4,6 @@ pub mod dead;
 pub mod errors;
 pub mod job;
 pub mod jobs;
+pub mod keys;
 pub mod queues;
 pub mod workers;
