@@ -75,6 +75,7 @@ pages=(
   "/jobs/$pending_id"
   "/dead"
   "/errors"
+  "/keys"
   "/workers"
   "/cron"
   "/audit"
