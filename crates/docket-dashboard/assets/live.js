@@ -7,9 +7,15 @@
   "use strict";
   var base = document.body.getAttribute("data-base") || "";
   var busy = false;
+  var paused = false;
+  var last = Date.now();
   function idle() {
+    if (paused) return false;
     var a = document.activeElement;
     if (a && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA")) return false;
+    // Keyboard focus inside the page (a link, a button): a swap would throw it to the body.
+    var main = document.getElementById("main");
+    if (a && main && a !== document.body && main.contains(a)) return false;
     if (document.querySelector("input[type=checkbox][name=ids]:checked")) return false;
     return !document.querySelector("[data-no-refresh]");
   }
@@ -20,8 +26,12 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html !== null && idle()) {
+          // Keep the reader where they were: the swap must not scroll rows under them.
+          var y = window.scrollY;
           document.getElementById("main").innerHTML = html;
-          document.body.setAttribute("data-refreshed", String(Date.now()));
+          window.scrollTo(0, y);
+          last = Date.now();
+          document.body.setAttribute("data-refreshed", String(last));
         }
       })
       .catch(function () {})
@@ -46,5 +56,30 @@
     var msg = (b && b.getAttribute("data-confirm")) || f.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
+  // "/" focuses the first search or filter field, as on most sites.
+  document.addEventListener("keydown", function (e) {
+    var a = document.activeElement;
+    var typing = a && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA");
+    if (e.key === "/" && !typing && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      var f = document.querySelector("form.filters input, main input[type=search]");
+      if (f) { e.preventDefault(); f.focus(); }
+    }
+  });
+  var pause = document.getElementById("pause");
+  if (pause) {
+    pause.addEventListener("click", function () {
+      paused = !paused;
+      pause.setAttribute("aria-pressed", String(paused));
+      pause.textContent = paused ? "Resume updates" : "Pause updates";
+      if (!paused) refresh();
+    });
+  }
+  var updated = document.getElementById("updated");
+  if (updated) {
+    setInterval(function () {
+      var s = Math.round((Date.now() - last) / 1000);
+      updated.textContent = paused ? "paused" : "updated " + s + " s ago";
+    }, 1000);
+  }
   if (window.EventSource) connect();
 })();

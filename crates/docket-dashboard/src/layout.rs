@@ -91,7 +91,9 @@ pub fn page_timed<S: Store>(
                             }
                         }
                         @if app.opts.read_only { span.badge.ro { "read-only" } }
-                        span #live.badge title="live updates" { "●" }
+                        span #live.badge title="live updates" role="status" { "●" }
+                        button #pause type="button" aria-pressed="false" title="stop live updates while you read" { "Pause updates" }
+                        span #updated.muted aria-live="off" {}
                     }
                     main #main { (body) }
                 }

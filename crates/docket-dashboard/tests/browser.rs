@@ -247,6 +247,43 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     );
     shot(&c, "jobs").await;
 
+    // "/" puts the cursor in the first filter field; the pause button stops live updates
+    // and says so.
+    c.execute("document.activeElement.blur();", vec![])
+        .await
+        .unwrap();
+    c.active_element()
+        .await
+        .unwrap()
+        .send_keys("/")
+        .await
+        .unwrap();
+    let focused = c
+        .execute("return document.activeElement.name || null;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(focused, json!("queue"), "/ focuses the filter");
+    click(&c, "#pause").await;
+    assert_eq!(
+        c.execute(
+            "return document.getElementById('pause').getAttribute('aria-pressed');",
+            vec![]
+        )
+        .await
+        .unwrap(),
+        json!("true")
+    );
+    wait_text(&c, "#updated", "paused").await;
+    click(&c, "#pause").await;
+    let labelled = c
+        .execute(
+            "return Array.from(document.querySelectorAll('input[type=checkbox]')).every(function (b) { return b.getAttribute('aria-label'); });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled, json!(true), "every checkbox has a label");
+
     // Open a job from the list.
     let id = text(&c, "#jobs tbody tr[data-id] td a").await;
     click(&c, "#jobs tbody tr[data-id] td a").await;

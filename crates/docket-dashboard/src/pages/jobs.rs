@@ -75,14 +75,14 @@ pub async fn page<S: Store>(
     let table = html! {
     table #jobs {
         thead { tr {
-            @if !ro { th { input #select-all type="checkbox" title="select all"; } }
+            @if !ro { th { input #select-all type="checkbox" title="select all" aria-label="select every job on this page"; } }
             th.n { "id" } th { "queue" } th { "kind" } th { "state" } th.n { "attempt" }
             th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "args" }
         } }
         tbody {
             @for j in &page.jobs {
                 tr data-id=(j.id) {
-                    @if !ro { td { input type="checkbox" name="ids" value=(j.id); } }
+                    @if !ro { td { input type="checkbox" name="ids" value=(j.id) aria-label=(format!("select job {}", j.id)); } }
                     td.n { a href=(app.href(&format!("/jobs/{}", j.id))) { (j.id) } }
                     td { a href=(app.href(&format!("/jobs?queue={}", urlenc(&j.queue)))) { (j.queue) } }
                     td { (j.kind) }
