@@ -687,43 +687,15 @@ async fn the_queues_page_flags_what_is_stuck() {
     ))
     .await;
     s.pause_queue("resting").await.unwrap();
-    s.worker_beat(
-        &WorkerBeat {
-            owner: "w-1".into(),
-            host: "h".into(),
-            pid: 1,
-            queues: vec!["served".into(), "held".into()],
-            concurrency: 4,
-            in_flight: 0,
-            buffered: 0,
-        },
-        Duration::from_secs(600),
-    )
-    .await
-    .unwrap();
-    let base = serve(
-        s.clone(),
-        Options {
-            stuck_after: Duration::from_secs(60),
-            ..Default::default()
-        },
-    )
-    .await;
-    let page = client()
-        .get(format!("{base}/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
+    s.worker_beat(&beat("w-1", &["served", "held"]), Duration::from_secs(600))
         .await
         .unwrap();
-    let row = |q: &str| {
-        let at = page
-            .find(&format!("data-queue=\"{q}\""))
-            .unwrap_or_else(|| panic!("no row for {q}"));
-        let end = page[at..].find("</tr>").unwrap();
-        page[at..at + end].to_string()
+    let opts = Options {
+        stuck_after: Duration::from_secs(60),
+        ..Default::default()
     };
+    let page = page_text(&serve(s.clone(), opts).await, "/").await;
+    let row = |q: &str| section(&page, &format!("data-queue=\"{q}\""), "</tr>");
     assert!(
         row("orphan").contains("no live worker"),
         "{}",
@@ -763,59 +735,36 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
     .await;
     // A new cause: retrying for three customers, dead for one.
     for i in 0..4 {
-        s.enqueue(
-            &NewJob::new("mail", "send", json!({"i": i})).max_attempts(if i == 3 { 1 } else { 5 }),
-        )
-        .await
-        .unwrap();
+        let job = NewJob::new("mail", "send", json!({"i": i}));
+        s.enqueue(&job.max_attempts(if i == 3 { 1 } else { 5 }))
+            .await
+            .unwrap();
     }
-    let c = s
-        .claim(&ClaimRequest {
-            queue: "mail".into(),
-            limit: 10,
-            owner: "t".into(),
-            lease: Duration::from_secs(600),
-            starvation: None,
-            controlled: None,
-        })
-        .await
-        .unwrap();
-    let f: Vec<Failure> = c
-        .iter()
-        .map(|j| Failure {
-            lease: j.lease(),
-            class: FailureClass::Retry,
-            message: format!(
-                "no card for customer {} (user{}@example.com)",
-                1000 + j.id.0,
-                j.id.0
-            ),
-            retry_in: Some(Duration::from_secs(3600)),
-        })
-        .collect();
-    s.fail_many("t", &f).await.unwrap();
+    let c = claim_ready(s, "mail", 10).await;
+    fail_each(s, &c, FailureClass::Retry, |j| {
+        format!(
+            "no card for customer {} (user{}@example.com)",
+            1000 + j.id.0,
+            j.id.0
+        )
+    })
+    .await;
 
     let base = serve(s.clone(), Options::default()).await;
-    let cl = client();
-    let page = cl
-        .get(format!("{base}/errors"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = page_text(&base, "/errors").await;
     let new_at = page
-        .find("no card for customer &lt;n&gt; (user&lt;n&gt;@example.com)")
-        .or_else(|| page.find("no card for customer &lt;n&gt; (&lt;email&gt;)"))
+        .find("no card for customer &lt;n&gt; (&lt;email&gt;)")
         .expect("the new cause, normalised and escaped");
     let old_at = page
         .find("gateway &lt;b&gt;timeout&lt;/b&gt; after &lt;n&gt;s")
         .expect("the old cause, escaped");
     assert!(new_at < old_at, "the newest cause first");
     assert!(!page.contains("<b>timeout"), "job data is escaped");
-    let row = &page[page[..new_at].rfind("<tr").unwrap()..];
-    let row = &row[..row.find("</tr>").unwrap()];
+    let row = section(
+        &page[..new_at].rfind("<tr").map_or("", |i| &page[i..]),
+        "<tr",
+        "</tr>",
+    );
     assert!(
         row.contains(">3<") && row.contains(">1<"),
         "3 retrying, 1 dead: {row}"
@@ -829,14 +778,7 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
         .and_then(|r| r.split('"').next())
         .unwrap()
         .replace("&amp;", "&");
-    let g = cl
-        .get(format!("{base}{href}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let g = page_text(&base, &href).await;
     assert!(g.contains("4 (3 retrying, 1 dead)"), "{g}");
     for j in &c {
         assert!(
@@ -849,14 +791,9 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
         !g.contains(&format!("/jobs/{}\"", old[0].0)),
         "not the other cause's"
     );
-    let token = csrf_of(&g);
     let ids: String = c.iter().map(|j| format!("&ids={}", j.id.0)).collect();
-    let r = post(
-        &cl,
-        format!("{base}/bulk"),
-        format!("_csrf={token}&op=retry%3Aselected{ids}"),
-    )
-    .await;
+    let body = format!("_csrf={}&op=retry%3Aselected{ids}", csrf_of(&g));
+    let r = post(&client(), format!("{base}/bulk"), body).await;
     assert!(r
         .text()
         .await
@@ -871,17 +808,8 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
 async fn the_workers_page_shows_gone_workers_and_a_gone_leader() {
     let db = TestDb::new().await;
     let s = &db.store;
-    let beat = |owner: &str| WorkerBeat {
-        owner: owner.into(),
-        host: "web-1".into(),
-        pid: 7,
-        queues: vec!["mail".into()],
-        concurrency: 4,
-        in_flight: 3,
-        buffered: 1,
-    };
     for o in ["w-killed", "w-stopped", "w-live"] {
-        s.worker_beat(&beat(o), Duration::from_secs(600))
+        s.worker_beat(&beat(o, &["mail"]), Duration::from_secs(600))
             .await
             .unwrap();
     }
@@ -897,41 +825,22 @@ async fn the_workers_page_shows_gone_workers_and_a_gone_leader() {
     db.exec("UPDATE {schema}.leader SET expires_at = now() - interval '4 minutes'")
         .await;
     s.worker_gone("w-stopped").await.unwrap();
-    let base = serve(s.clone(), Options::default()).await;
-    let page = client()
-        .get(format!("{base}/workers"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let section = |id: &str| {
-        let at = page.find(&format!("id=\"{id}\"")).unwrap();
-        let end = page[at..]
-            .find("</table>")
-            .or_else(|| page[at..].find("</p>"))
-            .unwrap();
-        page[at..at + end].to_string()
-    };
-    let live = section("workers");
+    let page = page_text(&serve(s.clone(), Options::default()).await, "/workers").await;
+    let live = section(&page, "id=\"workers\"", "</table>");
     assert!(
         live.contains("w-live") && !live.contains("w-killed") && !live.contains("w-stopped"),
         "{live}"
     );
-    let gone = section("gone");
-    let row = |o: &str| {
-        let at = gone.find(&format!("data-owner=\"{o}\"")).unwrap();
-        gone[at..at + gone[at..].find("</tr>").unwrap()].to_string()
-    };
-    assert!(row("w-killed").contains("no report"), "{}", row("w-killed"));
+    let gone = section(&page, "id=\"gone\"", "</table>");
+    let killed = section(&gone, "data-owner=\"w-killed\"", "</tr>");
+    assert!(killed.contains("no report"), "{killed}");
     assert!(
-        row("w-killed").contains("5m 0s ago") || row("w-killed").contains("4m 59s ago"),
-        "{}",
-        row("w-killed")
+        killed.contains("5m 0s ago") || killed.contains("4m 59s ago"),
+        "{killed}"
     );
-    assert!(row("w-stopped").contains("stopped"), "{}", row("w-stopped"));
-    let leader = section("leader");
+    let stopped = section(&gone, "data-owner=\"w-stopped\"", "</tr>");
+    assert!(stopped.contains("stopped"), "{stopped}");
+    let leader = section(&page, "id=\"leader\"", "</p>");
     assert!(
         leader.contains("w-killed")
             && leader.contains("ran out")
@@ -983,24 +892,12 @@ async fn the_queues_page_shows_wait_percentiles_from_histograms() {
     ])
     .await
     .unwrap();
-    let base = serve(s.clone(), Options::default()).await;
-    let page = client()
-        .get(format!("{base}/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let card = |id: &str| {
-        let at = page.find(&format!("id=\"{id}\"")).unwrap();
-        page[at..at + page[at..].find("</div>").unwrap()].to_string()
-    };
-    let wait = card("wait-percentiles");
+    let page = page_text(&serve(s.clone(), Options::default()).await, "/").await;
+    let wait = section(&page, "id=\"wait-percentiles\"", "</div>");
     assert!(wait.contains("≤ 10 ms / ≤ 2.5 s / ≤ 2.5 s"), "{wait}");
-    assert!(card("run-percentiles").contains("≤ 500 ms / ≤ 500 ms / ≤ 500 ms"));
-    let row = &page[page.find("data-queue=\"mail\"").unwrap()..];
-    let row = &row[..row.find("</tr>").unwrap()];
+    let run = section(&page, "id=\"run-percentiles\"", "</div>");
+    assert!(run.contains("≤ 500 ms / ≤ 500 ms / ≤ 500 ms"), "{run}");
+    let row = section(&page, "data-queue=\"mail\"", "</tr>");
     assert!(row.contains("≤ 10 ms / ≤ 2.5 s / ≤ 2.5 s"), "{row}");
     assert!(
         !page.contains("&gt; 1 min"),
@@ -1019,50 +916,18 @@ async fn the_keys_page_lists_keys_held_by_a_dead_head() {
             .await
             .unwrap();
     }
-    let c = s
-        .claim(&ClaimRequest {
-            queue: "o".into(),
-            limit: 1,
-            owner: "t".into(),
-            lease: Duration::from_secs(600),
-            starvation: None,
-            controlled: None,
-        })
-        .await
-        .unwrap();
-    s.fail_many(
-        "t",
-        &[Failure {
-            lease: c[0].lease(),
-            class: FailureClass::Discard,
-            message: "bad order".into(),
-            retry_in: None,
-        }],
-    )
-    .await
-    .unwrap();
+    let c = claim_ready(s, "o", 1).await;
+    fail_each(s, &c, FailureClass::Discard, |_| "bad order".into()).await;
     let base = serve(s.clone(), Options::default()).await;
-    let page = client()
-        .get(format!("{base}/keys"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let row = &page[page.find("data-key=\"order-9\"").expect("the held key")..];
-    let row = &row[..row.find("</tr>").unwrap()];
+    let row = section(
+        &page_text(&base, "/keys").await,
+        "data-key=\"order-9\"",
+        "</tr>",
+    );
     assert!(row.contains(&format!("/jobs/{}\"", c[0].id.0)), "{row}");
     assert!(row.contains(">2<"), "two wait behind it: {row}");
     assert!(row.contains("data-confirm"), "skip asks first: {row}");
-    let job = client()
-        .get(format!("{base}/jobs/{}", c[0].id.0))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let job = page_text(&base, &format!("/jobs/{}", c[0].id.0)).await;
     assert!(
         job.contains("/jobs?ordering_key=order-9"),
         "the job links its key"

@@ -49,28 +49,78 @@ pub fn csrf_of(html: &str) -> String {
     html[i..i + 64].to_string()
 }
 
-/// Claims every ready job of `queue` (up to 1000) and fails them for good with `message`.
-pub async fn kill_all(s: &PgStore, queue: &str, message: &str) -> Vec<JobId> {
-    let c = s
-        .claim(&ClaimRequest {
-            queue: queue.into(),
-            limit: 1000,
-            owner: "test".into(),
-            lease: Duration::from_secs(600),
-            starvation: None,
-            controlled: None,
-        })
+/// The text of the page at `base` + `path` (any status).
+pub async fn page_text(base: &str, path: &str) -> String {
+    client()
+        .get(format!("{base}{path}"))
+        .send()
         .await
-        .unwrap();
-    let f: Vec<Failure> = c
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The HTML from the element whose start contains `marker` (e.g. `id="gone"` or
+/// `data-queue="mail"`) to the first `end` after it (`</tr>`, `</table>`, `</div>`).
+pub fn section(page: &str, marker: &str, end: &str) -> String {
+    let at = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} not on the page"));
+    let len = page[at..].find(end).unwrap_or(page.len() - at);
+    page[at..at + len].to_string()
+}
+
+/// Claims up to `limit` ready jobs of `queue` for owner "test".
+pub async fn claim_ready(s: &PgStore, queue: &str, limit: i32) -> Vec<ClaimedJob> {
+    s.claim(&ClaimRequest {
+        queue: queue.into(),
+        limit,
+        owner: "test".into(),
+        lease: Duration::from_secs(600),
+        starvation: None,
+        controlled: None,
+    })
+    .await
+    .unwrap()
+}
+
+/// Fails `jobs` (claimed by "test") as `class`, each with the message `message` gives it; a
+/// retry comes back in an hour.
+pub async fn fail_each(
+    s: &PgStore,
+    jobs: &[ClaimedJob],
+    class: FailureClass,
+    message: impl Fn(&ClaimedJob) -> String,
+) {
+    let f: Vec<Failure> = jobs
         .iter()
         .map(|j| Failure {
             lease: j.lease(),
-            class: FailureClass::Discard,
-            message: message.into(),
-            retry_in: None,
+            class,
+            message: message(j),
+            retry_in: (class == FailureClass::Retry).then_some(Duration::from_secs(3600)),
         })
         .collect();
     s.fail_many("test", &f).await.unwrap();
+}
+
+/// A worker's report: `owner` on host web-1 serving `queues`.
+pub fn beat(owner: &str, queues: &[&str]) -> WorkerBeat {
+    WorkerBeat {
+        owner: owner.into(),
+        host: "web-1".into(),
+        pid: 7,
+        queues: queues.iter().map(|q| q.to_string()).collect(),
+        concurrency: 4,
+        in_flight: 3,
+        buffered: 1,
+    }
+}
+
+/// Claims every ready job of `queue` (up to 1000) and fails them for good with `message`.
+pub async fn kill_all(s: &PgStore, queue: &str, message: &str) -> Vec<JobId> {
+    let c = claim_ready(s, queue, 1000).await;
+    fail_each(s, &c, FailureClass::Discard, |_| message.into()).await;
     c.iter().map(|j| j.id).collect()
 }
