@@ -761,7 +761,7 @@ async fn the_errors_page_groups_retrying_and_dead_jobs_by_fingerprint() {
     assert!(new_at < old_at, "the newest cause first");
     assert!(!page.contains("<b>timeout"), "job data is escaped");
     let row = section(
-        &page[..new_at].rfind("<tr").map_or("", |i| &page[i..]),
+        page[..new_at].rfind("<tr").map_or("", |i| &page[i..]),
         "<tr",
         "</tr>",
     );
