@@ -261,34 +261,32 @@ impl PgStore {
         let b_metrics: Vec<i8> = buckets.iter().map(|b| b.2 as i8).collect();
         let b_buckets: Vec<i16> = buckets.iter().map(|b| b.3).collect();
         let b_counts: Vec<i64> = buckets.iter().map(|b| b.4).collect();
+        // Sums and histogram counts in one transaction: a worker whose report failed puts it
+        // back and reports it again, so half of one must never stay written.
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
         if !buckets.is_empty() {
-            self.run(async |c: &mut PgConnection| {
-                self.query(&self.queries().sample_buckets_record)
-                    .bind(&b_queues)
-                    .bind(&b_minutes)
-                    .bind(&b_metrics)
-                    .bind(&b_buckets)
-                    .bind(&b_counts)
-                    .execute(&mut *c)
-                    .await
-                    .map_err(db_err)
-            })
-            .await?;
-        }
-        self.run(async |c: &mut PgConnection| {
-            self.query(&self.queries().samples_record)
-                .bind(&queues)
-                .bind(&minutes)
-                .bind(col(|s| s.succeeded))
-                .bind(col(|s| s.failed))
-                .bind(col(|s| s.wait_ms_sum))
-                .bind(col(|s| s.wait_count))
-                .bind(col(|s| s.run_ms_sum))
-                .execute(&mut *c)
+            self.query(&self.queries().sample_buckets_record)
+                .bind(&b_queues)
+                .bind(&b_minutes)
+                .bind(&b_metrics)
+                .bind(&b_buckets)
+                .bind(&b_counts)
+                .execute(&mut *tx)
                 .await
-                .map_err(db_err)
-        })
-        .await?;
+                .map_err(db_err)?;
+        }
+        self.query(&self.queries().samples_record)
+            .bind(&queues)
+            .bind(&minutes)
+            .bind(col(|s| s.succeeded))
+            .bind(col(|s| s.failed))
+            .bind(col(|s| s.wait_ms_sum))
+            .bind(col(|s| s.wait_count))
+            .bind(col(|s| s.run_ms_sum))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
         Ok(())
     }
 
