@@ -95,6 +95,7 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
     let auth = auth_from_env()?;
     docket_dashboard::check_exposure(addr, &auth).map_err(|e| CliError::invalid(e.to_string()))?;
     let prometheus = docket_dashboard::metrics::install().map_err(CliError::invalid)?;
+    docket_dashboard::metrics::build_info(env!("CARGO_PKG_VERSION"), env!("DOCKET_COMMIT"));
     let opts = Options {
         read_only: a.read_only,
         auth,
@@ -166,6 +167,7 @@ pub async fn serve_metrics<S: docket_core::Store>(addr_text: &str, store: S) -> 
         .into());
     }
     let handle = docket_dashboard::metrics::install().map_err(CliError::invalid)?;
+    docket_dashboard::metrics::build_info(env!("CARGO_PKG_VERSION"), env!("DOCKET_COMMIT"));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     eprintln!(
         "docket: metrics on http://{}/metrics",

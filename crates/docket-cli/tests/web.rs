@@ -124,7 +124,11 @@ async fn the_dashboard_serves_pages_and_a_worker_exports_metrics() {
     let mut last = String::new();
     for _ in 0..400 {
         let (status, body) = get(&url);
-        if status == 200 && body.contains(want) && body.contains(drained) {
+        if status == 200
+            && body.contains(want)
+            && body.contains(drained)
+            && body.contains("docket_build_info{version=")
+        {
             last.clear();
             break;
         }

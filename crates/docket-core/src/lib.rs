@@ -32,6 +32,7 @@ pub mod duration;
 pub mod engine;
 pub mod error;
 pub mod error_groups;
+pub mod health;
 pub mod histogram;
 pub mod inspect;
 pub mod job;
@@ -53,6 +54,7 @@ pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};
 pub use error_groups::{ErrorGroup, ErroredJob};
+pub use health::{BlockedReason, DepthSample, QueueHealth};
 pub use inspect::{
     AuditEntry, BulkAction, BulkReport, Count, DeadGroup, FieldEq, JobPage, JobQuery, Overview,
     QueueSummary, Sample, MAX_PAGE,

@@ -283,6 +283,26 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Every known queue at a glance; counts stop at `cap` (and say so).
     fn overview(&self, cap: i64) -> impl Future<Output = Result<Overview>> + Send;
 
+    /// Per queue, what the overview leaves out: retrying jobs, the oldest running job's age,
+    /// blocked jobs by reason (`crate::health`). At most `cap` retrying and `cap` blocked
+    /// jobs are read over all queues (and `*_more` says so).
+    fn queue_health(
+        &self,
+        cap: i64,
+    ) -> impl Future<Output = Result<Vec<crate::QueueHealth>>> + Send;
+
+    /// The leader's per-minute sample of every queue's depth and of the jobs enqueued since
+    /// the previous sample (idempotent within a minute; rows older than two days go).
+    /// Waiting counts stop at `cap` per queue.
+    fn sample_depth(&self, cap: i64) -> impl Future<Output = Result<()>> + Send;
+
+    /// The depth samples of the last `window` (at most two days), oldest first; the row of
+    /// the whole database has the queue `""`.
+    fn depth_history(
+        &self,
+        window: Duration,
+    ) -> impl Future<Output = Result<Vec<crate::DepthSample>>> + Send;
+
     /// Dead jobs grouped by kind and last error (of the most recent ones), largest first.
     fn dead_groups(&self, limit: i64) -> impl Future<Output = Result<Vec<DeadGroup>>> + Send;
 

@@ -3,18 +3,41 @@
 
 use std::fmt::Write;
 
+/// Line colours of a chart's series, in order (AA contrast on white and on the dark scheme).
+const COLOURS: [&str; 2] = ["#3b5bdb", "#c2255c"];
+
 /// A chart of `points` (x: minutes ago as labels, y: values), `w`×`h` pixels, with a title
 /// and a unit for the axis label. Empty or all-zero data draws a flat line.
 pub fn line(title: &str, unit: &str, points: &[f64], w: u32, h: u32) -> String {
+    lines(title, unit, &[("", points)], "-60 min", w, h)
+}
+
+/// A chart of one or two series on one scale (the first blue, the second red, each named in
+/// a legend when named), the x axis spanning `span` (its left label) to now.
+pub fn lines(
+    title: &str,
+    unit: &str,
+    series: &[(&str, &[f64])],
+    span: &str,
+    w: u32,
+    h: u32,
+) -> String {
     let (pad_l, pad_r, pad_t, pad_b) = (44.0, 8.0, 18.0, 18.0);
     let (wf, hf) = (w as f64, h as f64);
-    let max = points
+    let max = series
         .iter()
+        .flat_map(|(_, p)| p.iter())
         .cloned()
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max);
     let top = if max <= 0.0 { 1.0 } else { max * 1.1 };
-    let n = points.len().max(2) as f64 - 1.0;
+    let n = series
+        .iter()
+        .map(|(_, p)| p.len())
+        .max()
+        .unwrap_or(0)
+        .max(2) as f64
+        - 1.0;
     let x = |i: usize| pad_l + (wf - pad_l - pad_r) * i as f64 / n;
     let y = |v: f64| pad_t + (hf - pad_t - pad_b) * (1.0 - v.clamp(0.0, top) / top);
     let mut s = String::new();
@@ -32,7 +55,7 @@ pub fn line(title: &str, unit: &str, points: &[f64], w: u32, h: u32) -> String {
     );
     let _ = write!(
         s,
-        r#"<text x="{pad_l}" y="{}">-60 min</text><text x="{}" y="{}" text-anchor="end">now ({unit})</text>"#,
+        r#"<text x="{pad_l}" y="{}">{span}</text><text x="{}" y="{}" text-anchor="end">now ({unit})</text>"#,
         hf - 4.0,
         wf - pad_r,
         hf - 4.0
@@ -43,22 +66,35 @@ pub fn line(title: &str, unit: &str, points: &[f64], w: u32, h: u32) -> String {
         hf - pad_b,
         wf - pad_r
     );
-    let mut d = String::new();
-    for (i, v) in points.iter().enumerate() {
-        let v = if v.is_finite() { *v } else { 0.0 };
-        let _ = write!(
-            d,
-            "{}{:.1},{:.1} ",
-            if i == 0 { "M" } else { "L" },
-            x(i),
-            y(v)
-        );
-    }
-    if !d.is_empty() {
-        let _ = write!(
-            s,
-            r##"<path d="{d}" fill="none" stroke="#3b5bdb" stroke-width="1.5"/>"##
-        );
+    let mut legend_x = wf - pad_r;
+    for (k, (name, points)) in series.iter().enumerate().rev() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let mut d = String::new();
+        for (i, v) in points.iter().enumerate() {
+            let v = if v.is_finite() { *v } else { 0.0 };
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1} ",
+                if i == 0 { "M" } else { "L" },
+                x(i),
+                y(v)
+            );
+        }
+        if !d.is_empty() {
+            let _ = write!(
+                s,
+                r##"<path d="{d}" fill="none" stroke="{colour}" stroke-width="1.5"/>"##
+            );
+        }
+        if !name.is_empty() {
+            // Names come from code, not from users; escaped all the same.
+            let name = maud::html! { (name) }.into_string();
+            let _ = write!(
+                s,
+                r##"<text x="{legend_x:.0}" y="12" text-anchor="end" fill="{colour}">{name}</text>"##
+            );
+            legend_x -= 8.0 * name.len() as f64 + 12.0;
+        }
     }
     s.push_str("</svg>");
     s
@@ -107,5 +143,21 @@ mod tests {
         assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
         assert!(s.contains("M44.0,"), "{s}");
         assert!(!s.contains("NaN"));
+    }
+
+    #[test]
+    fn two_series_share_a_scale_and_a_legend() {
+        let s = super::lines(
+            "in and out",
+            "jobs",
+            &[("enqueued", &[0.0, 10.0]), ("done", &[0.0, 5.0])],
+            "-3 h",
+            300,
+            100,
+        );
+        assert!(s.contains("#3b5bdb") && s.contains("#c2255c"), "{s}");
+        assert!(s.contains(">enqueued<") && s.contains(">done<") && s.contains(">-3 h<"));
+        // One scale: the first series' peak is the top (11 with headroom), the second's half.
+        assert!(s.contains(">11<"), "{s}");
     }
 }

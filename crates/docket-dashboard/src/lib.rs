@@ -142,6 +142,8 @@ pub struct App<S: Store> {
     pub(crate) listening: AtomicBool,
     pub(crate) tasks: Mutex<HashMap<u64, TaskState>>,
     pub(crate) next_task: AtomicU64,
+    /// The database gauges `/metrics` last read, and when (see [`metrics::GAUGE_TTL`]).
+    pub(crate) gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
 impl<S: Store> App<S> {
@@ -190,6 +192,7 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         listening: AtomicBool::new(false),
         tasks: Mutex::new(HashMap::new()),
         next_task: AtomicU64::new(1),
+        gauges: Default::default(),
     });
     let mut r = Router::new()
         .route("/", get(pages::queues::page::<S>))

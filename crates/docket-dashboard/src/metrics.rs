@@ -8,6 +8,7 @@
 //! size, dead tuples, last (auto)vacuum. Every name is documented in docs/metrics.md.
 
 use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -87,139 +88,272 @@ fn describe() {
         "Claim statement round trip."
     );
     describe_gauge!(
-        "docket_queue_jobs",
-        "Jobs by queue and state (capped at 100000 per cell)."
+        "docket_worker_jobs_executing",
+        "Jobs holding one of this process's run slots."
     );
     describe_gauge!(
-        "docket_queue_oldest_ready_age_seconds",
-        Unit::Seconds,
-        "Age of the oldest ready job (due, not held by a key)."
+        "docket_worker_jobs_buffered",
+        "Jobs claimed ahead of a free slot and not started."
     );
     describe_gauge!(
-        "docket_queue_oldest_waiting_age_seconds",
-        Unit::Seconds,
-        "Age of the oldest due job not started, held by a key or not: alert on this one."
+        "docket_build_info",
+        "1, labelled with the version and commit of the running build."
     );
-    describe_gauge!(
-        "docket_queue_leases_near_expiry",
-        "Running jobs whose lease ends within 10 s."
-    );
-    describe_gauge!("docket_queue_paused", "1 while the queue is paused.");
-    describe_gauge!("docket_queue_workers", "Live workers serving the queue.");
-    describe_gauge!(
-        "docket_queue_series_dropped",
-        "Queues beyond the first 500 of the overview, which get no series of their own."
-    );
-    describe_gauge!("docket_workers_live", "Live worker processes.");
-    describe_gauge!("docket_table_live_tuples", "Live rows of the jobs table.");
-    describe_gauge!(
-        "docket_table_dead_tuples",
-        "Dead rows of the jobs table (vacuum's backlog)."
-    );
-    describe_gauge!(
-        "docket_table_bytes",
-        Unit::Bytes,
-        "Jobs table size with indexes and TOAST."
-    );
-    describe_gauge!(
-        "docket_table_index_bytes",
-        Unit::Bytes,
-        "Size of the jobs table's indexes."
-    );
-    describe_gauge!(
-        "docket_table_last_autovacuum_timestamp_seconds",
-        Unit::Seconds,
-        "When autovacuum last finished on the jobs table (Unix time)."
-    );
-    describe_gauge!(
-        "docket_table_last_vacuum_timestamp_seconds",
-        Unit::Seconds,
-        "When a manual VACUUM last finished on the jobs table (Unix time)."
-    );
+}
+
+/// Records `docket_build_info{version, commit} 1` for this process (the `docket` binary
+/// calls it with its version and commit; an application may with its own).
+pub fn build_info(version: &str, commit: &str) {
+    gauge!("docket_build_info", "version" => version.to_string(), "commit" => commit.to_string())
+        .set(1.0);
 }
 
 /// Queues with series of their own at most: whoever can enqueue can create queues, and each
 /// costs a handful of series; the rest are counted in `docket_queue_series_dropped`.
 pub const MAX_QUEUE_SERIES: usize = 500;
 
-/// The queues whose database gauges this process last set, so that a queue that emptied
-/// and left the overview reads 0 rather than its last value for ever.
-static REPORTED: Mutex<Option<std::collections::BTreeSet<String>>> = Mutex::new(None);
-
-fn zero_queue_gauges(name: &str) {
-    for state in ["pending", "ready", "blocked", "running", "dead"] {
-        gauge!("docket_queue_jobs", "queue" => name.to_string(), "state" => state).set(0.0);
-    }
-    gauge!("docket_queue_oldest_ready_age_seconds", "queue" => name.to_string()).set(0.0);
-    gauge!("docket_queue_oldest_waiting_age_seconds", "queue" => name.to_string()).set(0.0);
-    gauge!("docket_queue_leases_near_expiry", "queue" => name.to_string()).set(0.0);
-    gauge!("docket_queue_paused", "queue" => name.to_string()).set(0.0);
-    gauge!("docket_queue_workers", "queue" => name.to_string()).set(0.0);
-}
-
-/// Reads the database gauges now.
-pub async fn record_db_gauges<S: Store>(store: &S) -> Result<(), docket_core::StoreError> {
-    let o = store.overview(GAUGE_CAP).await?;
-    let shown: std::collections::BTreeSet<String> = o
-        .queues
-        .iter()
-        .take(MAX_QUEUE_SERIES)
-        .map(|q| q.queue.clone())
-        .collect();
-    {
-        let mut reported = REPORTED.lock().expect("poisoned");
-        for gone in reported.iter().flatten().filter(|q| !shown.contains(*q)) {
-            zero_queue_gauges(gone);
+/// The database gauges, in the Prometheus text format.
+///
+/// Written here rather than through the `metrics` recorder: these are a snapshot of the
+/// database at the scrape, and a recorder cannot forget a series — a queue that emptied would
+/// keep its last value (or a 0) for ever. Rendered per scrape, a vanished queue's series
+/// are simply gone. Label values (queue names are anyone's input) are escaped as the format
+/// requires.
+pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::StoreError> {
+    let (o, health, workers, table) = tokio::try_join!(
+        store.overview(GAUGE_CAP),
+        store.queue_health(GAUGE_CAP),
+        store.workers(),
+        store.table_health()
+    )?;
+    let health: std::collections::BTreeMap<&str, &docket_core::QueueHealth> =
+        health.iter().map(|h| (h.queue.as_str(), h)).collect();
+    let mut t = Text::default();
+    let queues: Vec<_> = o.queues.iter().take(MAX_QUEUE_SERIES).collect();
+    t.family(
+        "docket_queue_jobs",
+        "Jobs by queue and state (capped at 100000 per cell).",
+    );
+    for q in &queues {
+        for (state, v) in [
+            ("pending", q.pending.n),
+            ("ready", q.ready.n),
+            ("blocked", q.blocked.n),
+            ("running", q.running),
+            ("dead", q.dead.n),
+        ] {
+            t.sample(&[("queue", &q.queue), ("state", state)], v as f64);
         }
-        *reported = Some(shown);
     }
-    gauge!("docket_queue_series_dropped")
-        .set(o.queues.len().saturating_sub(MAX_QUEUE_SERIES) as f64);
-    for q in o.queues.iter().take(MAX_QUEUE_SERIES) {
-        let name = q.queue.clone();
-        let set = |state: &'static str, v: i64| {
-            gauge!("docket_queue_jobs", "queue" => name.clone(), "state" => state).set(v as f64)
+    t.family(
+        "docket_queue_retrying_jobs",
+        "Pending jobs that failed before and wait for another attempt.",
+    );
+    for q in &queues {
+        let n = health.get(q.queue.as_str()).map_or(0, |h| h.retrying.n);
+        t.sample(&[("queue", &q.queue)], n as f64);
+    }
+    t.family(
+        "docket_queue_blocked_jobs",
+        "Blocked jobs by the reason they wait: key_limit, ordering_behind, dead_head, awaiting_sweep.",
+    );
+    for q in &queues {
+        let h = health.get(q.queue.as_str());
+        for r in docket_core::BlockedReason::ALL {
+            let n = h.map_or(0, |h| h.blocked_by(r));
+            t.sample(&[("queue", &q.queue), ("reason", r.as_str())], n as f64);
+        }
+    }
+    t.family(
+        "docket_queue_oldest_ready_age_seconds",
+        "Age of the oldest ready job (due, not held by a key); 0 when none.",
+    );
+    for q in &queues {
+        t.sample(&[("queue", &q.queue)], q.oldest_ready_age_s.unwrap_or(0.0));
+    }
+    t.family(
+        "docket_queue_oldest_waiting_age_seconds",
+        "Age of the oldest due job not started, held by a key or not: alert on this one.",
+    );
+    for q in &queues {
+        t.sample(
+            &[("queue", &q.queue)],
+            q.oldest_waiting_age_s.unwrap_or(0.0),
+        );
+    }
+    t.family(
+        "docket_queue_oldest_running_age_seconds",
+        "Age of the oldest running job, since its attempt began; 0 when none.",
+    );
+    for q in &queues {
+        let age = health
+            .get(q.queue.as_str())
+            .and_then(|h| h.oldest_running_age_s);
+        t.sample(&[("queue", &q.queue)], age.unwrap_or(0.0));
+    }
+    t.family(
+        "docket_queue_leases_near_expiry",
+        "Running jobs whose lease ends within 10 s.",
+    );
+    for q in &queues {
+        t.sample(&[("queue", &q.queue)], q.near_expiry as f64);
+    }
+    t.family("docket_queue_paused", "1 while the queue is paused.");
+    for q in &queues {
+        t.sample(&[("queue", &q.queue)], if q.paused { 1.0 } else { 0.0 });
+    }
+    t.family("docket_queue_workers", "Live workers serving the queue.");
+    for q in &queues {
+        t.sample(&[("queue", &q.queue)], q.workers as f64);
+    }
+    t.family(
+        "docket_queue_series_dropped",
+        "Queues beyond the first 500 of the overview, which get no series of their own.",
+    );
+    t.sample(&[], o.queues.len().saturating_sub(MAX_QUEUE_SERIES) as f64);
+    t.family("docket_workers_live", "Live worker processes.");
+    t.sample(&[], workers.len() as f64);
+    if let Some(h) = table {
+        let one = |t: &mut Text, name: &str, help: &str, v: f64| {
+            t.family(name, help);
+            t.sample(&[], v);
         };
-        set("pending", q.pending.n);
-        set("ready", q.ready.n);
-        set("blocked", q.blocked.n);
-        set("running", q.running);
-        set("dead", q.dead.n);
-        gauge!("docket_queue_oldest_ready_age_seconds", "queue" => name.clone())
-            .set(q.oldest_ready_age_s.unwrap_or(0.0));
-        gauge!("docket_queue_oldest_waiting_age_seconds", "queue" => name.clone())
-            .set(q.oldest_waiting_age_s.unwrap_or(0.0));
-        gauge!("docket_queue_leases_near_expiry", "queue" => name.clone())
-            .set(q.near_expiry as f64);
-        gauge!("docket_queue_paused", "queue" => name.clone()).set(if q.paused {
-            1.0
-        } else {
-            0.0
-        });
-        gauge!("docket_queue_workers", "queue" => name).set(q.workers as f64);
-    }
-    gauge!("docket_workers_live").set(store.workers().await?.len() as f64);
-    if let Some(t) = store.table_health().await? {
-        gauge!("docket_table_live_tuples").set(t.live_tuples as f64);
-        gauge!("docket_table_dead_tuples").set(t.dead_tuples as f64);
-        gauge!("docket_table_bytes").set(t.total_bytes as f64);
-        gauge!("docket_table_index_bytes").set(t.index_bytes as f64);
-        if let Some(v) = t.last_autovacuum {
-            gauge!("docket_table_last_autovacuum_timestamp_seconds").set(v.timestamp() as f64);
+        one(
+            &mut t,
+            "docket_table_live_tuples",
+            "Live rows of the jobs table.",
+            h.live_tuples as f64,
+        );
+        one(
+            &mut t,
+            "docket_table_dead_tuples",
+            "Dead rows of the jobs table (vacuum's backlog).",
+            h.dead_tuples as f64,
+        );
+        one(
+            &mut t,
+            "docket_table_bytes",
+            "Jobs table size with indexes and TOAST, bytes.",
+            h.total_bytes as f64,
+        );
+        one(
+            &mut t,
+            "docket_table_index_bytes",
+            "Size of the jobs table's indexes, bytes.",
+            h.index_bytes as f64,
+        );
+        if let Some(v) = h.last_autovacuum {
+            one(
+                &mut t,
+                "docket_table_last_autovacuum_timestamp_seconds",
+                "When autovacuum last finished on the jobs table (Unix time).",
+                v.timestamp() as f64,
+            );
         }
-        if let Some(v) = t.last_vacuum {
-            gauge!("docket_table_last_vacuum_timestamp_seconds").set(v.timestamp() as f64);
+        if let Some(v) = h.last_vacuum {
+            one(
+                &mut t,
+                "docket_table_last_vacuum_timestamp_seconds",
+                "When a manual VACUUM last finished on the jobs table (Unix time).",
+                v.timestamp() as f64,
+            );
         }
     }
-    Ok(())
+    Ok(t.out)
 }
 
-/// Scrapes: refreshes the gauges when older than [`GAUGE_TTL`], then renders.
+/// Gauge families in the Prometheus text format (version 0.0.4).
+#[derive(Default)]
+struct Text {
+    out: String,
+    name: String,
+}
+
+impl Text {
+    fn family(&mut self, name: &str, help: &str) {
+        use std::fmt::Write;
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} gauge");
+        self.name = name.to_string();
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], v: f64) {
+        use std::fmt::Write;
+        self.out.push_str(&self.name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, val)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape_label(val));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", number(v));
+    }
+}
+
+/// A label value escaped for the text format: backslash, double quote and line feed.
+pub fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The database gauges read at most every [`GAUGE_TTL`]: the last text, and when.
+type GaugeCache = tokio::sync::Mutex<Option<(Instant, String)>>;
+
+/// The database gauges from `cache`, read anew when older than [`GAUGE_TTL`]. A failed read
+/// is logged and answered with `docket_database_gauges_ok 0` alone (a stale snapshot would
+/// look current); the recorder's own series are served either way.
+async fn gauges<S: Store>(cache: &GaugeCache, store: &S) -> String {
+    let mut c = cache.lock().await;
+    if let Some((at, text)) = &*c {
+        if at.elapsed() < GAUGE_TTL {
+            return text.clone();
+        }
+    }
+    let ok = "# HELP docket_database_gauges_ok 1 when the database gauges were read at this scrape's refresh.\n# TYPE docket_database_gauges_ok gauge\n";
+    let text = match db_gauges(store).await {
+        Ok(t) => format!("{ok}docket_database_gauges_ok 1\n{t}"),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: could not read the database gauges");
+            format!("{ok}docket_database_gauges_ok 0\n")
+        }
+    };
+    *c = Some((Instant::now(), text.clone()));
+    text
+}
+
+/// Scrapes: the recorder's series and the database gauges (refreshed when older than
+/// [`GAUGE_TTL`]).
 #[derive(Clone)]
 pub struct Scraper<S: Store> {
     store: S,
     handle: PrometheusHandle,
-    last: Arc<tokio::sync::Mutex<Option<Instant>>>,
+    cache: Arc<GaugeCache>,
 }
 
 impl<S: Store> Scraper<S> {
@@ -228,21 +362,16 @@ impl<S: Store> Scraper<S> {
         Scraper {
             store,
             handle,
-            last: Default::default(),
+            cache: Default::default(),
         }
     }
 
-    /// The exposition text. A failed gauge read is logged and the rest still served.
+    /// The exposition text.
     pub async fn render(&self) -> String {
-        let mut last = self.last.lock().await;
-        if last.is_none_or(|t| t.elapsed() >= GAUGE_TTL) {
-            if let Err(e) = record_db_gauges(&self.store).await {
-                tracing::warn!(error = %e, "metrics: could not read the database gauges");
-            }
-            *last = Some(Instant::now());
-        }
-        drop(last);
-        self.handle.render()
+        let db = gauges(&self.cache, &self.store).await;
+        let mut out = self.handle.render();
+        out.push_str(&db);
+        out
     }
 }
 
@@ -262,21 +391,10 @@ pub async fn endpoint<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
     let Some(handle) = app.opts.prometheus.clone() else {
         return (StatusCode::NOT_FOUND, "metrics are not enabled").into_response();
     };
-    let scraper = {
-        static CACHE: Mutex<Option<Instant>> = Mutex::new(None);
-        let due = CACHE
-            .lock()
-            .expect("poisoned")
-            .is_none_or(|t| t.elapsed() >= GAUGE_TTL);
-        if due {
-            if let Err(e) = record_db_gauges(&app.store).await {
-                tracing::warn!(error = %e, "metrics: could not read the database gauges");
-            }
-            *CACHE.lock().expect("poisoned") = Some(Instant::now());
-        }
-        handle
-    };
-    exposition(scraper.render())
+    let db = gauges(&app.gauges, &app.store).await;
+    let mut out = handle.render();
+    out.push_str(&db);
+    exposition(out)
 }
 
 /// A router serving only `/metrics`, for a worker process or an application to mount.

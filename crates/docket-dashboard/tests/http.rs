@@ -933,3 +933,62 @@ async fn the_keys_page_lists_keys_held_by_a_dead_head() {
         "the job links its key"
     );
 }
+
+/// "Which queue is backing up, and since when?" and "how fast are we enqueuing?": from the
+/// leader's depth samples, a queue whose backlog rose every minute for five is flagged, its
+/// enqueue rate sits beside its completion rate, and its blocked jobs are split by reason in
+/// words; retrying jobs are counted apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queues_page_shows_a_growing_backlog_rates_and_why_jobs_are_blocked() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for q in ["grow", "flat"] {
+        s.enqueue(&NewJob::new(q, "k", json!({}))).await.unwrap();
+    }
+    let j = || NewJob::new("grow", "k", json!({})).ordering_key("acct-9");
+    let dead = s.enqueue(&j()).await.unwrap().id;
+    let behind = s.enqueue(&j()).await.unwrap().id;
+    let retry = s
+        .enqueue(&NewJob::new("grow", "k", json!({})))
+        .await
+        .unwrap()
+        .id;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET state = 'dead', finished_at = now(), attempt = 1 WHERE id = {dead}"
+    ))
+    .await;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET blocked = true WHERE id = {behind}"
+    ))
+    .await;
+    db.exec(&format!(
+        "UPDATE {{schema}}.jobs SET errors = '[{{\"message\": \"x\", \"attempt\": 1}}]' WHERE id = {retry}"
+    ))
+    .await;
+    // Six complete minutes: "grow" rises by 20 each, "flat" stays; 30 enqueued a minute.
+    for m in 1..=6 {
+        db.exec(&format!(
+            "INSERT INTO {{schema}}.queue_depth (minute, queue, waiting, running, enqueued, hwm)
+             VALUES (date_trunc('minute', now()) - interval '{m} minutes', 'grow', {}, 0, 30, 0),
+                    (date_trunc('minute', now()) - interval '{m} minutes', 'flat', 50, 0, 0, 0),
+                    (date_trunc('minute', now()) - interval '{m} minutes', '', {}, 0, 30, 0)",
+            220 - 20 * m,
+            270 - 20 * m
+        ))
+        .await;
+    }
+    let page = page_text(&serve(s.clone(), Options::default()).await, "/").await;
+    let row = |q: &str| section(&page, &format!("data-queue=\"{q}\""), "</tr>");
+    let g = row("grow");
+    assert!(g.contains("backlog growing"), "{g}");
+    assert!(!row("flat").contains("backlog growing"), "{}", row("flat"));
+    assert!(g.contains("behind a dead job of its key 1"), "{g}");
+    // 30 a minute in the last ten minutes' samples (six of them): 180 / 10.
+    let in_out = section(&g, "class=\"n in-out\"", "</td>");
+    assert!(in_out.contains("18 / 0"), "{in_out}");
+    let retrying = section(&g, "class=\"n retrying\"", "</td>");
+    assert!(retrying.contains(">1<"), "{retrying}");
+    let rates = section(&page, "id=\"rates\"", "</div>");
+    assert!(rates.contains("18 in"), "{rates}");
+    assert!(page.contains("waiting jobs (backlog)"));
+}

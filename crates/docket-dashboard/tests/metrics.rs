@@ -109,6 +109,19 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
         1.0
     );
     assert_eq!(v(r#"docket_jobs_failed_total{queue="m",kind="bad"}"#), 1.0);
+    // Series that never moved exist at 0 from the worker's start (an alert's rate() sees
+    // the first event).
+    assert_eq!(
+        v(r#"docket_jobs_completed_total{queue="m",kind="ok",outcome="dead"}"#),
+        0.0
+    );
+    assert_eq!(v(r#"docket_jobs_failed_total{queue="m",kind="ok"}"#), 0.0);
+    assert_eq!(v(r#"docket_leases_lost_total{queue="m",kind="ok"}"#), 0.0);
+    assert_eq!(
+        v(r#"docket_fenced_writes_total{queue="m",kind="ok",op="complete"}"#),
+        0.0
+    );
+    assert_eq!(v("docket_database_gauges_ok"), 1.0);
     assert_eq!(
         v(r#"docket_job_run_seconds_count{queue="m",kind="ok"}"#),
         5.0

@@ -24,6 +24,7 @@ pub mod controls;
 pub mod engine;
 pub mod enqueue;
 pub mod exec;
+pub mod health;
 pub mod inspect;
 pub mod outputs;
 pub mod rows;
@@ -171,6 +172,10 @@ macro_rules! store_impl {
             search(query: &$crate::core::JobQuery => query.clone()) -> $crate::core::JobPage
                 = $crate::inspect::search;
             overview(cap: i64) -> $crate::core::Overview = $crate::inspect::overview;
+            queue_health(cap: i64) -> Vec<$crate::core::QueueHealth> = $crate::health::queue_health;
+            sample_depth(cap: i64) -> () = $crate::health::sample_depth;
+            depth_history(window: ::std::time::Duration) -> Vec<$crate::core::DepthSample>
+                = $crate::health::depth_history;
             dead_groups(limit: i64) -> Vec<$crate::core::DeadGroup> = $crate::inspect::dead_groups;
             errored_jobs(per_state: i64) -> Vec<$crate::core::ErroredJob> = $crate::inspect::errored_jobs;
             run_now(id: $crate::core::JobId) -> $crate::core::JobRecord = $crate::writes::run_now;

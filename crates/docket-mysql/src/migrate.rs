@@ -33,6 +33,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "sample_buckets",
         include_str!("../migrations/0008_sample_buckets.sql"),
     ),
+    (
+        9,
+        "queue_depth",
+        include_str!("../migrations/0009_queue_depth.sql"),
+    ),
 ];
 
 /// The newest version.

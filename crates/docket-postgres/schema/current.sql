@@ -162,6 +162,20 @@ ALTER TABLE {{schema}}.periodic ADD CONSTRAINT periodic_name_check CHECK ((name 
 ALTER TABLE {{schema}}.periodic ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);
 ALTER TABLE {{schema}}.periodic ADD CONSTRAINT periodic_queue_check CHECK (((octet_length(queue) >= 1) AND (octet_length(queue) <= 64)));
 
+CREATE TABLE {{schema}}.queue_depth (
+    minute timestamp with time zone NOT NULL,
+    queue text NOT NULL,
+    waiting bigint NOT NULL,
+    running bigint NOT NULL,
+    enqueued bigint,
+    hwm bigint NOT NULL
+);
+ALTER TABLE {{schema}}.queue_depth ADD CONSTRAINT queue_depth_enqueued_check CHECK ((enqueued >= 0));
+ALTER TABLE {{schema}}.queue_depth ADD CONSTRAINT queue_depth_pkey PRIMARY KEY (minute, queue);
+ALTER TABLE {{schema}}.queue_depth ADD CONSTRAINT queue_depth_queue_check CHECK ((octet_length(queue) <= 64));
+ALTER TABLE {{schema}}.queue_depth ADD CONSTRAINT queue_depth_running_check CHECK ((running >= 0));
+ALTER TABLE {{schema}}.queue_depth ADD CONSTRAINT queue_depth_waiting_check CHECK ((waiting >= 0));
+
 CREATE TABLE {{schema}}.queues (
     name text NOT NULL,
     paused_at timestamp with time zone,

@@ -119,7 +119,7 @@ impl PgStore {
     /// without it (measured by scripts/dashboard-bench.sh). `SET LOCAL` ends with the
     /// transaction, so a pooled connection is left as it was (and behind a transaction-mode
     /// pooler the setting never leaks to another client).
-    async fn read_plain<T>(
+    pub(crate) async fn read_plain<T>(
         &self,
         f: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
     ) -> Result<T> {

@@ -24,6 +24,7 @@ pub mod engine;
 mod enqueue;
 pub mod errors;
 mod explain;
+mod health;
 mod inspect;
 pub mod migrate;
 mod outputs;

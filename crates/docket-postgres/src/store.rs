@@ -804,6 +804,15 @@ impl Store for PgStore {
     async fn overview(&self, cap: i64) -> Result<Overview> {
         self.overview_impl(cap).await
     }
+    async fn queue_health(&self, cap: i64) -> Result<Vec<docket_core::QueueHealth>> {
+        self.queue_health_impl(cap).await
+    }
+    async fn sample_depth(&self, cap: i64) -> Result<()> {
+        self.sample_depth_impl(cap).await
+    }
+    async fn depth_history(&self, window: Duration) -> Result<Vec<docket_core::DepthSample>> {
+        self.depth_history_impl(window).await
+    }
     async fn dead_groups(&self, limit: i64) -> Result<Vec<DeadGroup>> {
         self.dead_groups_impl(limit).await
     }

@@ -236,3 +236,27 @@ impl<S: Store> KeyHandOver<S> {
         Ok(n)
     }
 }
+
+/// Samples every queue's depth once a minute (`Store::sample_depth`): the history behind
+/// the queues page's backlog chart, its enqueue rate and its "growing backlog" flag.
+pub struct DepthSampler<S: Store> {
+    store: S,
+}
+
+impl<S: Store> DepthSampler<S> {
+    /// How often the leader samples (the store keeps the first sample of each minute).
+    pub const INTERVAL: Duration = Duration::from_secs(60);
+
+    /// Waiting counts stop here per queue, as the overview's gauges do.
+    pub const CAP: i64 = 100_000;
+
+    /// A sampler over `store`.
+    pub fn new(store: S) -> Self {
+        DepthSampler { store }
+    }
+
+    /// One sample.
+    pub async fn run_once(&self) -> Result<(), StoreError> {
+        self.store.sample_depth(Self::CAP).await
+    }
+}

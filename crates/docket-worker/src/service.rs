@@ -30,7 +30,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::maintenance::{KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler};
+use crate::maintenance::{
+    DepthSampler, KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler,
+};
 use crate::supervisor::Phase;
 
 /// A runtime service.
@@ -66,7 +68,8 @@ macro_rules! leader_task {
     )*};
 }
 
-leader_task!(Reaper => "reaper", Pruner => "pruner", Scheduler => "scheduler", KeySweeper => "sweeper", KeyHandOver => "handover");
+leader_task!(Reaper => "reaper", Pruner => "pruner", Scheduler => "scheduler", KeySweeper => "sweeper", KeyHandOver => "handover",
+             DepthSampler => "depth");
 
 /// When a periodic service may run.
 #[derive(Clone)]

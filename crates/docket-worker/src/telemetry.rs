@@ -98,7 +98,55 @@ fn secs(d: chrono::Duration) -> f64 {
 /// minutes are dropped rather than grow without bound while the database is unreachable.
 const MAX_SAMPLE_ROWS: usize = 10_000;
 
+impl Outcome {
+    /// Every outcome, in the order of the docs.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Succeeded,
+        Outcome::Retried,
+        Outcome::Dead,
+        Outcome::Cancelled,
+        Outcome::Snoozed,
+        Outcome::Released,
+    ];
+}
+
+/// The `op` label values of `docket_fenced_writes_total`.
+const FENCED_OPS: [&str; 4] = ["complete", "fail", "snooze", "release"];
+
+/// Series created at 0 per worker start at most (queues × kinds × labels): a worker of
+/// thousands of kinds gets its series as they happen instead.
+const MAX_ZERO_SERIES: usize = 10_000;
+
 impl Telemetry {
+    /// Creates every counter series this worker can move, at 0, for its `queues` and the
+    /// registered `kinds`: `rate()` and `increase()` need a first sample before the first
+    /// event, or the first failure of a run never shows in an alert.
+    pub fn zero(&self, queues: &[String], kinds: &[String]) {
+        if queues.len() * kinds.len() * (Outcome::ALL.len() + FENCED_OPS.len() + 3)
+            > MAX_ZERO_SERIES
+        {
+            return;
+        }
+        for q in queues {
+            for k in kinds {
+                let l = || [("queue", q.clone()), ("kind", k.clone())];
+                counter!("docket_jobs_claimed_total", &l()).increment(0);
+                counter!("docket_jobs_failed_total", &l()).increment(0);
+                counter!("docket_leases_lost_total", &l()).increment(0);
+                for o in Outcome::ALL {
+                    let mut labels = l().to_vec();
+                    labels.push(("outcome", o.as_str().to_string()));
+                    counter!("docket_jobs_completed_total", &labels).increment(0);
+                }
+                for op in FENCED_OPS {
+                    let mut labels = l().to_vec();
+                    labels.push(("op", op.to_string()));
+                    counter!("docket_fenced_writes_total", &labels).increment(0);
+                }
+            }
+        }
+    }
+
     fn add(&self, queue: &Arc<str>, at: DateTime<Utc>, f: impl FnOnce(&mut Agg)) {
         let mut m = self.samples.lock().expect("poisoned");
         let key = (queue.clone(), minute(at));

@@ -16,7 +16,9 @@ use crate::completer::{Completer, CompleterService};
 use crate::config::WorkerConfig;
 use crate::fetcher::Fetcher;
 use crate::heartbeat::{BeatReport, Heartbeater};
-use crate::maintenance::{KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler};
+use crate::maintenance::{
+    DepthSampler, KeyHandOver, KeySweeper, Leader, Pruner, Reaper, Scheduler,
+};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::notifier::Notifier;
 use crate::registry::Registry;
@@ -329,6 +331,8 @@ impl<S: Store> Worker<S> {
     ) {
         let cfg = &self.shared.config;
         let shared = &self.shared;
+        let queues: Vec<String> = cfg.queues.iter().map(|q| q.name.clone()).collect();
+        shared.telemetry.zero(&queues, &shared.registry.kinds());
         let mut completer = Completer::new(
             shared.store.clone(),
             cfg.owner.clone(),
@@ -395,6 +399,11 @@ impl<S: Store> Worker<S> {
                 task: KeyHandOver::new(store.clone(), 1000),
                 leader: leader.clone(),
                 cadence: cadence(cfg.reap_interval),
+            });
+            sup.start(WhileLeading {
+                task: DepthSampler::new(store.clone()),
+                leader: leader.clone(),
+                cadence: cadence(DepthSampler::<S>::INTERVAL),
             });
             sup.start(WhileLeading {
                 task: KeySweeper::new(store.clone(), 1000),

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use chrono::{DateTime, DurationRound, Utc};
-use docket_core::{histogram, Sample, Store};
+use docket_core::{histogram, BlockedReason, DepthSample, QueueHealth, Sample, Store};
 use maud::{html, Markup};
 
 use crate::layout::{self, button, confirm_button, csrf};
@@ -67,6 +67,78 @@ fn hists(samples: &[Sample], now: DateTime<Utc>, queue: Option<&str>) -> (Vec<i6
     (w, r)
 }
 
+/// Minutes of depth history the page draws.
+pub const DEPTH_MINUTES: i64 = 180;
+
+/// Complete minutes of a growing backlog before the page flags it.
+pub const GROWING_MINUTES: usize = 5;
+
+/// One queue's depth history (`""`: the whole database) over the [`DEPTH_MINUTES`] complete
+/// minutes before the current one, oldest first: (waiting, enqueued per minute). A minute
+/// without a row had nothing waiting and nothing enqueued (the sampler writes a row for
+/// every queue with work); an unknown enqueue count (after a gap) reads 0.
+fn depth_series(depth: &[DepthSample], now: DateTime<Utc>, queue: &str) -> (Vec<f64>, Vec<f64>) {
+    let end = now
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap_or(now);
+    let n = DEPTH_MINUTES as usize;
+    let (mut waiting, mut enqueued) = (vec![0.0; n], vec![0.0; n]);
+    for d in depth.iter().filter(|d| d.queue == queue) {
+        let m = (end - d.minute).num_minutes();
+        if (1..=DEPTH_MINUTES).contains(&m) {
+            let i = (DEPTH_MINUTES - m) as usize;
+            waiting[i] = d.waiting as f64;
+            enqueued[i] = d.enqueued.unwrap_or(0) as f64;
+        }
+    }
+    (waiting, enqueued)
+}
+
+/// Jobs enqueued per minute over the last ten sampled complete minutes of `queue`, `None`
+/// when no sample in them knows its count.
+fn enqueue_rate(depth: &[DepthSample], now: DateTime<Utc>, queue: &str) -> Option<f64> {
+    let end = now
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap_or(now);
+    let known: Vec<i64> = depth
+        .iter()
+        .filter(|d| d.queue == queue && (1..=10).contains(&(end - d.minute).num_minutes()))
+        .filter_map(|d| d.enqueued)
+        .collect();
+    // Minutes with no row at all enqueued nothing; count them as 0 once any minute is known.
+    (!known.is_empty()).then(|| known.iter().sum::<i64>() as f64 / 10.0)
+}
+
+/// Whether `queue`'s waiting count rose in each of the last [`GROWING_MINUTES`] sampled
+/// complete minutes (see [`docket_core::health::backlog_growing`]).
+fn growing(depth: &[DepthSample], now: DateTime<Utc>, queue: &str) -> bool {
+    let end = now
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap_or(now);
+    let mine: Vec<DepthSample> = depth
+        .iter()
+        .filter(|d| d.queue == queue && d.minute < end)
+        .cloned()
+        .collect();
+    docket_core::health::backlog_growing(&mine, GROWING_MINUTES)
+}
+
+/// The blocked jobs of `h` by reason, in words ("key limit full 3, …").
+fn blocked_words(h: Option<&QueueHealth>) -> String {
+    let Some(h) = h else { return String::new() };
+    let mut parts: Vec<String> = BlockedReason::ALL
+        .into_iter()
+        .filter_map(|r| {
+            let n = h.blocked_by(r);
+            (n > 0).then(|| format!("{} {n}", r.label()))
+        })
+        .collect();
+    if h.blocked_more {
+        parts.push("(more not classified)".into());
+    }
+    parts.join(", ")
+}
+
 /// p50 / p95 / p99 of a histogram, each as the bound of its bucket.
 pub fn percentiles(h: &[i64]) -> String {
     let one = |q| match histogram::quantile(h, q) {
@@ -107,9 +179,12 @@ const MAX_ROWS: usize = 200;
 /// `GET /`.
 pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
-    let (o, samples) = match tokio::try_join!(
+    let (o, samples, health, depth) = match tokio::try_join!(
         app.store.overview(CAP),
-        app.store.samples(Duration::from_secs(3600))
+        app.store.samples(Duration::from_secs(3600)),
+        app.store.queue_health(CAP),
+        app.store
+            .depth_history(Duration::from_secs(60 * (DEPTH_MINUTES as u64 + 1)))
     ) {
         Ok(v) => v,
         Err(e) => return layout::error(&app, &e),
@@ -117,6 +192,12 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     let now = o.at.unwrap_or_else(Utc::now);
     let (done, wait) = series(&samples, now, None);
     let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
+    let health: BTreeMap<&str, &QueueHealth> =
+        health.iter().map(|h| (h.queue.as_str(), h)).collect();
+    let (all_waiting, all_enqueued) = depth_series(&depth, now, "");
+    let in_rate = enqueue_rate(&depth, now, "");
+    let done_hour: Vec<f64> = done.clone();
+    let enq_hour: Vec<f64> = all_enqueued[all_enqueued.len() - 60..].to_vec();
     let (all_wait, all_run) = hists(&samples, now, None);
     let ro = app.opts.read_only;
     // Whoever can enqueue can create queues: the page shows the busiest MAX_ROWS (work
@@ -133,35 +214,45 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     let body = html! {
         h1 { "Queues" }
         div.cards {
-            div.card { h3 { "Jobs done / min (last 5 min)" } (format!("{last_min:.0}")) }
+            div.card #rates { h3 { "Enqueued vs done / min (last 10 / 5 min)" }
+                (in_rate.map(|r| format!("{r:.0}")).unwrap_or_else(|| "–".into())) " in · " (format!("{last_min:.0}")) " out" }
             div.card { h3 { "Queues" } (o.queues.len()) }
             div.card { h3 { "Running" } (o.queues.iter().map(|q| q.running).sum::<i64>()) }
             div.card #wait-percentiles { h3 { "Wait p50 / p95 / p99, 1 h" } (percentiles(&all_wait)) }
             div.card #run-percentiles { h3 { "Run time p50 / p95 / p99, 1 h" } (percentiles(&all_run)) }
         }
         div.bar {
-            (layout::trusted(chart::line("jobs done per minute", "jobs", &done, 520, 150)))
+            (layout::trusted(chart::lines("jobs per minute", "jobs", &[("enqueued", &enq_hour), ("done", &done_hour)], "-60 min", 520, 150)))
+            (layout::trusted(chart::lines("waiting jobs (backlog)", "jobs", &[("", &all_waiting)], "-3 h", 520, 150)))
             (layout::trusted(chart::line("mean pickup latency (ms)", "ms", &wait, 520, 150)))
         }
         table #queues {
             thead { tr {
-                th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "running" }
-                th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "wait p50 / p95 / p99, 1 h" } th.n { "workers" }
-                th { "jobs/min, 1 h" } th { "limits" } @if !ro { th { "actions" } }
+                th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "retrying" } th.n { "running" }
+                th.n { "oldest running" } th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "wait p50 / p95 / p99, 1 h" } th.n { "workers" }
+                th { "in / out per min, 10 min" } th { "jobs/min, 1 h" } th { "backlog, 3 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
                 @for q in &shown {
                     @let enc = urlenc(&q.queue);
+                    @let h = health.get(q.queue.as_str()).copied();
                     tr data-queue=(q.queue) {
                         td {
                             a href=(app.href(&format!("/jobs?queue={enc}"))) { (q.queue) }
                             @if q.paused { " " span.paused { "paused" } }
                             @for f in flags(q, app.opts.stuck_after) { " " span.flag { (f) } }
+                            @if growing(&depth, now, &q.queue) { " " span.flag.growing { "backlog growing" } }
                         }
                         td.n { (layout::count(&q.ready)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=pending"))) { (layout::count(&q.pending)) } }
-                        td.n { (layout::count(&q.blocked)) }
+                        td.n.blocked {
+                            (layout::count(&q.blocked))
+                            @let why = blocked_words(h);
+                            @if !why.is_empty() { br; small.reasons { (why) } }
+                        }
+                        td.n.retrying { a href=(app.href(&format!("/jobs?queue={enc}&state=retrying"))) { (h.map(|h| layout::count(&h.retrying)).unwrap_or_else(|| html! { "0" })) } }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) } }
+                        td.n.oldest-running { (h.and_then(|h| h.oldest_running_age_s).map(layout::age).unwrap_or_else(|| "–".into())) }
                         td.n { (q.near_expiry) }
                         td.n { (hour(&samples, &q.queue, |s| s.succeeded)) }
                         td.n { (hour(&samples, &q.queue, |s| s.failed)) }
@@ -171,7 +262,12 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         }
                         td.n.pct { (percentiles(&hists(&samples, now, Some(&q.queue)).0)) }
                         td.n { (q.workers) }
+                        td.n.in-out {
+                            (enqueue_rate(&depth, now, &q.queue).map(|r| format!("{r:.0}")).unwrap_or_else(|| "–".into()))
+                            " / " (format!("{:.0}", series(&samples, now, Some(&q.queue)).0.iter().rev().take(10).sum::<f64>() / 10.0))
+                        }
                         td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 160, 28))) }
+                        td { (layout::trusted(chart::spark(&depth_series(&depth, now, &q.queue).0, 160, 28))) }
                         td {
                             @if let Some(c) = &q.control {
                                 @if let Some(m) = c.limits.max_running { "max " (m) " " }
@@ -188,7 +284,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         }
                     }
                 }
-                @if o.queues.is_empty() { tr { td colspan="15" .muted { "No queue has work, controls or workers yet." } } }
+                @if o.queues.is_empty() { tr { td colspan="19" .muted { "No queue has work, controls or workers yet." } } }
             }
         }
         @if hidden > 0 {

@@ -18,7 +18,8 @@
 //! leave no transaction behind), [`controls`] (pause, queue and key
 //! limits, ordering keys, priorities and the starvation bound, delays), [`why`] (every gate
 //! that holds a job, agreeing with the claim), [`inspect`] (search, overview, bulk actions,
-//! samples, audit), [`outputs`] (results stored by the fenced completion, kept for their
+//! samples, audit), [`health`] (retrying and
+//! running ages, the per-minute depth samples), [`outputs`] (results stored by the fenced completion, kept for their
 //! window, bounded), [`steps`] (memoized steps recorded once, under the claim), [`signals`]
 //! (signals wake parked jobs once, refused for finished ones), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
@@ -27,6 +28,7 @@
 pub mod cancel;
 pub mod controls;
 pub mod fencing;
+pub mod health;
 pub mod inspect;
 pub mod lifecycle;
 pub mod maintenance;
@@ -118,6 +120,7 @@ macro_rules! conformance_suite {
             inspect::overview_counts_with_a_cap_and_dead_jobs_group,
             inspect::bulk_actions_and_run_now,
             inspect::samples_add_up_and_the_audit_log_keeps_actions,
+            health::queue_health_and_depth_history,
             outputs::an_output_is_kept_for_its_window,
             outputs::a_batch_records_only_held_leases,
             outputs::an_output_over_the_cap_writes_nothing,
