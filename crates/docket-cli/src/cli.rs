@@ -535,7 +535,8 @@ pub struct ListArgs {
     /// Only jobs of this queue.
     #[arg(long)]
     pub queue: Option<String>,
-    /// pending, running, succeeded, dead or cancelled.
+    /// pending, running, succeeded, dead or cancelled; or retrying (pending after a failed
+    /// attempt) or scheduled (pending, not due yet).
     #[arg(long)]
     pub state: Option<String>,
     /// Only jobs of this kind.
@@ -571,20 +572,22 @@ pub struct ListArgs {
 }
 
 impl ListArgs {
-    /// Whether a filter beyond queue and state is given (then the dashboard's search runs).
+    /// Whether a filter beyond queue and state is given, or a part of the pending jobs
+    /// (retrying, scheduled): then the dashboard's search runs.
     pub fn has_search_filters(&self) -> bool {
-        [
-            &self.kind,
-            &self.priority,
-            &self.since,
-            &self.until,
-            &self.ordering_key,
-            &self.concurrency_key,
-            &self.field,
-            &self.error,
-        ]
-        .iter()
-        .any(|v| v.is_some())
+        matches!(self.state.as_deref(), Some("retrying" | "scheduled"))
+            || [
+                &self.kind,
+                &self.priority,
+                &self.since,
+                &self.until,
+                &self.ordering_key,
+                &self.concurrency_key,
+                &self.field,
+                &self.error,
+            ]
+            .iter()
+            .any(|v| v.is_some())
     }
 }
 

@@ -437,6 +437,15 @@ async fn jobs_list_filters_like_the_dashboard() {
     );
     assert_eq!(ids(&["--kind", "send", "--limit", "1"]).len(), 1);
     assert_eq!(ids(&["--error", "nothing failed like this"]).len(), 0);
+    // The parts of the pending jobs: none failed yet, none is scheduled for later.
+    assert_eq!(ids(&["--state", "pending"]).len(), 3);
+    assert_eq!(ids(&["--state", "retrying"]).len(), 0);
+    ok(&cli.run(&[
+        "enqueue", "--queue", "q", "--kind", "later", "--args", "{}", "--delay", "1h",
+    ]));
+    let later = ids(&["--state", "scheduled"]);
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0]["kind"], "later");
     for (args, what) in [
         (&["jobs", "list", "--since", "yesterday"][..], "since"),
         (&["jobs", "list", "--field", "user_id"], "field"),

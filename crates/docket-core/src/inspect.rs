@@ -92,6 +92,25 @@ impl FieldEq {
     }
 }
 
+/// A part of the pending jobs an operator asks for by name in the job list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingPhase {
+    /// Pending after at least one failed attempt (its error history is not empty).
+    Retrying,
+    /// Pending and not due yet (`run_at` in the future).
+    Scheduled,
+}
+
+impl PendingPhase {
+    /// The word in filters and URLs (`state=retrying`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingPhase::Retrying => "retrying",
+            PendingPhase::Scheduled => "scheduled",
+        }
+    }
+}
+
 /// A job search: every field narrows it; `before` continues a previous page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobQuery {
@@ -115,6 +134,10 @@ pub struct JobQuery {
     pub field: Option<FieldEq>,
     /// The last error's message equals this (a dead-job group).
     pub last_error: Option<String>,
+    /// Of the pending jobs, only those that failed before (retrying) or those not due yet
+    /// (scheduled); implies `state` pending. Read over a bounded window, like the other
+    /// filters no index serves on every engine.
+    pub pending: Option<PendingPhase>,
     /// Keyset cursor: only jobs with a smaller id (the page is newest first).
     pub before: Option<JobId>,
     /// With `before`, when a page of a finished state is ordered by finished time: the
@@ -194,7 +217,8 @@ impl JobQuery {
             || self.since.is_some()
             || self.until.is_some()
             || self.field.is_some()
-            || self.last_error.is_some();
+            || self.last_error.is_some()
+            || self.pending.is_some();
         unindexed && !matches!(self.state, Some(JobState::Dead | JobState::Running))
     }
 

@@ -57,7 +57,7 @@ pub use error_groups::{ErrorGroup, ErroredJob};
 pub use health::{BlockedReason, DepthSample, QueueHealth};
 pub use inspect::{
     AuditEntry, BulkAction, BulkReport, Count, DeadGroup, FieldEq, JobPage, JobQuery, Overview,
-    QueueSummary, Sample, MAX_PAGE,
+    PendingPhase, QueueSummary, Sample, MAX_PAGE,
 };
 pub use job::*;
 pub use output::{JobOutput, Output};

@@ -35,9 +35,17 @@ impl JobQuery {
         let q = JobQuery {
             queue: text("queue").map(str::to_string),
             kind: text("kind").map(str::to_string),
-            state: text("state")
-                .map(|s| s.parse::<JobState>().map_err(|e| e.to_string()))
-                .transpose()?,
+            state: match text("state") {
+                Some("retrying" | "scheduled") => Some(JobState::Pending),
+                s => s
+                    .map(|s| s.parse::<JobState>().map_err(|e| e.to_string()))
+                    .transpose()?,
+            },
+            pending: match text("state") {
+                Some("retrying") => Some(crate::inspect::PendingPhase::Retrying),
+                Some("scheduled") => Some(crate::inspect::PendingPhase::Scheduled),
+                _ => None,
+            },
             priority: text("priority")
                 .map(|p| {
                     p.parse::<i16>()

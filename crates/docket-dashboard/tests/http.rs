@@ -992,3 +992,40 @@ async fn the_queues_page_shows_a_growing_backlog_rates_and_why_jobs_are_blocked(
     assert!(rates.contains("18 in"), "{rates}");
     assert!(page.contains("waiting jobs (backlog)"));
 }
+
+/// The job list answers "which jobs are failing now?": a `retrying` filter (pending after a
+/// failed attempt) and a `scheduled` one, and a last-error column, escaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_list_filters_retrying_and_scheduled_jobs_and_shows_the_last_error() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for _ in 0..2 {
+        s.enqueue(&NewJob::new("jl", "k", json!({}))).await.unwrap();
+    }
+    let later = s
+        .enqueue(
+            &NewJob::new("jl", "k", json!({}))
+                .run_at(chrono::Utc::now() + chrono::Duration::hours(3)),
+        )
+        .await
+        .unwrap()
+        .id;
+    let c = claim_ready(s, "jl", 1).await;
+    fail_each(s, &c, FailureClass::Retry, |_| "<b>smtp</b> refused".into()).await;
+    let base = serve(s.clone(), Options::default()).await;
+    let retrying = page_text(&base, "/jobs?queue=jl&state=retrying").await;
+    assert_eq!(retrying.matches("<tr data-id=").count(), 1, "{retrying}");
+    assert!(retrying.contains(&format!("data-id=\"{}\"", c[0].id)));
+    let cell = section(&retrying, "class=\"last-error\"", "</td>");
+    assert!(cell.contains("&lt;b&gt;smtp&lt;/b&gt; refused"), "{cell}");
+    assert!(
+        retrying.contains("<option value=\"retrying\" selected"),
+        "the filter form keeps the choice"
+    );
+    let scheduled = page_text(&base, "/jobs?queue=jl&state=scheduled").await;
+    // The retry waits out its backoff (an hour here): it is scheduled too; the two due
+    // jobs are not.
+    assert_eq!(scheduled.matches("<tr data-id=").count(), 2, "{scheduled}");
+    assert!(scheduled.contains(&format!("data-id=\"{later}\"")));
+    assert!(scheduled.contains(&format!("data-id=\"{}\"", c[0].id)));
+}

@@ -54,6 +54,11 @@ pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
     let window = q.needs_window();
     let finished = !window && matches!(q.state, Some(JobState::Succeeded | JobState::Cancelled));
     let before = q.before.map(|b| b.0);
+    // "Not due yet" is judged by the database's clock, read only when asked.
+    let now = match q.pending {
+        Some(PendingPhase::Scheduled) => now_ms(e).await?,
+        _ => 0,
+    };
     let mut c = e.reader();
     // A filter the indexes cannot serve looks at one window of ids below the cursor.
     let scan: Option<(i64, Option<i64>)> = if window {
@@ -93,6 +98,8 @@ pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
                 q.before_finished_at.map(ms_of),
                 // Below the window's lowest id nothing is looked at (an empty window: nothing).
                 scan.and_then(|(_, end)| end).unwrap_or(i64::MAX),
+                q.pending.map(|p| p.as_str()),
+                now,
             ],
         )
         .await?;

@@ -2,7 +2,8 @@
 -- time range, a JSON path, the last error), over a bounded window: the next $16 jobs below
 -- the cursor in id order, whatever their queue or state (so the work is bounded by the
 -- window, not by how rare a match is), newest first, and the matches among them.
--- Parameters: as search.sql, and $16 bigint the window.
+-- Parameters: as search.sql, $16 bigint the window, and $17 text a part of the pending jobs:
+--   'retrying' (an error history) or 'scheduled' (not due yet), NULL for all.
 -- Returns one row at least: `scanned` (jobs in the window) and `scan_end` (its lowest id, the
 -- cursor to go on from) on every row, and a job's columns on each match (none: id is NULL).
 -- Without the window such a filter scans the whole table for a rare value (5 s at 11 M jobs);
@@ -11,7 +12,9 @@ WITH w AS MATERIALIZED (
     SELECT id, queue, state, ordering_key, concurrency_key, kind, priority, created_at,
            CASE WHEN $9::text[] IS NULL THEN NULL ELSE args #> $9 END AS av,
            CASE WHEN $11::text[] IS NULL THEN NULL ELSE metadata #> $11 END AS mv,
-           CASE WHEN $15::text IS NULL THEN NULL ELSE errors -> -1 ->> 'message' END AS em
+           CASE WHEN $15::text IS NULL THEN NULL ELSE errors -> -1 ->> 'message' END AS em,
+           CASE WHEN $17::text = 'retrying' THEN errors <> '[]'::jsonb END AS errored,
+           run_at
     FROM {{schema}}.jobs
     WHERE ($13::bigint IS NULL OR id < $13)
     ORDER BY id DESC
@@ -21,6 +24,7 @@ m AS (
     SELECT id FROM w
     WHERE ($1::text IS NULL OR queue = $1)
       AND ($3::text IS NULL OR state = $3)
+      AND ($17::text IS NULL OR ($17 = 'retrying' AND errored) OR ($17 = 'scheduled' AND run_at > now()))
       AND ($7::text IS NULL OR ordering_key = $7)
       AND ($8::text IS NULL OR concurrency_key = $8)
       AND ($2::text IS NULL OR kind = $2)

@@ -88,7 +88,9 @@ impl PgStore {
                     .bind(page + 1)
                     .bind(&q.last_error);
                 let query = if window {
-                    query.bind(inspect::SCAN_WINDOW)
+                    query
+                        .bind(inspect::SCAN_WINDOW)
+                        .bind(q.pending.map(|p| p.as_str()))
                 } else if finished {
                     query.bind(q.before_finished_at)
                 } else {

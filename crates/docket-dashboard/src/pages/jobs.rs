@@ -14,7 +14,15 @@ use maud::html;
 use crate::layout::{self, csrf};
 use crate::App;
 
-const STATES: &[&str] = &["pending", "running", "succeeded", "dead", "cancelled"];
+const STATES: &[&str] = &[
+    "pending",
+    "retrying",
+    "scheduled",
+    "running",
+    "succeeded",
+    "dead",
+    "cancelled",
+];
 
 /// The search a form or query string describes: [`JobQuery::from_fields`], shared with the
 /// CLI's `jobs list`.
@@ -32,7 +40,14 @@ pub fn query_string(q: &JobQuery) -> String {
     };
     put("queue", q.queue.clone());
     put("kind", q.kind.clone());
-    put("state", q.state.map(|s| s.to_string()));
+    // A part of the pending jobs is named by itself (state=retrying), as the form sends it.
+    put(
+        "state",
+        match q.pending {
+            Some(p) => Some(p.as_str().to_string()),
+            None => q.state.map(|s| s.to_string()),
+        },
+    );
     put("priority", q.priority.map(|p| p.to_string()));
     put("since", q.since.map(|t| t.to_rfc3339()));
     put("until", q.until.map(|t| t.to_rfc3339()));
@@ -77,7 +92,7 @@ pub async fn page<S: Store>(
         thead { tr {
             @if !ro { th { input #select-all type="checkbox" title="select all" aria-label="select every job on this page"; } }
             th.n { "id" } th { "queue" } th { "kind" } th { "state" } th.n { "attempt" }
-            th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "args" }
+            th.n { "prio" } th { "run at" } th { "created" } th { "finished" } th { "last error" } th { "args" }
         } }
         tbody {
             @for j in &page.jobs {
@@ -92,10 +107,15 @@ pub async fn page<S: Store>(
                     td { (layout::time(&j.run_at)) }
                     td { (layout::time(&j.created_at)) }
                     td { (layout::opt_time(&j.finished_at)) }
+                    td.last-error {
+                        @if let Some(e) = j.errors.last() {
+                            span title=(layout::cut(&e.message, 2000)) { (layout::cut(&e.message, 80)) }
+                        }
+                    }
                     td { code { (layout::cut(&j.args.to_string(), 80)) } }
                 }
             }
-            @if page.jobs.is_empty() { tr { td colspan="11" .muted { "No job matches." } } }
+            @if page.jobs.is_empty() { tr { td colspan="12" .muted { "No job matches." } } }
         }
     }
     };

@@ -483,3 +483,49 @@ pub async fn errored_jobs_are_retrying_and_dead_ones_with_their_histories<H: Har
     assert_eq!((groups[0].retrying, groups[0].dead), (2, 1));
     assert_eq!(s.errored_jobs(1).await.unwrap().len(), 2, "per state");
 }
+
+/// The job list's `retrying` and `scheduled` filters: pending jobs with an error history,
+/// and pending jobs not due yet — each alone, and neither the other's nor a running job.
+pub async fn search_finds_retrying_and_scheduled_jobs<H: Harness>(h: &H) {
+    let s = h.store();
+    let plain = put(s, job("parts")).await;
+    let later = put(
+        s,
+        job("parts").run_at(h.now().await + chrono::Duration::hours(2)),
+    )
+    .await;
+    put(s, job("parts")).await;
+    let c = claim(s, "parts", 2, "parts", LONG).await;
+    let failed = c[0].id;
+    let out = s
+        .fail_many(
+            "parts",
+            &[Failure {
+                lease: c[0].lease(),
+                class: FailureClass::Retry,
+                message: "again".into(),
+                // Due at once: retrying, not scheduled.
+                retry_in: Some(Duration::ZERO),
+            }],
+        )
+        .await
+        .unwrap();
+    assert!(out.lost.is_empty());
+    let running = c[1].id;
+    let find = |state: &'static str| async move {
+        let q = JobQuery::from_fields(|k| match k {
+            "state" => Some(state),
+            "queue" => Some("parts"),
+            _ => None,
+        })
+        .unwrap();
+        let mut got = ids(&s.search(&q).await.unwrap());
+        got.sort();
+        got
+    };
+    assert_eq!(find("retrying").await, vec![failed]);
+    assert_eq!(find("scheduled").await, vec![later]);
+    let pending = find("pending").await;
+    assert!(pending.contains(&plain) && pending.contains(&failed) && pending.contains(&later));
+    assert!(!pending.contains(&running));
+}

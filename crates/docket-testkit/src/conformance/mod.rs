@@ -115,6 +115,7 @@ macro_rules! conformance_suite {
             why::why_names_every_gate_that_holds_a_job,
             why::the_worker_registry_lists_live_workers_only,
             inspect::search_filters_and_pages,
+            inspect::search_finds_retrying_and_scheduled_jobs,
             inspect::errored_jobs_are_retrying_and_dead_ones_with_their_histories,
             inspect::search_windows_a_filter_no_index_serves,
             inspect::overview_counts_with_a_cap_and_dead_jobs_group,
