@@ -205,7 +205,8 @@ impl Gate {
                 max_running,
                 running,
             } => format!(
-                "concurrency key {key} is full: {running} running of max_running {max_running}"
+                "concurrency key {key} is full: {running} of its jobs run (its limit is \
+                 {max_running}), in any queue; it runs when one of them ends"
             ),
             Gate::KeyRateEmpty {
                 key,
@@ -223,9 +224,9 @@ impl Gate {
                     ""
                 }
             ),
-            Gate::AwaitingSweep => {
-                "flagged blocked by a key that has freed up; the leader's key sweep clears it".into()
-            }
+            Gate::AwaitingSweep => "nothing holds it any more: it becomes claimable within about a \
+                 minute (at once when a job of its key finishes)"
+                .into(),
             Gate::NoLiveWorker => {
                 format!("no live worker serves queue {q} (`docket workers` lists them)")
             }

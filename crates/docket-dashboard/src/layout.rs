@@ -138,14 +138,29 @@ pub fn bad_request<S: Store>(app: &App<S>, msg: &str) -> Response {
     r
 }
 
-/// A time as `2026-12-01 18:00:00`.
-pub fn time(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
+/// A time as people read it on every page: `2026-12-01 18:00:00 UTC (3m 20s ago)`, in a
+/// `<time>` element carrying the instant. One zone everywhere (the database's clock is UTC),
+/// said each time, and how long ago or ahead, so nobody converts in their head at 3 a.m.
+pub fn time(t: &DateTime<Utc>) -> Markup {
+    let secs = (Utc::now() - *t).num_milliseconds() as f64 / 1000.0;
+    let rel = if secs >= 0.0 {
+        format!("{} ago", docket_core::why::human_secs(secs))
+    } else {
+        format!("in {}", docket_core::why::human_secs(-secs))
+    };
+    html! {
+        time datetime=(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) {
+            (t.format("%Y-%m-%d %H:%M:%S")) " UTC " small.rel { "(" (rel) ")" }
+        }
+    }
 }
 
 /// An optional time, or a dash.
-pub fn opt_time(t: &Option<DateTime<Utc>>) -> String {
-    t.as_ref().map(time).unwrap_or_else(|| "–".into())
+pub fn opt_time(t: &Option<DateTime<Utc>>) -> Markup {
+    match t {
+        Some(t) => time(t),
+        None => html! { "–" },
+    }
 }
 
 /// Seconds as `3.2s`, `4m 10s`, `2h 5m`, `3d 4h`.

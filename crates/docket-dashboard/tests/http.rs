@@ -204,8 +204,24 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         let r = c.get(format!("{base}{bad}")).send().await.unwrap();
         assert_eq!(r.status(), 400, "{bad}");
     }
+    // A refused filter keeps the form with what was typed, above the reason.
+    let r = c
+        .get(format!("{base}/jobs?queue=mail&field=user_id"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("name=\"queue\" value=\"mail\""), "{text}");
+    assert!(text.contains("name=\"field\" value=\"user_id\""), "{text}");
+    assert!(text.contains("id=\"filter-error\""), "{text}");
     let r = c.get(format!("{base}/jobs/999999")).send().await.unwrap();
     assert_eq!(r.status(), 404);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("completed with delete") && text.contains("retention"),
+        "a missing job's page says why it may be gone: {text}"
+    );
     let js = c
         .get(format!("{base}/assets/live.js"))
         .send()

@@ -12,6 +12,7 @@ use docket_core::{JobId, JobState, Store};
 use maud::html;
 
 use crate::layout::{self, button, confirm_button};
+use crate::pages::jobs::urlenc;
 use crate::App;
 
 /// `GET /jobs/{id}`.
@@ -26,6 +27,7 @@ pub async fn page<S: Store>(
     };
     let j = match app.store.get(id).await {
         Ok(j) => j,
+        Err(docket_core::StoreError::NotFound(_)) => return gone(&app, id),
         Err(e) => return layout::error(&app, &e),
     };
     let why = if j.state == JobState::Pending {
@@ -93,7 +95,23 @@ pub async fn page<S: Store>(
             @if w.next_up() {
                 p #why { "Nothing holds it: the next claim of queue " (w.queue) " takes it." }
             } @else {
-                ul.gates #why { @for g in &w.gates { li { (docket_core::validate::visible(&g.describe(&w.queue))) } } }
+                ul.gates #why { @for g in &w.gates { li {
+                    (docket_core::validate::visible(&g.describe(&w.queue)))
+                    // One click to the jobs that hold it: which queues fill the key, which
+                    // job is ahead in the ordering.
+                    @match g {
+                        docket_core::Gate::KeyFull { key, .. } => {
+                            " — " a href=(app.href(&format!("/jobs?concurrency_key={}&state=running", urlenc(key)))) { "its running jobs" }
+                        }
+                        docket_core::Gate::OrderingBehind { job, .. } => {
+                            " — " a href=(app.href(&format!("/jobs/{job}"))) { "job " (job) }
+                        }
+                        docket_core::Gate::NoLiveWorker => {
+                            " — " a href=(app.href("/workers")) { "workers" }
+                        }
+                        _ => {}
+                    }
+                } } }
             }
         }
         h2 { "Job" }
@@ -197,4 +215,22 @@ const OUTPUT_SHOWN: usize = 64 * 1024;
 fn shown(k: &Option<String>) -> String {
     k.as_deref()
         .map_or_else(|| "–".to_string(), docket_core::validate::visible)
+}
+
+/// The 404 of a job with no row, saying why a job that existed may have none: a success
+/// completed with delete leaves none, and finished jobs go after their retention.
+fn gone<S: Store>(app: &App<S>, id: JobId) -> Response {
+    let body = html! {
+        h1 { "Job " (id) " is not here" }
+        p #gone {
+            "No job " (id) " is stored. If it existed, it has finished and is gone: a job \
+             completed with delete (" code { "keep_succeeded = false" } ", or a handler that \
+             deletes on success) leaves no row, and the leader prunes finished jobs once \
+             their retention has passed. Its enqueue may also have rolled back."
+        }
+        p { a href=(app.href("/jobs")) { "Search the jobs" } " · " a href=(app.href("/audit")) { "audit log" } }
+    };
+    let mut r = layout::page(app, "Job not found", "/jobs", body, false);
+    *r.status_mut() = axum::http::StatusCode::NOT_FOUND;
+    r
 }

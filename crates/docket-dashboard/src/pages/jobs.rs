@@ -70,6 +70,29 @@ pub fn hidden_filter(q: &JobQuery) -> maud::Markup {
     html! { @for (k, v) in &pairs { input type="hidden" name=(k) value=(v); } }
 }
 
+/// The filter form, holding what was asked (also when it was refused, so it can be fixed).
+fn filter_form<S: Store>(app: &App<S>, v: &dyn Fn(&str) -> String) -> maud::Markup {
+    html! {
+        form.filters method="get" action=(app.href("/jobs")) {
+            label { "Queue" input name="queue" value=(v("queue")) size="10"; }
+            label { "Kind" input name="kind" value=(v("kind")) size="12"; }
+            label { "State" select name="state" {
+                option value="" { "any" }
+                @for s in STATES { option value=(s) selected[v("state") == *s] { (s) } }
+            } }
+            label { "Priority" input name="priority" value=(v("priority")) size="4"; }
+            label { "Created since (UTC)" input name="since" value=(v("since")) placeholder="2026-12-01T10:00" size="16"; }
+            label { "until" input name="until" value=(v("until")) size="16"; }
+            label { "Ordering key" input name="ordering_key" value=(v("ordering_key")) size="10"; }
+            label { "Concurrency key" input name="concurrency_key" value=(v("concurrency_key")) size="10"; }
+            label { "Args / metadata" input name="field" value=(v("field")) placeholder="args.user_id = 42" size="18"; }
+            @if !v("error").is_empty() { input type="hidden" name="error" value=(v("error")); }
+            button type="submit" { "Filter" }
+            a href=(app.href("/jobs")) { "clear" }
+        }
+    }
+}
+
 /// `GET /jobs`.
 pub async fn page<S: Store>(
     State(app): State<Arc<App<S>>>,
@@ -77,15 +100,25 @@ pub async fn page<S: Store>(
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
+    let v = |k: &str| params.get(k).cloned().unwrap_or_default();
     let q = match query_from(|k| params.get(k).map(String::as_str)) {
         Ok(q) => q,
-        Err(msg) => return layout::bad_request(&app, &msg),
+        Err(msg) => {
+            // The form stays, with what was typed, above the reason.
+            let body = html! {
+                h1 { "Jobs" }
+                (filter_form(&app, &v))
+                p.error #filter-error role="alert" { (msg) }
+            };
+            let mut r = layout::page(&app, "Jobs", "/jobs", body, layout::fragment(&headers));
+            *r.status_mut() = axum::http::StatusCode::BAD_REQUEST;
+            return r;
+        }
     };
     let page = match app.store.search(&q).await {
         Ok(p) => p,
         Err(e) => return layout::error(&app, &e),
     };
-    let v = |k: &str| params.get(k).cloned().unwrap_or_default();
     let ro = app.opts.read_only;
     let table = html! {
     table #jobs {
@@ -121,23 +154,7 @@ pub async fn page<S: Store>(
     };
     let body = html! {
         h1 { "Jobs" }
-        form.filters method="get" action=(app.href("/jobs")) {
-            label { "Queue" input name="queue" value=(v("queue")) size="10"; }
-            label { "Kind" input name="kind" value=(v("kind")) size="12"; }
-            label { "State" select name="state" {
-                option value="" { "any" }
-                @for s in STATES { option value=(s) selected[v("state") == *s] { (s) } }
-            } }
-            label { "Priority" input name="priority" value=(v("priority")) size="4"; }
-            label { "Created since (UTC)" input name="since" value=(v("since")) placeholder="2026-12-01T10:00" size="16"; }
-            label { "until" input name="until" value=(v("until")) size="16"; }
-            label { "Ordering key" input name="ordering_key" value=(v("ordering_key")) size="10"; }
-            label { "Concurrency key" input name="concurrency_key" value=(v("concurrency_key")) size="10"; }
-            label { "Args / metadata" input name="field" value=(v("field")) placeholder="args.user_id = 42" size="18"; }
-            @if !v("error").is_empty() { input type="hidden" name="error" value=(v("error")); }
-            button type="submit" { "Filter" }
-            a href=(app.href("/jobs")) { "clear" }
-        }
+        (filter_form(&app, &v))
         @if ro { (table) } @else {
         form #bulk method="post" action=(app.href("/bulk")) {
                 (csrf(&app))

@@ -226,10 +226,11 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
             (layout::trusted(chart::lines("waiting jobs (backlog)", "jobs", &[("", &all_waiting)], "-3 h", 520, 150)))
             (layout::trusted(chart::line("mean pickup latency (ms)", "ms", &wait, 520, 150)))
         }
+        div.wide {
         table #queues {
             thead { tr {
                 th { "queue" } th.n { "ready" } th.n { "pending" } th.n { "blocked" } th.n { "retrying" } th.n { "running" }
-                th.n { "oldest running" } th.n { "near expiry" } th.n { "done, 1 h" } th.n { "failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "wait p50 / p95 / p99, 1 h" } th.n { "workers" }
+                th.n { "oldest running" } th.n { "done / failed, 1 h" } th.n { "dead" } th.n { "oldest waiting" } th.n { "wait p50 / p95 / p99, 1 h" } th.n { "workers" }
                 th { "in / out per min, 10 min" } th { "jobs/min, 1 h" } th { "backlog, 3 h" } th { "limits" } @if !ro { th { "actions" } }
             } }
             tbody {
@@ -251,11 +252,12 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                             @if !why.is_empty() { br; small.reasons { (why) } }
                         }
                         td.n.retrying { a href=(app.href(&format!("/jobs?queue={enc}&state=retrying"))) { (h.map(|h| layout::count(&h.retrying)).unwrap_or_else(|| html! { "0" })) } }
-                        td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) } }
+                        td.n {
+                            a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) }
+                            @if q.near_expiry > 0 { br; small.near title="leases ending within 10 s" { (q.near_expiry) " near expiry" } }
+                        }
                         td.n.oldest-running { (h.and_then(|h| h.oldest_running_age_s).map(layout::age).unwrap_or_else(|| "–".into())) }
-                        td.n { (q.near_expiry) }
-                        td.n { (hour(&samples, &q.queue, |s| s.succeeded)) }
-                        td.n { (hour(&samples, &q.queue, |s| s.failed)) }
+                        td.n { (hour(&samples, &q.queue, |s| s.succeeded)) " / " (hour(&samples, &q.queue, |s| s.failed)) }
                         td.n { a href=(app.href(&format!("/jobs?queue={enc}&state=dead"))) { (layout::count(&q.dead)) } }
                         td.n title=(format!("oldest ready: {}", q.oldest_ready_age_s.map(layout::age).unwrap_or_else(|| "–".into()))) {
                             (q.oldest_waiting_age_s.map(layout::age).unwrap_or_else(|| "–".into()))
@@ -266,8 +268,8 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                             (enqueue_rate(&depth, now, &q.queue).map(|r| format!("{r:.0}")).unwrap_or_else(|| "–".into()))
                             " / " (format!("{:.0}", series(&samples, now, Some(&q.queue)).0.iter().rev().take(10).sum::<f64>() / 10.0))
                         }
-                        td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 160, 28))) }
-                        td { (layout::trusted(chart::spark(&depth_series(&depth, now, &q.queue).0, 160, 28))) }
+                        td { (layout::trusted(chart::spark(&series(&samples, now, Some(&q.queue)).0, 110, 28))) }
+                        td { (layout::trusted(chart::spark(&depth_series(&depth, now, &q.queue).0, 110, 28))) }
                         td {
                             @if let Some(c) = &q.control {
                                 @if let Some(m) = c.limits.max_running { "max " (m) " " }
@@ -284,8 +286,9 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         }
                     }
                 }
-                @if o.queues.is_empty() { tr { td colspan="19" .muted { "No queue has work, controls or workers yet." } } }
+                @if o.queues.is_empty() { tr { td colspan="17" .muted { "No queue has work, controls or workers yet." } } }
             }
+        }
         }
         @if hidden > 0 {
             p #more-queues { (hidden) " more queues with less work are not shown; open one by name: "
