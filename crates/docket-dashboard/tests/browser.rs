@@ -214,6 +214,17 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
         })
         .collect();
     s.record_samples(&samples).await.unwrap();
+    // Three hours of the leader's depth samples: a backlog that built up and drained, and
+    // the last minutes rising again (the page flags it).
+    db.exec(
+        "INSERT INTO {schema}.queue_depth (minute, queue, waiting, running, enqueued, hwm)
+         SELECT date_trunc('minute', now()) - make_interval(mins => m), q,
+                (CASE WHEN m <= 6 THEN 400 - 40 * m
+                      ELSE greatest(0, 300 - abs(m - 90) * 4) END)::bigint,
+                3, 900 + (m * 37 % 200), 0
+         FROM generate_series(1, 180) m, (VALUES ('mail'), ('')) v(q)",
+    )
+    .await;
 
     let base = serve(
         s.clone(),
@@ -407,5 +418,75 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     c.goto(&format!("{base}/workers")).await.unwrap();
     wait_text(&c, "#workers", "web-1").await;
     shot(&c, "workers").await;
+
+    // Accessibility: axe-core's WCAG 2.1 A and AA rules on every page, no critical or
+    // serious violation.
+    for path in [
+        "/".to_string(),
+        "/jobs".into(),
+        format!("/jobs/{d}"),
+        "/errors".into(),
+        "/dead".into(),
+        "/keys".into(),
+        "/workers".into(),
+        "/cron".into(),
+        "/audit".into(),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        wait_text(&c, "h1", "").await;
+        axe(&c, &path).await;
+    }
+
+    // The queues page at a desktop width and at a phone's (390 px): it wraps, and the page
+    // never scrolls sideways (a wide table scrolls inside its own box).
+    for (w, h) in [(1440, 900), (390, 844)] {
+        c.set_window_size(w, h).await.unwrap();
+        c.goto(&format!("{base}/")).await.unwrap();
+        wait_text(&c, "#queues", "billing").await;
+        let sideways = c
+            .execute(
+                "return document.documentElement.scrollWidth > window.innerWidth;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            sideways,
+            json!(false),
+            "at {w} px the page scrolls sideways"
+        );
+        shot(&c, &format!("queues-{w}")).await;
+    }
     c.close().await.unwrap();
+}
+
+/// axe-core (scripts/fetch-axe.sh) on the current page: the violations of impact critical or
+/// serious under the WCAG 2.0/2.1 A and AA rules, none expected.
+async fn axe(c: &Client, page: &str) {
+    let path = std::env::var("DOCKET_AXE_JS").unwrap_or_else(|_| {
+        let home = std::env::var("XDG_CACHE_HOME")
+            .unwrap_or_else(|_| format!("{}/.cache", std::env::var("HOME").unwrap_or_default()));
+        format!("{home}/docket/axe/axe.min.js")
+    });
+    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("axe-core is not at {path} ({e}): run scripts/fetch-axe.sh (.ci/run does)")
+    });
+    c.execute(&src, vec![]).await.unwrap();
+    let found = c
+        .execute_async(
+            "var done = arguments[arguments.length - 1];
+             axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+               .then(function (r) {
+                 done(r.violations
+                   .filter(function (v) { return v.impact === 'critical' || v.impact === 'serious'; })
+                   .map(function (v) {
+                     return v.id + ' (' + v.impact + '): ' + v.nodes.slice(0, 3)
+                       .map(function (n) { return n.target.join(' ') + ' [' + n.failureSummary + ']'; }).join(', ');
+                   }));
+               }, function (e) { done(['axe failed: ' + e]); });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found, json!([]), "axe-core on {page}");
 }
