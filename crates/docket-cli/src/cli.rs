@@ -84,8 +84,9 @@ pub enum Command {
     Cron(CronCommand),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
-    /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader.
-    Workers(JsonFlag),
+    /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader;
+    /// with --gone, also those that stopped or stopped reporting within that window.
+    Workers(WorkersArgs),
     /// The operators' actions, newest first: the dashboard's and this command's.
     Audit(AuditArgs),
     /// The web dashboard (queues, jobs, dead jobs, workers, cron, audit; live) and /metrics.
@@ -157,6 +158,19 @@ pub struct DashboardArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+}
+
+/// `docket workers`.
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    /// Also list workers gone within this window (e.g. 1h, at most 7d): stopped cleanly,
+    /// or no report since their registration expired (killed, frozen, cut off); and the
+    /// leadership lease's holder, live or not.
+    #[arg(long, value_name = "WINDOW")]
+    pub gone: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of commands whose only option is `--json`.

@@ -281,7 +281,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(c) => controls::keys(&ctx, c).await,
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
-        Command::Workers(a) => ops::workers(&ctx, a.json).await,
+        Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,
         Command::Dashboard(a) => dashboard::run(&ctx, a).await,
         Command::Reap(a) => ops::reap(&ctx, a.json).await,

@@ -1,5 +1,6 @@
 //! Operator commands: stats, workers, reap, prune, explain, lab, embedded.
 
+use docket_core::WorkerStatus;
 use std::time::Duration;
 
 use crate::engine::Open;
@@ -83,12 +84,41 @@ pub async fn stats(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
 }
 
 /// `docket workers`: the live workers from the registry (each reports itself every
-/// `presence_interval` and expires three intervals after its last report).
-pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
+/// `presence_interval` and expires three intervals after its last report); with `--gone
+/// WINDOW` also the workers gone within it, how each ended, and the leadership lease.
+pub async fn workers(ctx: &impl Open, a: crate::cli::WorkersArgs) -> anyhow::Result<()> {
+    let window = a
+        .gone
+        .as_deref()
+        .map(|g| {
+            docket_core::duration::parse_bounded(
+                "gone",
+                g,
+                Duration::from_secs(1),
+                Duration::from_secs(7 * 86_400),
+            )
+        })
+        .transpose()
+        .map_err(|e| CliError::invalid(e.to_string()))?;
     let store = Open::existing(ctx, 1).await?;
-    let list = store.workers().await?;
-    if json {
-        return output::json(&list);
+    let reg = store.registry(window.unwrap_or(Duration::ZERO)).await?;
+    let now = reg.now;
+    let list: Vec<_> = reg
+        .workers
+        .iter()
+        .filter(|w| window.is_some() || w.status(now) == WorkerStatus::Live)
+        .collect();
+    if a.json {
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .map(|w| {
+                let mut v = serde_json::to_value(w).unwrap_or_default();
+                v["status"] = serde_json::to_value(w.status(now)).unwrap_or_default();
+                v
+            })
+            .collect();
+        // The same array as without --gone, each entry with its status.
+        return output::json(&rows);
     }
     let mut t = output::table(&[
         "owner",
@@ -100,10 +130,21 @@ pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
         "buffered",
         "started",
         "seen",
+        "status",
         "leader",
     ]);
     for w in &list {
         let b = &w.beat;
+        let status = match w.status(now) {
+            WorkerStatus::Live => "live".to_string(),
+            WorkerStatus::Stopped(at) => format!("stopped {}", output::time(&at)),
+            WorkerStatus::Expired(at) => {
+                format!(
+                    "gone, no report since {} (lease expired)",
+                    output::time(&at)
+                )
+            }
+        };
         t.add_row(vec![
             Cell::new(output::safe(&b.owner)),
             Cell::new(output::safe(&b.host)),
@@ -114,10 +155,26 @@ pub async fn workers(ctx: &impl Open, json: bool) -> anyhow::Result<()> {
             Cell::new(b.buffered),
             Cell::new(output::time(&w.started_at)),
             Cell::new(output::time(&w.seen_at)),
+            Cell::new(status),
             Cell::new(if w.leader { "leader" } else { "" }),
         ]);
     }
     println!("{t}");
+    if window.is_some() {
+        match &reg.leader {
+            Some(l) if l.expires_at > now => println!(
+                "leader: {} (lease until {})",
+                output::safe(&l.owner),
+                output::time(&l.expires_at)
+            ),
+            Some(l) => println!(
+                "leader: none live; the last, {}, lost its lease at {}",
+                output::safe(&l.owner),
+                output::time(&l.expires_at)
+            ),
+            None => println!("leader: nobody has led yet"),
+        }
+    }
     Ok(())
 }
 

@@ -393,8 +393,17 @@ async fn workers_lists_a_running_worker_until_it_stops() {
     assert_eq!(
         listed().await,
         serde_json::json!([]),
-        "a stopped worker removes itself"
+        "a stopped worker leaves the live list"
     );
+    // ... and is listed with --gone, with how it ended, and the leadership's last holder.
+    let o = cli.run(&["workers", "--gone", "1h", "--json"]);
+    let gone: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(gone[0]["owner"], owner, "{gone}");
+    assert_eq!(gone[0]["status"]["status"], "stopped", "{gone}");
+    let text = ok(&cli.run(&["workers", "--gone", "1h"]));
+    assert!(text.contains("stopped 20"), "{text}");
+    assert!(text.contains("leader: "), "{text}");
+    assert_fails(&cli, &["workers", "--gone", "30d"], 5, "gone");
 }
 
 /// `docket jobs list` filters as the dashboard does (one parser): by kind, keys, a JSON path
