@@ -494,6 +494,13 @@ pub enum CronCommand {
     Add(CronAddArgs),
     /// Remove a periodic job (jobs already enqueued stay).
     Remove(CronNameArg),
+    /// Pause a periodic job: its ticks pass unenqueued until it is resumed (a redeploy of
+    /// its definition keeps the pause).
+    Pause(CronNameArg),
+    /// Resume a paused periodic job; the ticks that passed follow its `missed` policy.
+    Resume(CronNameArg),
+    /// Enqueue one run of a periodic job now, outside its schedule (which stays as it is).
+    Run(CronNameArg),
 }
 
 /// `docket cron add`.

@@ -338,6 +338,7 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
                     "next tick",
                     "last tick",
                     "last job",
+                    "paused",
                 ]);
                 for p in &list {
                     t.add_row(vec![
@@ -354,6 +355,7 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
                                 .unwrap_or_default(),
                         ),
                         Cell::new(show_or(p.last_job)),
+                        Cell::new(p.paused_at.as_ref().map(output::time).unwrap_or_default()),
                     ]);
                 }
                 println!("{t}");
@@ -417,13 +419,68 @@ pub async fn cron(ctx: &impl Open, cmd: CronCommand) -> anyhow::Result<()> {
             } else if removed {
                 println!("periodic {} removed", output::safe(&a.name));
             } else {
-                return Err(CliError::new(
-                    crate::cli::exit::NOT_FOUND,
-                    format!("no periodic job named {:?}", a.name),
-                )
-                .into());
+                return Err(no_periodic(&a.name).into());
+            }
+        }
+        CronCommand::Pause(a) => pause_cron(ctx, a, true).await?,
+        CronCommand::Resume(a) => pause_cron(ctx, a, false).await?,
+        CronCommand::Run(a) => {
+            let store = Open::existing(ctx, 1).await?;
+            let Some(e) =
+                docket_core::periodic::run_now(&store, &a.name, chrono::Utc::now()).await?
+            else {
+                return Err(no_periodic(&a.name).into());
+            };
+            audit::record(
+                &store,
+                "cron.run",
+                &a.name,
+                serde_json::json!({"job": e.id, "duplicate": e.duplicate}),
+            )
+            .await;
+            if a.json {
+                output::json(
+                    &serde_json::json!({"name": a.name, "job": e.id, "duplicate": e.duplicate}),
+                )?;
+            } else {
+                println!(
+                    "periodic {} enqueued now: job {}",
+                    output::safe(&a.name),
+                    e.id
+                );
             }
         }
     }
     Ok(())
+}
+
+/// `docket cron pause|resume NAME`.
+async fn pause_cron(
+    ctx: &impl Open,
+    a: crate::cli::CronNameArg,
+    paused: bool,
+) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
+    if !store.pause_periodic(&a.name, paused).await? {
+        return Err(no_periodic(&a.name).into());
+    }
+    let action = if paused { "cron.pause" } else { "cron.resume" };
+    audit::record(&store, action, &a.name, serde_json::json!({})).await;
+    if a.json {
+        output::json(&serde_json::json!({"name": a.name, "paused": paused}))?;
+    } else {
+        println!(
+            "periodic {} {}",
+            output::safe(&a.name),
+            if paused { "paused" } else { "resumed" }
+        );
+    }
+    Ok(())
+}
+
+fn no_periodic(name: &str) -> CliError {
+    CliError::new(
+        crate::cli::exit::NOT_FOUND,
+        format!("no periodic job named {}", output::safe(name)),
+    )
 }

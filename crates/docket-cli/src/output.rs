@@ -42,7 +42,7 @@ pub fn state_cell(s: JobState) -> Cell {
 
 /// Short time: RFC 3339 without sub-seconds.
 pub fn time(t: &chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// Text from job data made safe for a terminal: control characters (C0, DEL, C1 — an

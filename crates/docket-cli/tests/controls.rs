@@ -281,6 +281,31 @@ async fn periodic_jobs_from_the_command_line() {
         assert_fails(&cli, &args, 5, what);
     }
     assert_eq!(db.scalar("SELECT count(*) FROM {schema}.periodic").await, 1);
+    // Pause, run now, resume: each audited; unknown names are "not found".
+    ok(&cli.run(&["cron", "pause", "nightly"]));
+    assert!(
+        ok(&cli.run(&["cron", "list"])).contains("UTC"),
+        "paused since a time"
+    );
+    let ran: serde_json::Value =
+        serde_json::from_str(&ok(&cli.run(&["cron", "run", "nightly", "--json"]))).unwrap();
+    let job = ran["job"].as_i64().unwrap();
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT count(*) FROM {{schema}}.jobs WHERE id = {job} AND kind = 'report' \
+             AND metadata->>'run_now' = 'true'"
+        ))
+        .await,
+        1
+    );
+    ok(&cli.run(&["cron", "resume", "nightly"]));
+    for bad in [["cron", "pause", "nope"], ["cron", "run", "nope"]] {
+        assert_eq!(code(&cli.run(&bad)), 4);
+    }
+    let audit = ok(&cli.run(&["audit"]));
+    for action in ["cron.pause", "cron.run", "cron.resume"] {
+        assert!(audit.contains(action), "{action} audited: {audit}");
+    }
     ok(&cli.run(&["cron", "remove", "nightly"]));
     assert_eq!(code(&cli.run(&["cron", "remove", "nightly"])), 4);
 }

@@ -262,6 +262,9 @@ pub struct PeriodicState {
     pub last_tick_at: Option<DateTime<Utc>>,
     /// The job that tick enqueued.
     pub last_job: Option<JobId>,
+    /// When an operator paused it (`None`: running). While paused no tick is enqueued;
+    /// on resume the ticks that passed follow its `missed` policy.
+    pub paused_at: Option<DateTime<Utc>>,
 }
 
 /// One tick enqueued by a leader pass.
@@ -275,6 +278,31 @@ pub struct TickEnqueued {
     pub job: JobId,
     /// True when the tick's unique key was already held (nothing new was inserted).
     pub duplicate: bool,
+}
+
+/// Enqueues one run of the schedule `name` now, outside its schedule: its job as a tick at
+/// `now` would be (same queue, kind, args, priority and attempts; unique per second, so a
+/// double click makes one job), marked `"run_now": true` in its metadata. The schedule's
+/// next tick is left as it is, and a paused schedule runs too (an operator asked for it).
+/// `None`: no schedule of that name.
+pub async fn run_now<S: crate::Store>(
+    store: &S,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<crate::Enqueued>, crate::StoreError> {
+    let Some(st) = store
+        .list_periodic()
+        .await?
+        .into_iter()
+        .find(|p| p.def.name == name)
+    else {
+        return Ok(None);
+    };
+    let mut job = st.def.job_for(now.trunc_subsecs(0));
+    if let Some(m) = job.metadata.as_object_mut() {
+        m.insert("run_now".into(), serde_json::Value::Bool(true));
+    }
+    store.enqueue(&job).await.map(Some)
 }
 
 #[cfg(test)]

@@ -447,6 +447,10 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Removes a definition; false when there was none.
     fn remove_periodic(&self, name: &str) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Pauses (`paused`) or resumes a periodic schedule; false when there is no such one.
+    fn pause_periodic(&self, name: &str, paused: bool)
+        -> impl Future<Output = Result<bool>> + Send;
+
     /// Every definition with its next tick.
     fn list_periodic(&self) -> impl Future<Output = Result<Vec<PeriodicState>>> + Send;
 

@@ -214,3 +214,46 @@ pub async fn queue<S: Store>(
     app.poke();
     Redirect::to(&app.href("/")).into_response()
 }
+
+/// `POST /cron/{name}/{pause|resume|run}`: pause or resume a periodic schedule, or enqueue
+/// one run of it now (its schedule stays as it is).
+pub async fn cron<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    Extension(Actor(actor)): Extension<Actor>,
+    Path((name, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    if let Err(r) = FormData::checked(&app, &headers, &body) {
+        return *r;
+    }
+    let s = &app.store;
+    let not_found = || {
+        let mut r = layout::bad_request(&app, &format!("no periodic job named {name}"));
+        *r.status_mut() = axum::http::StatusCode::NOT_FOUND;
+        r
+    };
+    let detail = match action.as_str() {
+        "pause" | "resume" => match s.pause_periodic(&name, action == "pause").await {
+            Ok(true) => serde_json::json!({}),
+            Ok(false) => return not_found(),
+            Err(e) => return layout::error(&app, &e),
+        },
+        "run" => match docket_core::periodic::run_now(s, &name, chrono::Utc::now()).await {
+            Ok(Some(e)) => serde_json::json!({ "job": e.id, "duplicate": e.duplicate }),
+            Ok(None) => return not_found(),
+            Err(e) => return layout::error(&app, &e),
+        },
+        _ => return layout::bad_request(&app, "unknown action"),
+    };
+    audit(
+        &app,
+        &actor,
+        &format!("cron.{action}"),
+        format!("periodic {name}"),
+        detail,
+    )
+    .await;
+    app.poke();
+    Redirect::to(&app.href("/cron")).into_response()
+}

@@ -214,6 +214,7 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         r = r
             .route("/jobs/{id}/{action}", post(actions::job::<S>))
             .route("/queues/{queue}/{action}", post(actions::queue::<S>))
+            .route("/cron/{name}/{action}", post(actions::cron::<S>))
             .route("/bulk", post(bulk::start::<S>));
     }
     Ok(r.layer(axum::middleware::from_fn_with_state(

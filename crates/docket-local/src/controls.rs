@@ -62,6 +62,7 @@ fn periodic_state(r: &Row) -> Result<PeriodicState> {
         next_tick_at: rows::time(r, "next_tick_at")?,
         last_tick_at: rows::time_opt(r, "last_tick_at")?,
         last_job: last_job.map(JobId),
+        paused_at: rows::time_opt(r, "paused_at")?,
     })
 }
 
@@ -276,6 +277,17 @@ pub async fn upsert_periodic<E: Engine>(e: &E, def: &Periodic) -> Result<Periodi
 pub async fn remove_periodic<E: Engine>(e: &E, name: &str) -> Result<bool> {
     let mut tx = e.begin().await?;
     let n = tx.execute("periodic_remove", args![name]).await?;
+    tx.commit().await?;
+    Ok(n > 0)
+}
+
+/// Pauses or resumes a periodic schedule; false when there is no such one.
+pub async fn pause_periodic<E: Engine>(e: &E, name: &str, paused: bool) -> Result<bool> {
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let n = tx
+        .execute("periodic_pause", args![name, i64::from(paused), now])
+        .await?;
     tx.commit().await?;
     Ok(n > 0)
 }

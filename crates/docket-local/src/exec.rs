@@ -312,7 +312,7 @@ macro_rules! statements {
             "key_running", "key_tokens_spend", "leader_get", "leader_insert",
             "leader_resign", "leader_update", "lease_status", "list", "now",
             "ordering_behind", "output", "overview", "park", "progress", "periodic_advance", "periodic_due",
-            "periodic_list", "periodic_remove", "periodic_upsert", "prune", "queue_control",
+            "periodic_list", "periodic_pause", "periodic_remove", "periodic_upsert", "prune", "queue_control",
             "queue_health", "queue_limits", "queue_pause", "queue_remove", "queue_resume", "queue_tokens_spend",
             "queues_list", "reap_expired", "retry", "run_now", "running_in_queue",
             "samples_forget", "samples_list", "samples_record", "sample_buckets_forget",

@@ -206,6 +206,8 @@ macro_rules! store_impl {
             upsert_periodic(def: &$crate::core::Periodic => def.clone()) -> $crate::core::PeriodicState
                 = $crate::controls::upsert_periodic;
             remove_periodic(name: &str => name.to_owned()) -> bool = $crate::controls::remove_periodic;
+            pause_periodic(name: &str => name.to_owned(), paused: bool) -> bool
+                = $crate::controls::pause_periodic;
             list_periodic() -> Vec<$crate::core::PeriodicState> = $crate::controls::list_periodic;
             enqueue_due_periodic(limit: i64) -> Vec<$crate::core::TickEnqueued>
                 = $crate::controls::enqueue_due_periodic;

@@ -38,6 +38,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "queue_depth",
         include_str!("../migrations/0009_queue_depth.sql"),
     ),
+    (
+        10,
+        "periodic_pause",
+        include_str!("../migrations/0010_periodic_pause.sql"),
+    ),
 ];
 
 /// The newest version.

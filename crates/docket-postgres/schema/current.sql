@@ -152,7 +152,8 @@ CREATE TABLE {{schema}}.periodic (
     next_tick_at timestamp with time zone NOT NULL,
     last_tick_at timestamp with time zone,
     last_job_id bigint,
-    updated_at timestamp with time zone NOT NULL DEFAULT now()
+    updated_at timestamp with time zone NOT NULL DEFAULT now(),
+    paused_at timestamp with time zone
 );
 ALTER TABLE {{schema}}.periodic ADD CONSTRAINT periodic_cron_check CHECK (((octet_length(cron) >= 1) AND (octet_length(cron) <= 256)));
 ALTER TABLE {{schema}}.periodic ADD CONSTRAINT periodic_kind_check CHECK (((octet_length(kind) >= 1) AND (octet_length(kind) <= 128)));

@@ -61,6 +61,7 @@ fn periodic_state(r: &PgRow) -> Result<PeriodicState> {
         next_tick_at: r.try_get("next_tick_at").map_err(db_err)?,
         last_tick_at: r.try_get("last_tick_at").map_err(db_err)?,
         last_job: last_job.map(JobId),
+        paused_at: r.try_get("paused_at").map_err(db_err)?,
     })
 }
 
@@ -307,6 +308,20 @@ impl PgStore {
             .run(async |c: &mut PgConnection| {
                 self.query(&self.inner.q.periodic_remove)
                     .bind(name)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    pub(crate) async fn pause_periodic_impl(&self, name: &str, paused: bool) -> Result<bool> {
+        let r = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.inner.q.periodic_pause)
+                    .bind(name)
+                    .bind(paused)
                     .execute(&mut *c)
                     .await
                     .map_err(db_err)

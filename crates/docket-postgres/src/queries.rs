@@ -102,6 +102,7 @@ queries!(
     periodic_upsert,
     periodic_list,
     periodic_remove,
+    periodic_pause,
     periodic_due,
     periodic_advance,
     periodic_job,

@@ -850,6 +850,9 @@ impl Store for PgStore {
     async fn remove_periodic(&self, name: &str) -> Result<bool> {
         self.remove_periodic_impl(name).await
     }
+    async fn pause_periodic(&self, name: &str, paused: bool) -> Result<bool> {
+        self.pause_periodic_impl(name, paused).await
+    }
     async fn list_periodic(&self) -> Result<Vec<PeriodicState>> {
         self.list_periodic_impl().await
     }

@@ -10,7 +10,8 @@ use axum::response::Response;
 use docket_core::{Store, WorkerStatus};
 use maud::html;
 
-use crate::layout;
+use crate::layout::{self, button, confirm_button};
+use crate::pages::jobs::urlenc;
 use crate::App;
 
 /// How long gone workers stay on the page.
@@ -134,7 +135,8 @@ pub async fn cron<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         table #cron {
             thead { tr {
                 th { "name" } th { "schedule" } th { "time zone" } th { "queue" } th { "kind" }
-                th { "next tick" } th { "last tick" } th { "last job" }
+                th { "next tick" } th { "last tick" } th { "last job" } th { "paused" }
+                @if !app.opts.read_only { th { "actions" } }
             } }
             tbody {
                 @for d in &defs {
@@ -147,9 +149,19 @@ pub async fn cron<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td { (layout::time(&d.next_tick_at)) }
                         td { (layout::opt_time(&d.last_tick_at)) }
                         td { @if let Some(j) = d.last_job { a href=(app.href(&format!("/jobs/{j}"))) { (j) } } @else { "–" } }
+                        td { @if let Some(t) = &d.paused_at { span.paused { "paused" } " " (layout::time(t)) } }
+                        @if !app.opts.read_only {
+                            @let enc = urlenc(&d.def.name);
+                            td {
+                                @if d.paused_at.is_some() { (button(&app, &format!("/cron/{enc}/resume"), "Resume", "")) }
+                                @else { (confirm_button(&app, &format!("/cron/{enc}/pause"), "Pause", "danger", &format!("Pause {}? Its ticks pass without a job until it is resumed.", d.def.name))) }
+                                " "
+                                (confirm_button(&app, &format!("/cron/{enc}/run"), "Run now", "", &format!("Enqueue one run of {} now? Its schedule stays as it is.", d.def.name)))
+                            }
+                        }
                     }
                 }
-                @if defs.is_empty() { tr { td colspan="8" .muted { "No periodic job is defined." } } }
+                @if defs.is_empty() { tr { td colspan="10" .muted { "No periodic job is defined." } } }
             }
         }
     };

@@ -138,6 +138,65 @@ pub async fn periodic_ticks_are_enqueued_once<H: Harness>(h: &H) {
     assert!(s.enqueue_due_periodic(10).await.unwrap().is_empty());
 }
 
+/// A paused schedule enqueues nothing however long it stays paused; resumed, the ticks that
+/// passed follow its `missed` policy (here the default, the latest one only); a redeploy of
+/// the definition does not resume it; "run now" enqueues one job at once, paused or not,
+/// without moving the schedule.
+pub async fn a_paused_schedule_enqueues_nothing_until_resumed<H: Harness>(h: &H) {
+    let s = h.store();
+    let def = Periodic::new(
+        "nightly",
+        "* * * * *",
+        "cron",
+        "report",
+        serde_json::json!({}),
+    );
+    s.upsert_periodic(&def).await.unwrap();
+    assert!(s.pause_periodic("nightly", true).await.unwrap());
+    assert!(
+        !s.pause_periodic("nope", true).await.unwrap(),
+        "no such schedule"
+    );
+    let paused = s.list_periodic().await.unwrap()[0].clone();
+    assert!(paused.paused_at.is_some());
+    h.advance(Duration::from_secs(5 * 60 + 1)).await;
+    assert!(
+        s.enqueue_due_periodic(10).await.unwrap().is_empty(),
+        "paused: no tick"
+    );
+    s.upsert_periodic(&def).await.unwrap();
+    assert!(
+        s.list_periodic().await.unwrap()[0].paused_at.is_some(),
+        "a redeploy keeps the pause"
+    );
+    // (The clock moved: the stored next tick moved with it.)
+    let paused = s.list_periodic().await.unwrap()[0].clone();
+    let ran = docket_core::periodic::run_now(s, "nightly", h.now().await)
+        .await
+        .unwrap()
+        .expect("the schedule exists");
+    let job = get(s, ran.id).await;
+    assert_eq!((job.queue.as_str(), job.kind.as_str()), ("cron", "report"));
+    assert_eq!(job.metadata["run_now"], true);
+    assert_eq!(
+        s.list_periodic().await.unwrap()[0].next_tick_at,
+        paused.next_tick_at,
+        "run now leaves the schedule"
+    );
+    assert!(docket_core::periodic::run_now(s, "nope", h.now().await)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(s.pause_periodic("nightly", false).await.unwrap());
+    let resumed = s.enqueue_due_periodic(10).await.unwrap();
+    assert_eq!(
+        resumed.len(),
+        1,
+        "missed = latest: one tick for five: {resumed:?}"
+    );
+    assert!(s.list_periodic().await.unwrap()[0].paused_at.is_none());
+}
+
 /// "Which worker is dead?": the registry tells a live worker, one that stopped (a late report
 /// does not revive it) and one that vanished without a word apart, and shows the leadership's
 /// lease although its holder is the one that vanished.

@@ -104,6 +104,7 @@ macro_rules! conformance_suite {
             maintenance::one_leader_at_a_time,
             maintenance::the_registry_tells_live_stopped_and_vanished_workers_apart,
             maintenance::periodic_ticks_are_enqueued_once,
+            maintenance::a_paused_schedule_enqueues_nothing_until_resumed,
             controls::paused_queues_hand_out_nothing,
             controls::a_queue_row_is_removed_only_when_no_work_remains,
             controls::queue_and_key_limits_bound_claims,
