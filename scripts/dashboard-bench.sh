@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dashboard page timings on a big table: N_PENDING pending jobs (5 queues, some scheduled,
-# one in a hundred retrying with an error) and N_FINISHED finished ones (succeeded, dead
+# one in a hundred retrying with an error, one in a thousand blocked behind its ordering key)
+# and N_FINISHED finished ones (succeeded, dead
 # with errors, cancelled),
 # then each page several times, reporting the server time from its Server-Timing header.
 #
@@ -37,15 +38,21 @@ SQL
   echo "filling $PENDING pending jobs..." >&2
   psql "$DATABASE_URL" -q <<SQL
 SET search_path = $SCHEMA;
-INSERT INTO jobs (queue, kind, args, state, run_at, created_at, priority, errors)
+INSERT INTO jobs (queue, kind, args, state, run_at, created_at, priority, errors, ordering_key, blocked)
 SELECT 'q' || (i % 5), 'kind_' || (i % 20), jsonb_build_object('user_id', i % 100000, 'n', i), 'pending',
        CASE WHEN i % 10 = 0 THEN now() + interval '1 hour' ELSE now() - interval '1 minute' END,
        now() - interval '1 minute', (i % 3)::smallint,
        -- One in a hundred is retrying: an error history naming its customer (the errors page).
        CASE WHEN i % 100 = 0 THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now() - interval '2 minutes',
             'class', 'retry', 'message', 'no card for customer ' || i || ' (' || (i % 3) || ')', 'owner', 'w'))
-            ELSE '[]'::jsonb END
+            ELSE '[]'::jsonb END,
+       -- One in a thousand waits behind an earlier job of its ordering key (flagged blocked).
+       CASE WHEN i % 1000 = 1 THEN 'acct-' || (i % 5000) END, i % 1000 = 1 AND i > 5000
 FROM generate_series(1, $PENDING) i;
+-- Three hours of the leader's depth samples for each queue and for all.
+INSERT INTO queue_depth (minute, queue, waiting, running, enqueued, hwm)
+SELECT date_trunc('minute', now()) - make_interval(mins => m), q, 180000 + m, 10, 3000, 0
+FROM generate_series(1, 180) m, (VALUES ('q0'), ('q1'), ('q2'), ('q3'), ('q4'), ('')) v(q);
 VACUUM ANALYZE jobs;
 SQL
 fi
@@ -62,6 +69,8 @@ pages=(
   "/jobs"
   "/jobs?queue=q1"
   "/jobs?state=pending"
+  "/jobs?state=retrying"
+  "/jobs?state=scheduled"
   "/jobs?state=running"
   "/jobs?state=dead"
   "/jobs?state=succeeded&queue=q2"

@@ -87,6 +87,12 @@ pub enum Mutant {
     /// The dashboard's bulk actions act on the first post, without the confirmation that
     /// names how many jobs they touch.
     BulkUnconfirmed,
+    /// The database gauges keep a series for every queue ever seen, at 0 once it vanished
+    /// (the old recorder's way): an alert on a vanished queue never resolves.
+    GaugesKeepVanished,
+    /// SQLite and MariaDB (the shared rules): the depth sample counts every job as enqueued
+    /// since the previous sample, not only those above its high-water mark.
+    DepthCountsEveryJob,
 }
 
 impl Mutant {
@@ -120,6 +126,8 @@ impl Mutant {
         Mutant::ParkNoFence,
         Mutant::PoolerNotDetected,
         Mutant::BulkUnconfirmed,
+        Mutant::GaugesKeepVanished,
+        Mutant::DepthCountsEveryJob,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -153,6 +161,8 @@ impl Mutant {
             Mutant::ParkNoFence => "park_no_fence",
             Mutant::PoolerNotDetected => "pooler_not_detected",
             Mutant::BulkUnconfirmed => "bulk_unconfirmed",
+            Mutant::GaugesKeepVanished => "gauges_keep_vanished",
+            Mutant::DepthCountsEveryJob => "depth_counts_every_job",
         }
     }
 

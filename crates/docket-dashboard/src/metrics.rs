@@ -129,6 +129,24 @@ pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::Store
     let health: std::collections::BTreeMap<&str, &docket_core::QueueHealth> =
         health.iter().map(|h| (h.queue.as_str(), h)).collect();
     let mut t = Text::default();
+    let mut o = o;
+    if docket_core::mutants::active(docket_core::mutants::Mutant::GaugesKeepVanished) {
+        static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let mut seen = SEEN.lock().expect("poisoned");
+        for q in &o.queues {
+            if !seen.contains(&q.queue) {
+                seen.push(q.queue.clone());
+            }
+        }
+        for q in seen.iter() {
+            if !o.queues.iter().any(|x| &x.queue == q) {
+                o.queues.push(docket_core::QueueSummary {
+                    queue: q.clone(),
+                    ..Default::default()
+                });
+            }
+        }
+    }
     let queues: Vec<_> = o.queues.iter().take(MAX_QUEUE_SERIES).collect();
     t.family(
         "docket_queue_jobs",

@@ -71,6 +71,13 @@ pub async fn sample_depth<E: Engine>(e: &E, cap: i64) -> Result<()> {
         Some(r) => {
             let at: i64 = r.get("minute_at")?;
             let mark: i64 = r.get("hwm")?;
+            let mark = if docket_core::mutants::active(
+                docket_core::mutants::Mutant::DepthCountsEveryJob,
+            ) {
+                0
+            } else {
+                mark
+            };
             (at >= minute - 120_000).then_some(mark)
         }
         None => None,
