@@ -340,6 +340,18 @@ pub fn key(what: &'static str, k: Option<&str>) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// The cap of a bounded count (overview, queue health, depth samples): 1..=10,000,000.
+pub fn count_cap(cap: i64) -> Result<(), ValidationError> {
+    if (1..=10_000_000).contains(&cap) {
+        Ok(())
+    } else {
+        Err(ValidationError::Other {
+            what: "count cap",
+            reason: format!("{cap} is out of range 1..=10000000"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,30 +168,16 @@ pub fn age(s: f64) -> String {
     if !s.is_finite() {
         return "–".into();
     }
-    let s = s.max(0.0);
-    if s < 60.0 {
-        format!("{s:.1}s")
-    } else if s < 3600.0 {
-        format!("{}m {}s", (s / 60.0) as u64, (s % 60.0) as u64)
-    } else if s < 86400.0 {
-        format!("{}h {}m", (s / 3600.0) as u64, ((s % 3600.0) / 60.0) as u64)
-    } else {
-        format!(
-            "{}d {}h",
-            (s / 86400.0) as u64,
-            ((s % 86400.0) / 3600.0) as u64
-        )
-    }
+    docket_core::why::human_secs(s.max(0.0))
 }
 
-/// Milliseconds for people: `25 ms`, `2.5 s`, `1 min`.
+/// Milliseconds for people: `25ms` below a second, then as [`age`] does (`2.5s`, `1m 0s`).
 pub fn ms(v: f64) -> String {
     if v < 1000.0 {
-        format!("{v:.0} ms")
-    } else if v < 60_000.0 {
-        format!("{} s", v / 1000.0)
+        format!("{v:.0}ms")
     } else {
-        format!("{} min", v / 60_000.0)
+        // One duration format on every page: the one ages use.
+        docket_core::why::human_secs(v / 1000.0)
     }
 }
 

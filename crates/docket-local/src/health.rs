@@ -20,14 +20,7 @@ const RETRY_WINDOW: i64 = 100_000;
 pub const DEPTH_ROWS: i64 = 100_000;
 
 fn check_cap(cap: i64) -> Result<()> {
-    if !(1..=10_000_000).contains(&cap) {
-        return Err(ValidationError::Other {
-            what: "count cap",
-            reason: format!("{cap} is out of range 1..=10000000"),
-        }
-        .into());
-    }
-    Ok(())
+    Ok(validate::count_cap(cap)?)
 }
 
 /// Per queue: retrying jobs and the oldest running job's age.

@@ -111,13 +111,7 @@ pub async fn search<E: Engine>(e: &E, q: &JobQuery) -> Result<JobPage> {
 
 /// Every known queue at a glance, counts capped at `cap`.
 pub async fn overview<E: Engine>(e: &E, cap: i64) -> Result<Overview> {
-    if !(1..=10_000_000).contains(&cap) {
-        return Err(ValidationError::Other {
-            what: "count cap",
-            reason: format!("{cap} is out of range 1..=10000000"),
-        }
-        .into());
-    }
+    validate::count_cap(cap)?;
     let now = now_ms(e).await?;
     let rows = e.reader().fetch_all("overview", args![now, cap]).await?;
     let mut queues = Vec::with_capacity(rows.len());

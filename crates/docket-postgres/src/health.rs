@@ -15,14 +15,7 @@ use crate::store::{ms, PgStore};
 pub const DEPTH_ROWS: i64 = 100_000;
 
 fn check_cap(cap: i64) -> Result<()> {
-    if !(1..=10_000_000).contains(&cap) {
-        return Err(ValidationError::Other {
-            what: "count cap",
-            reason: format!("{cap} is out of range 1..=10000000"),
-        }
-        .into());
-    }
-    Ok(())
+    Ok(validate::count_cap(cap)?)
 }
 
 impl PgStore {

@@ -137,13 +137,7 @@ impl PgStore {
     }
 
     pub(crate) async fn overview_impl(&self, cap: i64) -> Result<Overview> {
-        if !(1..=10_000_000).contains(&cap) {
-            return Err(ValidationError::Other {
-                what: "count cap",
-                reason: format!("{cap} is out of range 1..=10000000"),
-            }
-            .into());
-        }
+        validate::count_cap(cap)?;
         let rows = self
             .read_plain(async |c: &mut PgConnection| {
                 sqlx::query(&self.queries().overview)
