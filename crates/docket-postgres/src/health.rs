@@ -57,9 +57,10 @@ impl PgStore {
 
     pub(crate) async fn sample_depth_impl(&self, cap: i64) -> Result<()> {
         check_cap(cap)?;
-        self.read_plain(async |c: &mut PgConnection| {
-            sqlx::query(&self.queries().depth_sample)
-                .persistent(false)
+        // A write, once a minute: the store's ordinary statement path, not the dashboard's
+        // unprepared read transaction.
+        self.run(async |c: &mut PgConnection| {
+            self.query(&self.queries().depth_sample)
                 .bind(cap)
                 .execute(&mut *c)
                 .await
