@@ -57,6 +57,8 @@ pub enum Mutant {
     /// A finishing keyed job whose key's lock is held (by a claim flagging the next job)
     /// records no hand-over: the next job waits for the full key sweep.
     HandoverLost,
+    /// A claim of a rate-limited queue spends no tokens: the bucket never empties.
+    BucketNeverSpent,
     /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is
     /// retried again instead of ending dead.
     LocalRetryPastBudget,
@@ -116,6 +118,7 @@ impl Mutant {
         Mutant::ClaimWalkStopsAtHeldKeys,
         Mutant::GrantKeepsJobWrites,
         Mutant::HandoverLost,
+        Mutant::BucketNeverSpent,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
@@ -151,6 +154,7 @@ impl Mutant {
             Mutant::ClaimWalkStopsAtHeldKeys => "claim_walk_stops_at_held_keys",
             Mutant::GrantKeepsJobWrites => "grant_keeps_job_writes",
             Mutant::HandoverLost => "handover_lost",
+            Mutant::BucketNeverSpent => "bucket_never_spent",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",
@@ -250,6 +254,11 @@ impl Mutant {
                 "jobs_release_keys",
                 "IF NOT v_done THEN",
                 "IF false THEN",
+            )],
+            Mutant::BucketNeverSpent => &[(
+                "claim_controlled",
+                "UPDATE queues SET tokens = queue_tokens - n,",
+                "UPDATE queues SET tokens = queue_tokens,",
             )],
             _ => &[],
         }

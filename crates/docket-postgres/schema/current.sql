@@ -278,6 +278,15 @@ AS $function$
                  * p_rate / p_period_ms)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.bucket_tokens(p_tokens double precision, p_refilled_at timestamp with time zone, p_rate integer, p_period_ms bigint, p_at timestamp with time zone)
+ RETURNS double precision
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT least(p_rate::float8, p_tokens + greatest(0, extract(epoch FROM p_at - p_refilled_at)) * 1000.0
+                 * p_rate / p_period_ms)
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.cancel_job(p_id bigint)
  RETURNS TABLE(previous_state text)
  LANGUAGE sql
@@ -433,20 +442,24 @@ DECLARE
     rated_out text[] := '{}';
     new_rated integer;
     pass integer := 0;
+    -- The instant this claim hands jobs out: taken after the queue's lock (see the header).
+    at timestamptz := clock_timestamp();
 BEGIN
     SELECT * INTO q FROM queues WHERE name = p_queue;
     IF FOUND AND (q.max_running IS NOT NULL OR q.rate_limit IS NOT NULL) THEN
         IF NOT lock_briefly(lock_space('queue-limit'), hashtext(p_queue), false, 50) THEN
             RETURN;
         END IF;
-        -- A fresh snapshot, taken after the lock: every earlier claim of this queue is visible.
+        -- A fresh snapshot, taken after the lock: every earlier claim of this queue is visible,
+        -- and the clock read after it is later than every earlier claim's.
+        at := clock_timestamp();
         SELECT * INTO q FROM queues WHERE name = p_queue;
         IF q.max_running IS NOT NULL THEN
             SELECT count(*) INTO n FROM jobs WHERE state = 'running' AND queue = p_queue;
             budget := least(budget, q.max_running - n);
         END IF;
         IF q.rate_limit IS NOT NULL THEN
-            queue_tokens := bucket_tokens(q.tokens, q.refilled_at, q.rate_limit, q.rate_period_ms);
+            queue_tokens := bucket_tokens(q.tokens, q.refilled_at, q.rate_limit, q.rate_period_ms, at);
             budget := least(budget, floor(queue_tokens)::integer);
         END IF;
         -- Every job of a limited queue holds its limit while running: only for free slots.
@@ -511,7 +524,7 @@ BEGIN
                 -- Out of tokens: skipped, not blocked (tokens come back with time, not with an
                 -- event), and remembered, so the next pass looks past all of this key's jobs.
                 IF k.rate_limit IS NOT NULL
-                   AND bucket_tokens(k.tokens, k.refilled_at, k.rate_limit, k.rate_period_ms) - n < 1 THEN
+                   AND bucket_tokens(k.tokens, k.refilled_at, k.rate_limit, k.rate_period_ms, at) - n < 1 THEN
                     IF NOT r.concurrency_key = ANY (rated_out) THEN
                         rated_out := rated_out || r.concurrency_key;
                         new_rated := new_rated + 1;
@@ -541,8 +554,8 @@ BEGIN
         SET state = 'running',
             attempt = j.attempt + 1,
             lease_owner = p_owner,
-            lease_expires_at = now() + p_lease_ms * interval '1 millisecond',
-            attempted_at = now()
+            lease_expires_at = at + p_lease_ms * interval '1 millisecond',
+            attempted_at = at
         FROM next
         WHERE j.id = next.id
         RETURNING j.id
@@ -551,13 +564,13 @@ BEGIN
     n := coalesce(cardinality(claimed_ids), 0);
 
     IF q.rate_limit IS NOT NULL AND n > 0 THEN
-        UPDATE queues SET tokens = queue_tokens - n, refilled_at = greatest(refilled_at, now())
+        UPDATE queues SET tokens = queue_tokens - n, refilled_at = greatest(refilled_at, at)
         WHERE name = p_queue;
     END IF;
     -- Keys with a rate: spend their tokens (their claims are serialised by the key lock held).
     UPDATE key_limits kl
-    SET tokens = bucket_tokens(kl.tokens, kl.refilled_at, kl.rate_limit, kl.rate_period_ms) - c.n,
-        refilled_at = greatest(kl.refilled_at, now())
+    SET tokens = bucket_tokens(kl.tokens, kl.refilled_at, kl.rate_limit, kl.rate_period_ms, at) - c.n,
+        refilled_at = greatest(kl.refilled_at, at)
     FROM (SELECT concurrency_key AS key, count(*) AS n FROM jobs
           WHERE id = ANY (claimed_ids) AND concurrency_key IS NOT NULL GROUP BY 1) c
     WHERE kl.key = c.key AND kl.rate_limit IS NOT NULL;
