@@ -352,10 +352,55 @@ pub fn count_cap(cap: i64) -> Result<(), ValidationError> {
     }
 }
 
+/// A worker's report: queue names valid, and the per-queue buffered counts (when given) one
+/// per queue, so no count is filed under the wrong queue.
+pub fn worker_beat(beat: &crate::WorkerBeat) -> Result<(), ValidationError> {
+    for q in &beat.queues {
+        queue(q)?;
+    }
+    let (n, q) = (beat.buffered_by_queue.len(), beat.queues.len());
+    if n != 0 && n != q {
+        return Err(ValidationError::Other {
+            what: "worker report",
+            reason: format!("{n} buffered counts for {q} queues"),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_worker_report_files_each_buffered_count_under_one_queue() {
+        let mut beat = crate::WorkerBeat {
+            owner: "w".into(),
+            host: "h".into(),
+            pid: 1,
+            queues: vec!["a".into(), "b".into()],
+            concurrency: 2,
+            in_flight: 3,
+            buffered: 3,
+            buffered_by_queue: vec![1, 2],
+        };
+        assert!(worker_beat(&beat).is_ok());
+        assert_eq!(beat.buffered_in("b"), 2);
+        assert_eq!(beat.buffered_in("c"), 0);
+        beat.buffered_by_queue = vec![];
+        assert!(
+            worker_beat(&beat).is_ok(),
+            "an older worker says nothing per queue"
+        );
+        assert_eq!(beat.buffered_in("b"), 0);
+        beat.buffered_by_queue = vec![3];
+        let e = worker_beat(&beat).unwrap_err().to_string();
+        assert!(e.contains("1 buffered counts for 2 queues"), "{e}");
+        beat.buffered_by_queue = vec![1, 2];
+        beat.queues[1] = "bad name".into();
+        assert!(worker_beat(&beat).is_err());
+    }
 
     #[test]
     fn names() {

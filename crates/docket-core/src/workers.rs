@@ -24,6 +24,22 @@ pub struct WorkerBeat {
     /// Of those, claimed ahead of a free slot and not yet started (the prefetch buffer).
     #[serde(default)]
     pub buffered: u32,
+    /// `buffered` split by queue: one count per entry of `queues`, in its order (empty from a
+    /// worker older than this field). The database says `running` for executing and buffered
+    /// jobs alike; this is how the pages tell them apart per queue.
+    #[serde(default)]
+    pub buffered_by_queue: Vec<u32>,
+}
+
+impl WorkerBeat {
+    /// Its buffered jobs of `queue` (0 when it does not serve it or did not say).
+    pub fn buffered_in(&self, queue: &str) -> u32 {
+        self.queues
+            .iter()
+            .position(|q| q == queue)
+            .and_then(|i| self.buffered_by_queue.get(i).copied())
+            .unwrap_or(0)
+    }
 }
 
 /// A live worker, as the registry has it.

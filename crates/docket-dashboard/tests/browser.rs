@@ -187,7 +187,8 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
             queues: vec!["mail".into(), "billing".into()],
             concurrency: 20,
             in_flight: 3,
-            buffered: 0,
+            buffered: 2,
+            buffered_by_queue: vec![2, 0],
         },
         Duration::from_secs(600),
     )

@@ -732,6 +732,44 @@ async fn the_queues_page_flags_what_is_stuck() {
     assert!(!h.contains("no live worker"), "{h}");
 }
 
+/// The database says `running` for a job a worker executes and for one it claimed ahead of a
+/// free slot: the queues page splits each queue's running jobs by the live workers' reports
+/// (a gone worker's last report counts for nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queues_page_tells_executing_from_buffered_jobs() {
+    let db = TestDb::new().await;
+    let s = &db.store;
+    for _ in 0..5 {
+        s.enqueue(&NewJob::new("mail", "k", json!({})))
+            .await
+            .unwrap();
+    }
+    s.enqueue(&NewJob::new("sms", "k", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(claim_ready(s, "mail", 10).await.len(), 5);
+    assert_eq!(claim_ready(s, "sms", 10).await.len(), 1);
+    let ttl = Duration::from_secs(600);
+    let mut a = beat("w-a", &["mail", "sms"]);
+    a.buffered_by_queue = vec![2, 0];
+    let mut b = beat("w-b", &["mail"]);
+    b.buffered_by_queue = vec![1];
+    let mut gone = beat("w-gone", &["mail"]);
+    gone.buffered_by_queue = vec![4];
+    for w in [&a, &b, &gone] {
+        s.worker_beat(w, ttl).await.unwrap();
+    }
+    s.worker_gone("w-gone").await.unwrap();
+    let page = page_text(&serve(s.clone(), Options::default()).await, "/").await;
+    let row = |q: &str| section(&page, &format!("data-queue=\"{q}\""), "</tr>");
+    let mail = row("mail");
+    assert!(mail.contains("2 exec · 3 buf"), "{mail}");
+    let sms = row("sms");
+    assert!(sms.contains("1 exec · 0 buf"), "{sms}");
+    let card = section(&page, "id=\"running\"", "</div>");
+    assert!(card.contains("6: 3 executing, 3 buffered"), "{card}");
+}
+
 /// "Which error is new?": a cause spread over e-mail addresses and customer ids is one group
 /// counting its retrying and dead jobs, newest cause first, its text escaped; the group's
 /// page lists its jobs and its retry goes through the count confirmation.

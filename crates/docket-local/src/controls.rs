@@ -361,15 +361,14 @@ pub async fn enqueue_due_periodic<E: Engine>(e: &E, limit: i64) -> Result<Vec<Ti
 
 /// Records a worker's heartbeat in the registry, live for `ttl`.
 pub async fn worker_beat<E: Engine>(e: &E, beat: &WorkerBeat, ttl: Duration) -> Result<()> {
-    for q in &beat.queues {
-        validate::queue(q)?;
-    }
+    validate::worker_beat(beat)?;
     let mut end = beat.host.len().min(255);
     while !beat.host.is_char_boundary(end) {
         end -= 1;
     }
     let host = &beat.host[..end];
     let queues = serde_json::to_string(&beat.queues).unwrap_or_else(|_| "[]".into());
+    let by_queue = serde_json::to_string(&beat.buffered_by_queue).unwrap_or_else(|_| "[]".into());
     let mut tx = e.begin().await?;
     let now = tx.now();
     tx.execute("worker_forget", args![now]).await?;
@@ -385,6 +384,7 @@ pub async fn worker_beat<E: Engine>(e: &E, beat: &WorkerBeat, ttl: Duration) -> 
             now,
             ms(ttl),
             beat.buffered,
+            &by_queue,
         ],
     )
     .await?;
@@ -450,6 +450,11 @@ fn worker_row(r: &Row) -> Result<WorkerInfo> {
             concurrency: count(r, "concurrency")?,
             in_flight: count(r, "in_flight")?,
             buffered: count(r, "buffered")?,
+            // NULL from a worker older than the column (and on a row a stop cleared).
+            buffered_by_queue: match r.get::<Option<String>>("buffered_by_queue")? {
+                Some(s) => serde_json::from_str(&s).unwrap_or_default(),
+                None => Vec::new(),
+            },
         },
         started_at: rows::time(r, "started_at")?,
         seen_at: rows::time(r, "seen_at")?,

@@ -247,7 +247,8 @@ CREATE TABLE {{schema}}.workers (
     seen_at timestamp with time zone NOT NULL DEFAULT now(),
     expires_at timestamp with time zone NOT NULL,
     buffered integer NOT NULL DEFAULT 0,
-    stopped_at timestamp with time zone
+    stopped_at timestamp with time zone,
+    buffered_by_queue integer[] NOT NULL DEFAULT '{}'::integer[]
 );
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_concurrency_check CHECK ((concurrency >= 0));
 ALTER TABLE {{schema}}.workers ADD CONSTRAINT workers_host_check CHECK ((length(host) <= 255));

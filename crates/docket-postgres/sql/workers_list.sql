@@ -1,6 +1,7 @@
 -- workers_list: live workers (unexpired by the database's clock), with the leader marked.
 -- No parameters.
-SELECT w.owner, w.host, w.pid, w.queues, w.concurrency, w.in_flight, w.buffered, w.started_at, w.seen_at,
+SELECT w.owner, w.host, w.pid, w.queues, w.concurrency, w.in_flight, w.buffered, w.buffered_by_queue,
+       w.started_at, w.seen_at,
        w.expires_at,
        EXISTS (SELECT 1 FROM {{schema}}.leader l
                WHERE l.owner = w.owner AND l.expires_at > now()) AS leader

@@ -22,9 +22,7 @@ fn cut(s: &str, max: usize) -> &str {
 
 impl PgStore {
     pub(crate) async fn worker_beat_impl(&self, b: &WorkerBeat, ttl: Duration) -> Result<()> {
-        for q in &b.queues {
-            validate::queue(q)?;
-        }
+        validate::worker_beat(b)?;
         let clamp = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
         self.run(async |c: &mut PgConnection| {
             self.query(&self.queries().worker_beat)
@@ -36,6 +34,12 @@ impl PgStore {
                 .bind(clamp(b.in_flight))
                 .bind(ms(ttl))
                 .bind(clamp(b.buffered))
+                .bind(
+                    b.buffered_by_queue
+                        .iter()
+                        .map(|&n| clamp(n))
+                        .collect::<Vec<i32>>(),
+                )
                 .execute(&mut *c)
                 .await
                 .map_err(db_err)
@@ -113,6 +117,12 @@ fn worker_row(r: &sqlx::postgres::PgRow, stopped: bool) -> Result<WorkerInfo> {
             concurrency: unsigned(r.try_get("concurrency").map_err(db_err)?),
             in_flight: unsigned(r.try_get("in_flight").map_err(db_err)?),
             buffered: unsigned(r.try_get("buffered").map_err(db_err)?),
+            buffered_by_queue: r
+                .try_get::<Vec<i32>, _>("buffered_by_queue")
+                .map_err(db_err)?
+                .into_iter()
+                .map(unsigned)
+                .collect(),
         },
         started_at: r.try_get("started_at").map_err(db_err)?,
         seen_at: r.try_get("seen_at").map_err(db_err)?,

@@ -42,6 +42,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "periodic_pause",
         include_str!("../migrations/0010_periodic_pause.sql"),
     ),
+    (
+        11,
+        "buffered_by_queue",
+        include_str!("../migrations/0011_buffered_by_queue.sql"),
+    ),
 ];
 
 /// The newest version.

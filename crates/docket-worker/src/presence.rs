@@ -33,6 +33,11 @@ impl<S: Store> Presence<S> {
             concurrency: clamp(cfg.queues.iter().map(|q| q.concurrency).sum()),
             in_flight: clamp(self.shared.tracker.len()),
             buffered: clamp(self.shared.pace.values().map(|p| p.buffered()).sum()),
+            buffered_by_queue: cfg
+                .queues
+                .iter()
+                .map(|q| clamp(self.shared.pace.get(&q.name).map_or(0, |p| p.buffered())))
+                .collect(),
         }
     }
 

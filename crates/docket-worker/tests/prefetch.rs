@@ -199,6 +199,7 @@ async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
     cfg.prefetch = 1;
     cfg.prefetch_timeout = Duration::from_secs(60);
     cfg.maintenance = false;
+    cfg.presence_interval = Duration::from_millis(100);
     let w = start(&db, holding(seen.clone(), release.clone()), cfg).await;
     prime(&db, 40).await;
     let jobs: Vec<NewJob> = (0..2)
@@ -214,6 +215,17 @@ async fn a_buffered_job_never_starts_once_its_lease_is_lost() {
                     .scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'running'")
                     .await
                     == 2
+        },
+    )
+    .await;
+    // The database says `running` for both; the worker's report tells them apart per queue.
+    eventually(
+        Duration::from_secs(20),
+        "the registry shows one job of q buffered",
+        || async {
+            db.store.workers().await.unwrap().iter().any(|w| {
+                w.beat.buffered == 1 && w.beat.buffered_in("q") == 1 && w.beat.in_flight == 2
+            })
         },
     )
     .await;

@@ -179,17 +179,34 @@ const MAX_ROWS: usize = 200;
 /// `GET /`.
 pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
-    let (o, samples, health, depth) = match tokio::try_join!(
+    let (o, samples, health, depth, workers) = match tokio::try_join!(
         app.store.overview(CAP),
         app.store.samples(Duration::from_secs(3600)),
         app.store.queue_health(CAP),
         app.store
-            .depth_history(Duration::from_secs(60 * (DEPTH_MINUTES as u64 + 1)))
+            .depth_history(Duration::from_secs(60 * (DEPTH_MINUTES as u64 + 1))),
+        app.store.workers()
     ) {
         Ok(v) => v,
         Err(e) => return layout::error(&app, &e),
     };
     let now = o.at.unwrap_or_else(Utc::now);
+    // The database says `running` for executing and buffered jobs alike; the live workers'
+    // reports say how many of each queue's are buffered (claimed ahead of a free slot).
+    let buffered = |queue: &str| -> i64 {
+        workers
+            .iter()
+            .map(|w| i64::from(w.beat.buffered_in(queue)))
+            .sum()
+    };
+    let all_running: i64 = o.queues.iter().map(|q| q.running).sum();
+    // Capped per queue by its running count: a report a moment older than the count may
+    // name a job that finished since.
+    let all_buffered: i64 = o
+        .queues
+        .iter()
+        .map(|q| buffered(&q.queue).min(q.running))
+        .sum();
     let (done, wait) = series(&samples, now, None);
     let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
     let health: BTreeMap<&str, &QueueHealth> =
@@ -225,7 +242,8 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
             div.card #rates { h3 { "Enqueued vs done / min (last 10 / 5 min)" }
                 (in_rate.map(|r| format!("{r:.0}")).unwrap_or_else(|| "–".into())) " in · " (format!("{last_min:.0}")) " out" }
             div.card { h3 { "Queues" } (o.queues.len()) }
-            div.card { h3 { "Running" } (o.queues.iter().map(|q| q.running).sum::<i64>()) }
+            div.card #running { h3 { "Running" }
+                (all_running) ": " (all_running - all_buffered) " executing, " (all_buffered) " buffered" }
             div.card #wait-percentiles { h3 { "Wait p50 / p95 / p99, 1 h" } (percentiles(&all_wait)) }
             div.card #run-percentiles { h3 { "Run time p50 / p95 / p99, 1 h" } (percentiles(&all_run)) }
         }
@@ -264,6 +282,12 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n.retrying { a href=(app.href(&format!("/jobs?queue={enc}&state=retrying"))) { (h.map(|h| layout::count(&h.retrying)).unwrap_or_else(|| html! { "0" })) } }
                         td.n {
                             a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) }
+                            @let b = buffered(&q.queue).min(q.running);
+                            @if q.running > 0 {
+                                br; small.split title="executing a handler / claimed ahead of a free slot, not started (from the workers' reports)" {
+                                    (q.running - b) " exec · " (b) " buf"
+                                }
+                            }
                             @if q.near_expiry > 0 { br; small.near title="leases ending within 10 s" { (q.near_expiry) " near expiry" } }
                         }
                         td.n.oldest-running { (h.and_then(|h| h.oldest_running_age_s).map(layout::age).unwrap_or_else(|| "–".into())) }

@@ -115,6 +115,11 @@ pub fn beat(owner: &str, queues: &[&str]) -> WorkerBeat {
         concurrency: 4,
         in_flight: 3,
         buffered: 1,
+        buffered_by_queue: queues
+            .iter()
+            .enumerate()
+            .map(|(i, _)| u32::from(i == 0))
+            .collect(),
     }
 }
 

@@ -211,6 +211,7 @@ pub async fn overview_counts_with_a_cap_and_dead_jobs_group<H: Harness>(h: &H) {
             concurrency: 1,
             in_flight: 0,
             buffered: 0,
+            buffered_by_queue: vec![],
         },
         Duration::from_secs(60),
     )

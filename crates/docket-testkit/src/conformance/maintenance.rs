@@ -210,6 +210,7 @@ pub async fn the_registry_tells_live_stopped_and_vanished_workers_apart<H: Harne
         concurrency: 2,
         in_flight: 1,
         buffered: 0,
+        buffered_by_queue: vec![],
     };
     let ttl = Duration::from_secs(15);
     s.worker_beat(&beat("killed"), ttl).await.unwrap();

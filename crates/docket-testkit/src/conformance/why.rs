@@ -209,7 +209,9 @@ pub fn beat(owner: &str, queues: &[String]) -> WorkerBeat {
         queues: queues.to_vec(),
         concurrency: 10,
         in_flight: 3,
-        buffered: 0,
+        // 1 buffered of the first queue, 2 of the second, ...: each count filed under its queue.
+        buffered: (1..=queues.len() as u32).sum(),
+        buffered_by_queue: (1..=queues.len() as u32).collect(),
     }
 }
 
@@ -226,6 +228,10 @@ pub async fn the_worker_registry_lists_live_workers_only<H: Harness>(h: &H) {
     assert_eq!(list.len(), 2);
     let a = list.iter().find(|w| w.beat.owner == "a").unwrap();
     assert_eq!(a.beat, beat("a", &queues));
+    assert_eq!(
+        (a.beat.buffered_in("mail"), a.beat.buffered_in("sms")),
+        (1, 2)
+    );
     assert!(a.leader && a.expires_at > a.seen_at);
     assert!(!list.iter().find(|w| w.beat.owner == "b").unwrap().leader);
     // A second report updates the row (no duplicate) and keeps its start.
@@ -242,6 +248,12 @@ pub async fn the_worker_registry_lists_live_workers_only<H: Harness>(h: &H) {
     assert!(s.workers().await.unwrap().is_empty(), "a's report expired");
     assert!(matches!(
         s.worker_beat(&beat("c", &["".to_string()]), ttl).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let mut skewed = beat("d", &queues);
+    skewed.buffered_by_queue = vec![5];
+    assert!(matches!(
+        s.worker_beat(&skewed, ttl).await,
         Err(StoreError::Invalid(_))
     ));
     assert!(s.workers().await.unwrap().is_empty(), "nothing written");
