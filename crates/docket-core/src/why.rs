@@ -72,6 +72,10 @@ pub enum Gate {
         max_running: i32,
         /// Jobs of the key running now.
         running: i64,
+        /// Which queues' jobs those are: running jobs of the key per queue, the most first
+        /// (ties by name), at most five queues (a key is shared by every queue).
+        #[serde(default)]
+        by_queue: Vec<(String, i64)>,
     },
     /// Its concurrency key's rate bucket has no whole token.
     KeyRateEmpty {
@@ -204,10 +208,26 @@ impl Gate {
                 key,
                 max_running,
                 running,
-            } => format!(
-                "concurrency key {key} is full: {running} of its jobs run (its limit is \
-                 {max_running}), in any queue; it runs when one of them ends"
-            ),
+                by_queue,
+            } => {
+                let shown: i64 = by_queue.iter().map(|(_, n)| n).sum();
+                let mut whose: Vec<String> = by_queue
+                    .iter()
+                    .map(|(queue, n)| format!("{n} of queue {queue}"))
+                    .collect();
+                if !whose.is_empty() && shown < *running {
+                    whose.push(format!("{} of other queues", running - shown));
+                }
+                format!(
+                    "concurrency key {key} is full: {running} of its jobs run ({}; its limit \
+                     is {max_running}); it runs when one of them ends",
+                    if whose.is_empty() {
+                        "in any queue".to_string()
+                    } else {
+                        whose.join(", ")
+                    }
+                )
+            }
             Gate::KeyRateEmpty {
                 key,
                 tokens,
@@ -266,7 +286,24 @@ pub fn human_secs(s: f64) -> String {
 
 #[cfg(test)]
 mod human_tests {
-    use super::human_secs;
+    use super::{human_secs, Gate};
+
+    #[test]
+    fn a_full_key_names_the_queues_whose_jobs_fill_it() {
+        let g = |by_queue: Vec<(String, i64)>| Gate::KeyFull {
+            key: "tenant-4".into(),
+            max_running: 25,
+            running: 25,
+            by_queue,
+        };
+        let s = g(vec![("mail".into(), 20), ("sms".into(), 3)]).describe("mail");
+        assert!(
+            s.contains("(20 of queue mail, 3 of queue sms, 2 of other queues; its limit is 25)"),
+            "{s}"
+        );
+        let s = g(vec![]).describe("mail");
+        assert!(s.contains("(in any queue; its limit is 25)"), "{s}");
+    }
 
     #[test]
     fn waits_read_as_people_say_them() {

@@ -752,6 +752,7 @@ async fn the_queues_page_tells_executing_from_buffered_jobs() {
     let ttl = Duration::from_secs(600);
     let mut a = beat("w-a", &["mail", "sms"]);
     a.buffered_by_queue = vec![2, 0];
+    a.buffered = 2;
     let mut b = beat("w-b", &["mail"]);
     b.buffered_by_queue = vec![1];
     let mut gone = beat("w-gone", &["mail"]);
@@ -768,6 +769,13 @@ async fn the_queues_page_tells_executing_from_buffered_jobs() {
     assert!(sms.contains("1 exec · 0 buf"), "{sms}");
     let card = section(&page, "id=\"running\"", "</div>");
     assert!(card.contains("6: 3 executing, 3 buffered"), "{card}");
+    // Per worker and queue on the workers page.
+    let page = page_text(&serve(s.clone(), Options::default()).await, "/workers").await;
+    let live = section(&page, "id=\"workers\"", "</table>");
+    let wa = section(&live, "data-owner=\"w-a\"", "</tr>");
+    assert!(wa.contains("(2 buffered)</small>, sms</td>"), "{wa}");
+    let wb = section(&live, "data-owner=\"w-b\"", "</tr>");
+    assert!(wb.contains("(1 buffered)"), "{wb}");
 }
 
 /// "Which error is new?": a cause spread over e-mail addresses and customer ids is one group

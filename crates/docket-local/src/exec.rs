@@ -320,7 +320,7 @@ macro_rules! statements {
             "search_window", "search_window_scan", "signal_get", "signal_insert", "signal_wake",
             "signals_prune", "skip", "stats_queues", "step_fence",
             "step_get", "step_insert", "steps_list", "steps_prune", "unique_holder",
-            "why_ahead", "why_job", "why_ordering", "why_served", "worker_beat",
+            "why_ahead", "why_job", "why_key_queues", "why_ordering", "why_served", "worker_beat",
             "worker_forget", "worker_gone", "workers_list", "workers_recent", "leader_lease"
             $(, $extra)*
         );

@@ -437,10 +437,17 @@ async fn why_gates<E: Engine>(e: &E, id: JobId) -> Result<WhyReport> {
         if let Some(max_running) = lim {
             let running = key_running(&mut tx, &key).await?;
             if running >= i64::from(max_running) {
+                let by_queue = tx
+                    .fetch_all("why_key_queues", args![&key])
+                    .await?
+                    .iter()
+                    .map(|r| Ok((r.get::<String>("queue")?, r.get::<i64>("n")?)))
+                    .collect::<Result<Vec<_>>>()?;
                 gates.push(Gate::KeyFull {
                     key: key.clone(),
                     max_running,
                     running,
+                    by_queue,
                 });
             }
         }

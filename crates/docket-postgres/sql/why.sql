@@ -5,6 +5,7 @@
 -- it; the queue's pause time; its max_running with the running count; its rate bucket
 -- (tokens now, limit, period); the concurrency key's effective limit (the key's own, else the
 -- queue's key_max_running) with its running count, and its rate bucket; the earliest
+-- running jobs per queue (JSON [[queue, n], ...], the most first, at most five queues); the earliest
 -- unfinished or dead job of the ordering key before this one (or a running one), with its
 -- state; and how many ready jobs of the queue a strict-order claim takes first (at most
 -- 10,000 counted); and whether a live worker (workers, unexpired) serves its queue.
@@ -26,6 +27,12 @@ SELECT j.state, j.queue, j.run_at, j.blocked,
            (SELECT count(*) FROM {{schema}}.jobs r
             WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key)
        END AS key_running,
+       CASE WHEN j.concurrency_key IS NOT NULL THEN
+           (SELECT jsonb_agg(jsonb_build_array(s.queue, s.n) ORDER BY s.n DESC, s.queue)
+            FROM (SELECT r.queue, count(*) AS n FROM {{schema}}.jobs r
+                  WHERE r.state = 'running' AND r.concurrency_key = j.concurrency_key
+                  GROUP BY r.queue ORDER BY count(*) DESC, r.queue LIMIT 5) s)
+       END AS key_running_by_queue,
        CASE WHEN k.rate_limit IS NOT NULL THEN
            {{schema}}.bucket_tokens(k.tokens, k.refilled_at, k.rate_limit, k.rate_period_ms)
        END AS key_tokens,

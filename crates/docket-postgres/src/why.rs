@@ -97,10 +97,15 @@ fn gates(r: &PgRow) -> Result<Vec<Gate>> {
         if let (Some(max_running), Some(running)) = (max, running) {
             if running >= i64::from(max_running) {
                 key_gate = true;
+                let by_queue: Option<serde_json::Value> =
+                    r.try_get("key_running_by_queue").map_err(db_err)?;
                 gates.push(Gate::KeyFull {
                     key: key.clone(),
                     max_running,
                     running,
+                    by_queue: by_queue
+                        .and_then(|v| serde_json::from_value(v).ok())
+                        .unwrap_or_default(),
                 });
             }
         }

@@ -71,11 +71,17 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
             } }
             tbody {
                 @for w in &live {
-                    tr {
+                    tr data-owner=(w.beat.owner) {
                         td { code { (w.beat.owner) } }
                         td { (w.beat.host) }
                         td.n { (w.beat.pid) }
-                        td { (w.beat.queues.join(", ")) }
+                        // Each queue with its buffered jobs, where it has any.
+                        td.queues { @for (i, q) in w.beat.queues.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            (q)
+                            @let b = w.beat.buffered_in(q);
+                            @if b > 0 { " " small.buf title="claimed ahead of a free slot, not started" { "(" (b) " buffered)" } }
+                        } }
                         td.n { (w.beat.concurrency) }
                         td.n { (w.beat.in_flight.saturating_sub(w.beat.buffered)) }
                         td.n { (w.beat.buffered) }

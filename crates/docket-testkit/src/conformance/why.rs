@@ -142,8 +142,39 @@ pub async fn why_names_every_gate_that_holds_a_job<H: Harness>(h: &H) {
         vec![Gate::KeyFull {
             key: "tenant".into(),
             max_running: 1,
-            running: 1
+            running: 1,
+            by_queue: vec![("w6".into(), 1)],
         }]
+    );
+    // A key shared by queues: the answer says whose jobs fill it.
+    s.set_key_limit(&KeyLimit {
+        key: "shared".into(),
+        max_running: Some(3),
+        rate: None,
+    })
+    .await
+    .unwrap();
+    for q in ["w6b", "w6a", "w6a"] {
+        put(s, job(q).concurrency_key("shared")).await;
+    }
+    assert_eq!(claim(s, "w6a", 5, "w", LONG).await.len(), 2);
+    assert_eq!(claim(s, "w6b", 5, "w", LONG).await.len(), 1);
+    let shared = put(s, job("w6b").concurrency_key("shared")).await;
+    let w = s.why(shared).await.unwrap();
+    // (No worker serves w6b: that gate follows.)
+    assert_eq!(
+        w.gates[0],
+        Gate::KeyFull {
+            key: "shared".into(),
+            max_running: 3,
+            running: 3,
+            by_queue: vec![("w6a".into(), 2), ("w6b".into(), 1)],
+        }
+    );
+    let said = w.gates[0].describe("w6b");
+    assert!(
+        said.contains("(2 of queue w6a, 1 of queue w6b; its limit is 3)"),
+        "{said}"
     );
 
     // Ordering key: behind its running head, then behind the head once it is dead.
