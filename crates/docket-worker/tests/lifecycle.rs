@@ -363,8 +363,10 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
         }
     };
     crashed_lease(1).await;
+    // The reaper counts after its transaction commits: wait for the count, not only the row
+    // (the row is seen requeued a moment before the counter moves).
     eventually(Duration::from_secs(10), "reaped by the leader", || async {
-        count_state(&db, "running").await == 0
+        count_state(&db, "running").await == 0 && reaped(&leader) + reaped(&other) >= 1
     })
     .await;
     assert_eq!(reaped(&leader), 1);
@@ -378,7 +380,7 @@ async fn only_the_leader_reaps_and_the_other_takes_over() {
     eventually(
         Duration::from_secs(10),
         "reaped by the new leader",
-        || async { count_state(&db, "running").await == 0 },
+        || async { count_state(&db, "running").await == 0 && reaped(&other) >= 1 },
     )
     .await;
     assert_eq!(reaped(&other), 1);
