@@ -59,6 +59,9 @@ pub enum Mutant {
     HandoverLost,
     /// A claim of a rate-limited queue spends no tokens: the bucket never empties.
     BucketNeverSpent,
+    /// MariaDB: a claim that waited for its queue's limit lock refills the bucket with the
+    /// clock it read before waiting.
+    ClaimClockBeforeLock,
     /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is
     /// retried again instead of ending dead.
     LocalRetryPastBudget,
@@ -119,6 +122,7 @@ impl Mutant {
         Mutant::GrantKeepsJobWrites,
         Mutant::HandoverLost,
         Mutant::BucketNeverSpent,
+        Mutant::ClaimClockBeforeLock,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
@@ -155,6 +159,7 @@ impl Mutant {
             Mutant::GrantKeepsJobWrites => "grant_keeps_job_writes",
             Mutant::HandoverLost => "handover_lost",
             Mutant::BucketNeverSpent => "bucket_never_spent",
+            Mutant::ClaimClockBeforeLock => "claim_clock_before_lock",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",

@@ -96,7 +96,7 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<(Vec<Row>, bool)> {
     let ctx = c
         .fetch_one("claim_context", args![&req.queue, bound])
         .await?;
-    let now: i64 = ctx.get("now")?;
+    let mut now: i64 = ctx.get("now")?;
     let mut q = QueueRow::of(&ctx)?;
     let keyed: bool = ctx.get("keyed")?;
     let starving: bool = ctx.get("starving")?;
@@ -108,6 +108,12 @@ async fn claim_in(c: &mut Tx, req: &ClaimRequest) -> Result<(Vec<Row>, bool)> {
         // and bucket read after this lock.
         lock_queue(c, &format!("limit:{}", req.queue), true).await?;
         q = rules::queue_row(c, &req.queue).await?;
+        // The clock read after the lock: a claim that waited for it must not refill the
+        // buckets, nor stamp its jobs, with an instant before the previous claim's (the
+        // same rule as PostgreSQL's migration 0028).
+        if !docket_core::mutants::active(docket_core::mutants::Mutant::ClaimClockBeforeLock) {
+            now = c.scalar("now", args![]).await?;
+        }
     }
     let mut budget = rules::budget(c, req, &q, now).await?;
     if budget.n <= 0 {

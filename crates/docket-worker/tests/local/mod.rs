@@ -415,6 +415,76 @@ pub async fn a_freed_key_wakes_the_worker_holding_its_next_job_before_any_poll<H
     b.stop().await;
 }
 
+/// A queue's rate limit (10 per second, a burst of 10) holds for the claim times four
+/// workers leave behind, as the database's clock has them: within any window of w seconds at
+/// most 10 + 10 w claims. A claim that waited for the queue's limit lock must refill the
+/// bucket and stamp its jobs with the clock read after it, not before.
+pub async fn a_queue_rate_limit_holds_across_four_workers<H: Local>() {
+    let h = H::fresh().await;
+    let s = h.store();
+    s.set_queue_limits(
+        "r",
+        &QueueLimits {
+            rate: Some(RateLimit {
+                limit: 10,
+                period: Duration::from_secs(1),
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let jobs: Vec<NewJob> = (0..30)
+        .map(|i| NewJob::new("r", "record", json!({ "i": i })))
+        .collect();
+    s.enqueue_many(&jobs).await.unwrap();
+    H::exec_on(
+        s,
+        "CREATE TABLE executions (job_id BIGINT, attempt INT, owner VARCHAR(16))",
+    )
+    .await;
+    let mut ws = Vec::new();
+    for tag in ["a", "b", "c", "d"] {
+        let mut c = config("r", 10);
+        c.poll_interval = Duration::from_millis(50);
+        ws.push(start(h.second().await, recording::<H>(tag), c));
+    }
+    eventually(
+        Duration::from_secs(60),
+        "all rate-limited jobs done",
+        || async { count_state::<H>(s, "succeeded").await == 30 },
+    )
+    .await;
+    for w in ws {
+        w.stop().await;
+    }
+    let mut times = Vec::new();
+    for i in 0..30 {
+        times.push(
+            H::scalar_on(
+                s,
+                &format!("SELECT attempted_at FROM jobs ORDER BY attempted_at LIMIT 1 OFFSET {i}"),
+            )
+            .await,
+        );
+    }
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let w = (times[j] - times[i]) as f64;
+            let allowed = 10.0 + 10.0 * w / 1000.0;
+            assert!(
+                (j - i + 1) as f64 <= allowed + 1e-6,
+                "{} claims within {w} ms exceed the bucket ({allowed:.1}): {times:?}",
+                j - i + 1
+            );
+        }
+    }
+    assert!(
+        times[29] - times[0] >= 1900,
+        "30 jobs need at least 2 s of refills: {times:?}"
+    );
+}
+
 /// One `#[tokio::test]` per case of this suite, for harness `$h` (which implements
 /// [`Local`]).
 #[macro_export]
@@ -426,7 +496,8 @@ macro_rules! local_worker_suite {
             an_enqueue_in_the_workers_process_wakes_it_before_any_poll,
             a_rolled_back_enqueue_leaves_nothing_and_wakes_nobody,
             a_graceful_stop_gives_buffered_jobs_back_uncharged,
-            a_freed_key_wakes_the_worker_holding_its_next_job_before_any_poll
+            a_freed_key_wakes_the_worker_holding_its_next_job_before_any_poll,
+            a_queue_rate_limit_holds_across_four_workers
         );
     };
     (@cases $h:ty; $($case:ident),*) => {
