@@ -13,9 +13,9 @@
 # catching test.
 #
 # Usage: scripts/mutants.sh [MUTANT ...]    (default: every mutant)
-# Env:   DATABASE_URL as for the test suite. MUTANTS_BASELINE=passed skips the baseline run,
-#        for a caller that has just run `cargo test --workspace` (same binaries, a superset
-#        of the catching tests) and seen it pass, as .ci/run does.
+# Env:   DATABASE_URL as for the test suite. MUTANTS_BASELINE=suite skips the baseline run,
+#        for a caller that runs `cargo test --workspace` (same binaries, a superset of the
+#        catching tests) as well and fails when it fails, as .ci/run does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,8 +96,8 @@ for spec in $specs; do
     || { echo "mutants.sh: no test binary for $spec" >&2; exit 2; }
 done
 
-if [ "${MUTANTS_BASELINE:-}" = passed ]; then
-  echo "baseline: passed in the workspace's test run just before (MUTANTS_BASELINE=passed)" >&2
+if [ "${MUTANTS_BASELINE:-}" = suite ]; then
+  echo "baseline: the workspace's test run (MUTANTS_BASELINE=suite), not repeated here" >&2
   specs=""
 else
   echo "baseline: the catching tests pass without a mutant" >&2
