@@ -5,14 +5,16 @@ docket_testkit::conformance_suite!(docket_testkit::conformance::MySqlHarness);
 
 /// A claim of a rate-limited queue that waits for the queue's limit lock refills the bucket,
 /// and stamps its jobs, with the server's clock read after the lock — not with the instant
-/// it read before waiting. Here the lock is held for half a second while a claim waits on an
-/// empty bucket of 10 per second: read after the wait the bucket holds about 5 tokens; read
-/// before it, none.
+/// it read before waiting. While the claim waits, the lock's holder empties the bucket and
+/// backdates its refill by half a second (time passing, without waiting for it): the claim
+/// must find about 5 tokens and stamp its jobs no earlier than the release, which comes
+/// after the server's clock has moved past the moment the claim was seen waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_that_waited_for_the_limit_lock_refills_from_the_clock_after_it() {
     use std::time::Duration;
 
     use docket_core::*;
+    use docket_mysql::MySqlStore;
     use docket_testkit::conformance::{Harness, MySqlHarness};
 
     let h = MySqlHarness::fresh().await;
@@ -82,14 +84,32 @@ async fn a_claim_that_waited_for_the_limit_lock_refills_from_the_clock_after_it(
         },
     )
     .await;
-    // Time passing is what this test is about: half a second of refill, at 10 per second.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let released_at: i64 = sqlx::query_scalar(
-        "SELECT CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)",
+    let server_now = |s: MySqlStore| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT CAST(ROUND(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000) AS SIGNED)",
+        )
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
+    };
+    // The claim read its clock before it began to wait, so at or before `seen`; the release
+    // is stamped strictly later (the clock's next millisecond, at most one away).
+    let seen = server_now(s.clone()).await;
+    docket_testkit::eventually(
+        Duration::from_secs(5),
+        "the server's clock moves on",
+        || {
+            let s = s.clone();
+            async move { server_now(s).await > seen }
+        },
     )
-    .fetch_one(&mut *holder)
-    .await
-    .unwrap();
+    .await;
+    let released_at = server_now(s.clone()).await;
+    sqlx::query("UPDATE queues SET tokens = 0, refilled_at = ? WHERE name = 'r'")
+        .bind(released_at - 500)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
     holder.commit().await.unwrap();
     let got = waiting.await.unwrap();
     assert!(
