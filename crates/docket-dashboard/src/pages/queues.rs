@@ -193,20 +193,24 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     let now = o.at.unwrap_or_else(Utc::now);
     // The database says `running` for executing and buffered jobs alike; the live workers'
     // reports say how many of each queue's are buffered (claimed ahead of a free slot).
-    let buffered = |queue: &str| -> i64 {
-        workers
-            .iter()
-            .map(|w| i64::from(w.beat.buffered_in(queue)))
-            .sum()
-    };
-    let all_running: i64 = o.queues.iter().map(|q| q.running).sum();
-    // Capped per queue by its running count: a report a moment older than the count may
-    // name a job that finished since.
-    let all_buffered: i64 = o
+    // Summed once per queue, capped by its running count: a report a moment older than the
+    // count may name a job that finished since.
+    let mut reported: BTreeMap<&str, i64> = BTreeMap::new();
+    for w in &workers {
+        for (q, n) in w.beat.queues.iter().zip(&w.beat.buffered_by_queue) {
+            *reported.entry(q.as_str()).or_default() += i64::from(*n);
+        }
+    }
+    let buffered: BTreeMap<&str, i64> = o
         .queues
         .iter()
-        .map(|q| buffered(&q.queue).min(q.running))
-        .sum();
+        .map(|q| {
+            let n = reported.get(q.queue.as_str()).copied().unwrap_or(0);
+            (q.queue.as_str(), n.min(q.running))
+        })
+        .collect();
+    let all_running: i64 = o.queues.iter().map(|q| q.running).sum();
+    let all_buffered: i64 = buffered.values().sum();
     let (done, wait) = series(&samples, now, None);
     let last_min = done.iter().rev().take(5).sum::<f64>() / 5.0;
     let health: BTreeMap<&str, &QueueHealth> =
@@ -282,7 +286,7 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td.n.retrying { a href=(app.href(&format!("/jobs?queue={enc}&state=retrying"))) { (h.map(|h| layout::count(&h.retrying)).unwrap_or_else(|| html! { "0" })) } }
                         td.n {
                             a href=(app.href(&format!("/jobs?queue={enc}&state=running"))) { (q.running) }
-                            @let b = buffered(&q.queue).min(q.running);
+                            @let b = buffered.get(q.queue.as_str()).copied().unwrap_or(0);
                             @if q.running > 0 {
                                 br; small.split title="executing a handler / claimed ahead of a free slot, not started (from the workers' reports)" {
                                     (q.running - b) " exec · " (b) " buf"
