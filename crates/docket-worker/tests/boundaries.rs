@@ -2,7 +2,7 @@
 //! (with the overlap of two executions measured), a job held locked while others flow, and
 //! every listener disconnected.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

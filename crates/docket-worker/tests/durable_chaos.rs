@@ -105,7 +105,7 @@ impl Workers {
             .args([
                 "--ignored",
                 "--exact",
-                "chaos_worker_process",
+                "durable_chaos::chaos_worker_process",
                 "--nocapture",
             ])
             .env("DOCKET_CHAOS_URL", &self.url)

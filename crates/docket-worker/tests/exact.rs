@@ -2,7 +2,7 @@
 //! float64 holds are stored, claimed and handed to typed handlers as written, through the
 //! function path and the COPY path (money amounts are job args).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! outcomes a handler chooses at the edges: success after a cancel request, absurd delays,
 //! and pickup by the poll alone.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::sync::{Arc, Mutex};

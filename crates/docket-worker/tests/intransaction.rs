@@ -4,7 +4,7 @@
 //! while the handler runs rolls its writes back; and a worker that dies before the commit
 //! leaves nothing behind, the re-run writing exactly once.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::time::Duration;

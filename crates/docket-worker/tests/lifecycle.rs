@@ -1,7 +1,7 @@
 //! Runtime lifecycle: LISTEN reconnects, graceful and deadline shutdown, drain mode,
 //! in-transaction jobs, leader election.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `statement_timeout`, `idle_in_transaction_session_timeout` and provider-side connection
 //! kills with nothing lost.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! this engine's raw SQL, and an enqueue inside the application's own connection. The
 //! server: `MYSQL_URL`, or a private `mariadbd`.
 
-mod local;
+use crate::local;
 
 use docket_core::*;
 use docket_mysql::{MySqlStore, MySqlTx};

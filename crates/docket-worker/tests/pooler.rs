@@ -3,7 +3,7 @@
 //! drain, the scheduling controls, LISTEN over a direct `listen_url` (and polling without
 //! one), and the failure that pooler mode exists to prevent.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

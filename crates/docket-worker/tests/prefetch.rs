@@ -2,7 +2,7 @@
 //! to the queue uncounted at shutdown and after waiting too long, never start once their
 //! lease is lost, and do not let one worker hoard a backlog another could run.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::collections::HashMap;

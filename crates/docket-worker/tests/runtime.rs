@@ -1,7 +1,7 @@
 //! The worker runtime against a real server: throughput correctness, lost leases, handler
 //! outcomes, cancellation, timeouts, panics and unknown kinds.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! jobs do to a key), periodic ticks enqueued once, and paused queues never claimed.
 //! Every limit is checked where it matters: concurrent executions as the handlers saw them.
 
-mod common;
+use crate::common;
 
 use docket_postgres::PgStore;
 use std::collections::{BTreeMap, HashMap};

@@ -1,7 +1,7 @@
 //! The worker runtime on SQLite: the engines' shared suite (`local/mod.rs`) with this
 //! engine's raw SQL.
 
-mod local;
+use crate::local;
 
 use docket_sqlite::SqliteStore;
 use docket_testkit::conformance::SqliteHarness;

@@ -2,7 +2,7 @@
 //! process exits non-zero and its supervisor restarts it) instead of leaving a worker that
 //! looks alive and does nothing; and the jobs it held are not lost.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

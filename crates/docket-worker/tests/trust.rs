@@ -3,7 +3,7 @@
 //! enqueues through the validating definer function and cannot read, change or insert jobs;
 //! the operator reads; the worker runs jobs).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
