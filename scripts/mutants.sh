@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # mutant | tests that must catch it (package:test-target[:name filter], space-separated)
 MAP=$(cat <<'EOF'
 complete_no_attempt_check|docket-postgres:conformance:a_wrong_owner_cannot_write docket-postgres:conformance docket-postgres:interleavings
-complete_no_fence|docket-cli:crash:without_worker_guards docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:interleavings
+complete_no_fence|docket-cli:cli_all:crash::without_worker_guards docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:interleavings
 complete_after_expiry|docket-postgres:lifecycle:an_expired_lease_cannot_complete docket-postgres:conformance
 complete_delete_no_fence|docket-postgres:conformance:completing_by_delete docket-postgres:conformance
 fail_no_fence|docket-postgres:conformance:a_wrong_owner_cannot_write docket-postgres:conformance docket-postgres:interleavings
@@ -37,7 +37,7 @@ controlled_work_buffered|docket-worker:worker:prefetch::keyed_work_is_claimed_on
 release_counts_run|docket-worker:worker:prefetch::the_attempt_a_handler_sees_counts_runs
 claim_waits_on_public_lock|docket-worker:worker:trust::locks_any_connection_can_hold_stop_no_claim_and_no_completion
 claim_walk_stops_at_held_keys|docket-postgres:conformance:a_deep_backlog_of_a_held_key_holds_back_no_one
-grant_keeps_job_writes|docket-cli:roles:every_command_as_each_role
+grant_keeps_job_writes|docket-cli:cli_all:roles::every_command_as_each_role
 handover_lost|docket-postgres:concurrency:a_release_that_meets_a_claim_holding_the_key docket-worker:worker:scheduling::a_release_that_meets_a_held_key_lock
 bucket_never_spent|docket-worker:worker:scheduling::a_queue_rate_limit_holds_across_four_workers
 claim_clock_before_lock|docket-mysql:conformance:a_claim_that_waited_for_the_limit_lock
@@ -48,7 +48,7 @@ step_no_fence|docket-postgres:conformance:steps_are_recorded_once_under_the_clai
 signal_answer_not_kept|docket-worker:worker:durable::postgres::a_timed_out_wait_keeps_its_answer docket-worker:worker:durable::
 signal_wakes_any|docket-postgres:conformance:signals_wake_parked_jobs_once docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:conformance
 park_no_fence|docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:conformance
-pooler_not_detected|docket-cli:pooler:an_unrecognised_transaction_pooler_is_detected_and_nothing_fails
+pooler_not_detected|docket-cli:cli_all:pooler::an_unrecognised_transaction_pooler_is_detected_and_nothing_fails
 bulk_unconfirmed|docket-dashboard:http:a_bulk_action_walks_everything_a_filter_matches_in_batches
 progress_stale_attempt|docket-postgres:conformance:progress_is_written_only_under_the_claim docket-postgres:conformance
 gauges_keep_vanished|docket-dashboard:gauges:a_vanished_queue_has_no_series

@@ -3,7 +3,7 @@
 //! performance issue names. The floor is compared when `shared/bench/sql-floor.sh` is beside
 //! the project (as on the developers' machines); without it the floor fields are absent.
 
-mod common;
+use crate::common;
 
 use common::{bench_sizes, code, err, json_lines, out, Cli};
 use docket_testkit::TestDb;

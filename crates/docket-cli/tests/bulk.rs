@@ -2,7 +2,7 @@
 //! process's peak memory bounded by a chunk rather than the file; a bad line near the end
 //! rolls back every chunk already sent.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

@@ -1,7 +1,7 @@
 //! Chaos: SIGKILL of worker processes, server restarts, and terminated connections — each a
 //! real fault against real processes and a real server, checked by the invariant checker.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

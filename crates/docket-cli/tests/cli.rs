@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use docket_testkit::TestDb;
 
-mod common;
+use crate::common;
 use common::*;
 
 async fn jobs(db: &TestDb) -> i64 {

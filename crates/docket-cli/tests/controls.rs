@@ -1,7 +1,7 @@
 //! `docket queues|keys|cron` and `docket jobs skip`, run as a user would, with the state
 //! they leave in the database and the exit codes of bad input.
 
-mod common;
+use crate::common;
 
 use common::*;
 use docket_testkit::TestDb;

@@ -1,7 +1,7 @@
 //! The design's boundary tests that need real worker processes: a crash after the claim, a
 //! paused worker, a crash after a side effect, and retries running out.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! (children that ignore SIGTERM, also after `sh` has exited), and on a lost lease before
 //! the successor attempt can start. The job's environment carries none of Docket's secrets.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

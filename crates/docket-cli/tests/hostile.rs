@@ -3,7 +3,7 @@
 //! printed terminal-safe and round-tripped exactly; schemas never dropped, created or
 //! migrated behind the operator's back; no password in a process's argv.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

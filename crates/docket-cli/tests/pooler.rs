@@ -2,7 +2,7 @@
 //! connections than clients): the CLI contract, and workers killed with SIGKILL while they
 //! drain through it, checked by the invariant checker.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

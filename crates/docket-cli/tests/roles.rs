@@ -3,7 +3,7 @@
 //! reads every report and every page of a read-only dashboard, and what a role may not do
 //! fails with a clear error (never a panic, never a half-written change).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

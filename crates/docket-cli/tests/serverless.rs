@@ -3,7 +3,7 @@
 //! not), and `docket work --drain` leaves no connection behind. Statements are read from the
 //! server's own log (`log_statement = all`) on a cluster of the test's own.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! SIGSTOPped leader that is replaced and learns it, the second SIGTERM, and an `--exec` job
 //! at the shutdown deadline whose command ignores SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! certificate from a CA the test made; every sslmode; client certificates; and errors that
 //! name their cause (exit 3), never the password.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! dashboard beyond loopback are refused before anything starts; the dashboard serves its
 //! pages and metrics; a worker's endpoint counts the jobs it ran.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;
