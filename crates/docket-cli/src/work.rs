@@ -19,6 +19,37 @@ use crate::engine::Open;
 use crate::exec::{exec_job, ExecSpec};
 use crate::fail::CliError;
 
+/// The store, connected and migrated, riding out a connection the server cuts while the
+/// worker starts (an administrator's `pg_terminate_backend`, a server going down for a
+/// restart) as the running worker rides out the same cut: up to five more tries, 100 ms
+/// apart and doubling, each said on stderr. Only a cut by a server that answered is retried
+/// (its error carries an SQLSTATE); a server that cannot be reached, a bad password or a
+/// schema error still fail at once, naming the cause.
+async fn migrated_through_cuts<O: Open>(ctx: &O, conns: u32) -> anyhow::Result<O::Store> {
+    let mut delay = Duration::from_millis(100);
+    let mut tries = 1;
+    loop {
+        match ctx.migrated(conns).await {
+            Err(e) if tries < 6 && cut_by_the_server(&e) => {
+                eprintln!("docket: the server cut the connection while the worker started ({e}); trying again in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// An unavailable database whose error the server itself sent (SQLSTATE class 57, 08, …).
+fn cut_by_the_server(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<docket_core::StoreError>(),
+        Some(docket_core::StoreError::Unavailable(inner))
+            if matches!(inner.downcast_ref::<sqlx::Error>(), Some(sqlx::Error::Database(_)))
+    )
+}
+
 fn dur(what: &'static str, s: &str, min: Duration, max: Duration) -> Result<Duration, CliError> {
     parse_bounded(what, s, min, max).map_err(|e| CliError::invalid(e.to_string()))
 }
@@ -103,7 +134,7 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
         Some(n) => n,
         None => (a.concurrency * a.queues.len()).min(20) as u32 + 4,
     };
-    let store = ctx.migrated(conns).await?;
+    let store = migrated_through_cuts(ctx, conns).await?;
     let mut registry = Registry::default();
     let secrets = ctx.secrets();
     let mut spec = ExecSpec::new(a.exec.clone(), kill_grace, &secrets);

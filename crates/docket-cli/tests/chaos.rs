@@ -205,6 +205,16 @@ async fn terminated_connections_mid_run() {
         > 0
     {
         tokio::time::sleep(Duration::from_millis(400)).await;
+        // A worker that gave up fails the test here, instead of leaving it waiting for ever.
+        for (n, w) in workers.iter_mut().enumerate() {
+            if let Some(status) = w.try_wait().unwrap() {
+                let said = std::fs::read_to_string(log.with_extension(format!("{n}.err")));
+                panic!(
+                    "worker {n} exited {status} mid-run: {}",
+                    said.unwrap_or_default()
+                );
+            }
+        }
         if rounds < 15 {
             killed += db.terminate_app(&app).await;
             rounds += 1;
@@ -217,4 +227,60 @@ async fn terminated_connections_mid_run() {
     let report = finish(&db, &mut workers, &log).await;
     assert_eq!(report.jobs, 4_000);
     println!("terminated {killed} backends in {rounds} rounds");
+}
+
+/// A connection the server cuts while the worker starts is ridden out, as a cut while it
+/// runs is: the test holds the schema's migration lock, so the starting worker's migration
+/// check waits on it (seen in pg_stat_activity), terminates that backend, releases the lock,
+/// and the same worker process then serves a job. Before, it exited with "database
+/// unavailable" (the kill of the chaos test above once met workers still starting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cut_while_the_worker_starts_is_ridden_out() {
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    let err = dir.join("worker.err");
+    let mut holder = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut tx = holder.begin().await.unwrap();
+    // docket_postgres::migrate's lock: class "DKT" + 1, key "migrate:<schema>".
+    sqlx::query("SELECT pg_advisory_xact_lock(1145787393, hashtext($1))")
+        .bind(format!("migrate:{}", db.schema))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let mut w = spawn_worker(
+        &db,
+        &["--queue", "x", "--poll", "200ms", "--exec", "true"],
+        Some(&err),
+    );
+    let app = format!("docket/{}", db.schema);
+    let waiting = || async {
+        db.scalar(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{app}' \
+             AND wait_event_type = 'Lock'"
+        ))
+        .await
+            > 0
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the starting worker waits on the lock",
+        waiting,
+    )
+    .await;
+    assert!(db.terminate_app(&app).await >= 1, "its backend terminated");
+    tx.commit().await.unwrap();
+    load(&db, 1).await;
+    eventually(Duration::from_secs(30), "the job succeeded", || async {
+        count(&db, "succeeded").await == 1
+    })
+    .await;
+    signal(w.id(), "TERM");
+    let status = w.wait().unwrap();
+    let said = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(status.success(), "the worker exited {status}: {said}");
+    assert!(
+        said.contains("the server cut the connection while the worker started"),
+        "the retry is said: {said}"
+    );
 }
