@@ -32,7 +32,12 @@ fn packaged() -> Option<String> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DOCKET_COMMIT");
-    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    // Watched only where it exists (a published package): cargo treats a watched file that
+    // is missing as changed, and reran this script — and rebuilt the CLI and everything that
+    // depends on it — on every cargo command in a checkout.
+    if Path::new(".cargo_vcs_info.json").exists() {
+        println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    }
     let commit = if let Some(c) = std::env::var("DOCKET_COMMIT")
         .ok()
         .filter(|c| !c.is_empty())
