@@ -1,12 +1,9 @@
 //! `docket enqueue`: one job from flags, or many from NDJSON (all or nothing).
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
-use std::time::Duration;
 
-use docket_core::duration::{parse_bounded, MAX_DELAY};
-use docket_core::{validate, NewJob, Store};
+use docket_core::{bulk, validate, NewJob, Store};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
 
 use crate::cli::EnqueueArgs;
 use crate::engine::Open;
@@ -18,81 +15,12 @@ fn parse_json(what: &str, s: &str) -> Result<serde_json::Value, CliError> {
         .map_err(|e| CliError::invalid(format!("--{what} is not valid JSON: {e}")))
 }
 
-fn parse_delay(s: &str) -> Result<Duration, CliError> {
-    parse_bounded("delay", s, Duration::ZERO, MAX_DELAY)
-        .map_err(|e| CliError::invalid(e.to_string()))
+fn parse_delay(s: &str) -> Result<std::time::Duration, CliError> {
+    bulk::delay(s).map_err(|e| CliError::invalid(e.0))
 }
 
 fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, CliError> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .map_err(|e| CliError::invalid(format!("run_at {s:?} is not an RFC 3339 time: {e}")))
-}
-
-/// One NDJSON line.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line {
-    #[serde(default = "default_queue")]
-    queue: String,
-    kind: String,
-    #[serde(default = "empty_object")]
-    args: serde_json::Value,
-    #[serde(default)]
-    priority: i16,
-    /// "30s" or a number of seconds.
-    delay: Option<serde_json::Value>,
-    run_at: Option<String>,
-    max_attempts: Option<i32>,
-    unique_key: Option<String>,
-    metadata: Option<serde_json::Value>,
-    ordering_key: Option<String>,
-    concurrency_key: Option<String>,
-}
-
-fn default_queue() -> String {
-    "default".into()
-}
-fn empty_object() -> serde_json::Value {
-    serde_json::json!({})
-}
-
-impl Line {
-    fn into_job(self) -> Result<NewJob, CliError> {
-        let mut job = NewJob::new(self.queue, self.kind, self.args).priority(self.priority);
-        if let Some(m) = self.max_attempts {
-            job = job.max_attempts(m);
-        }
-        if let Some(k) = self.unique_key {
-            job = job.unique_key(k);
-        }
-        job.ordering_key = self.ordering_key;
-        job.concurrency_key = self.concurrency_key;
-        if let Some(m) = self.metadata {
-            job = job.metadata(m);
-        }
-        match (self.delay, self.run_at) {
-            (Some(_), Some(_)) => return Err(CliError::invalid("give delay or run_at, not both")),
-            (Some(serde_json::Value::String(s)), None) => job = job.delay(parse_delay(&s)?),
-            (Some(serde_json::Value::Number(n)), None) => {
-                let secs = n.as_f64().unwrap_or(-1.0);
-                if !(0.0..=MAX_DELAY.as_secs_f64()).contains(&secs) {
-                    return Err(CliError::invalid(format!("delay {n} is out of range")));
-                }
-                job = job.delay(Duration::from_secs_f64(secs));
-            }
-            (Some(other), None) => {
-                return Err(CliError::invalid(format!(
-                    "delay must be a duration string or seconds, not {other}"
-                )))
-            }
-            (None, Some(t)) => job = job.run_at(parse_time(&t)?),
-            (None, None) => {}
-        }
-        validate::new_job(&job, &validate::Limits::default())
-            .map_err(|e| CliError::invalid(e.to_string()))?;
-        Ok(job)
-    }
+    bulk::run_at(s).map_err(|e| CliError::invalid(e.0))
 }
 
 pub async fn run(ctx: &impl Open, a: EnqueueArgs) -> anyhow::Result<()> {
@@ -202,21 +130,11 @@ pub(crate) async fn bulk_lines(
             } else {
                 line
             };
-            if !line.trim().is_empty() {
-                if line.trim_start().starts_with('[') {
-                    return Err(bad(
-                        n,
-                        "a JSON array; each line holds one job object (NDJSON), not a list of them"
-                            .into(),
-                    )
-                    .into());
-                }
-                let parsed: Line = serde_json::from_str(line)
-                    .map_err(|e| bad(n, format!("not a job object: {e}")))?;
+            if let Some(job) = bulk::parse_line(line).map_err(|e| bad(n, e.0))? {
                 if chunk.is_empty() {
                     chunk_first = n;
                 }
-                chunk.push(parsed.into_job().map_err(|e| bad(n, e.message))?);
+                chunk.push(job);
                 chunk_last = n;
             }
         }
@@ -269,59 +187,4 @@ pub(crate) fn report_bulk(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    //! The NDJSON parser against arbitrary input: any line is a job that passed validation
-    //! or a clear error, never a panic (the fuzz target for bulk files; cargo-fuzz needs a
-    //! nightly toolchain, which this project's machines do not have).
-    use super::Line;
-    use proptest::prelude::*;
-
-    fn parse(line: &str) -> Result<docket_core::NewJob, String> {
-        let l: Line = serde_json::from_str(line).map_err(|e| e.to_string())?;
-        l.into_job().map_err(|e| e.message)
-    }
-
-    fn field() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("null".to_string()),
-            any::<i64>().prop_map(|n| n.to_string()),
-            any::<f64>().prop_map(|f| format!("{f:e}")),
-            "[ -~]{0,20}".prop_map(|s| serde_json::to_string(&s).unwrap()),
-            Just(r#""infinity""#.to_string()),
-            Just(r#""+275760-09-13T00:00:00Z""#.to_string()),
-            Just(r#""1969-12-31T23:59:59Z""#.to_string()),
-            Just(r#""30s""#.to_string()),
-            Just(r#""-5s""#.to_string()),
-            Just("1e999999".to_string()),
-            Just(r#"{"a":[1,{"b":"\u0000"}]}"#.to_string()),
-            Just("[]".to_string()),
-        ]
-    }
-
-    proptest! {
-        #[test]
-        fn arbitrary_bytes_never_panic(line in ".{0,200}") {
-            let _ = parse(&line);
-        }
-
-        #[test]
-        fn lines_with_hostile_fields_are_valid_jobs_or_errors(
-            values in prop::collection::vec(field(), 12),
-        ) {
-            let names = ["queue", "kind", "args", "priority", "delay", "run_at", "max_attempts",
-                         "unique_key", "metadata", "ordering_key", "concurrency_key", "extra"];
-            for i in 0..names.len() {
-                let mut obj = vec![r#""kind":"k""#.to_string()];
-                obj.push(format!("\"{}\":{}", names[i], values[i]));
-                let line = format!("{{{}}}", obj.join(","));
-                if let Ok(job) = parse(&line) {
-                    // Whatever parses has passed the same validation as every entry point.
-                    prop_assert!(docket_core::validate::new_job(&job, &Default::default()).is_ok(), "{}", line);
-                }
-            }
-        }
-    }
 }

@@ -20,6 +20,7 @@
 //! - [`progress`]: a running job's reported progress, written with its heartbeat.
 //! - [`steps`]: memoized steps, recorded once per job under the claim's fence.
 //! - [`signals`]: signals a job waits for, parked, and the fenced park.
+//! - [`bulk`]: one line of a bulk (NDJSON) file, parsed and validated.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -27,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bulk;
 pub mod control;
 pub mod duration;
 pub mod engine;
