@@ -98,7 +98,18 @@ impl CronSchedule {
                 what: "cron expression",
                 reason: format!("{expr:?}: {e}"),
             })?;
-        Ok(CronSchedule { cron, tz })
+        let schedule = CronSchedule { cron, tz };
+        // An expression that matches no date (found by the `cron` fuzz target: "0 1 1 10 1 +",
+        // day 10 of January that is also a weekday croner reads as none) parsed fine, and
+        // every later search for its next tick walked croner's whole horizon of years — a
+        // third of a second of the leader's time per schedule per pass, for nothing.
+        if schedule.next_after(Utc::now()).is_none() {
+            return Err(ValidationError::Other {
+                what: "cron expression",
+                reason: format!("{expr:?} matches no date, so it would never run"),
+            });
+        }
+        Ok(schedule)
     }
 
     /// The first tick strictly after `t`. Ticks are whole seconds: `croner` would carry
@@ -321,6 +332,16 @@ mod tests {
             .next_after(Utc.with_ymd_and_hms(2026, 1, 10, 12, 0, 0).unwrap())
             .unwrap();
         assert_eq!(winter, Utc.with_ymd_and_hms(2026, 1, 11, 8, 0, 0).unwrap());
+    }
+
+    /// Found by the `cron` fuzz target: an expression that matches no date was accepted, and
+    /// every search for its next tick then walked croner's whole horizon.
+    #[test]
+    fn an_expression_that_never_fires_is_refused() {
+        let e = CronSchedule::parse("0 1 1 10 1 +", "UTC").unwrap_err();
+        assert!(e.to_string().contains("never run"), "{e}");
+        assert!(CronSchedule::parse("0 0 30 2 *", "UTC").is_err());
+        assert!(CronSchedule::parse("0 0 29 2 *", "UTC").is_ok());
     }
 
     /// Regression: croner keeps the fraction of a second of its input, which made ticks

@@ -193,7 +193,10 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
     let (base, params) =
         if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
             split_url(trimmed)
-        } else if trimmed.contains('=') && !trimmed.contains("://") {
+        } else if trimmed.contains('=') && !other_scheme(trimmed) {
+            // A key=value string, whatever its values hold: `password='a://b'` is a
+            // conninfo string with a password (found by the `conninfo` fuzz target, which
+            // saw it refused as a URL).
             (String::new(), conninfo_pairs(trimmed).map_err(invalid)?)
         } else {
             return Err(invalid(
@@ -306,6 +309,17 @@ pub fn parse(conn: &str) -> Result<Target, ConnectError> {
         pooler_source,
         redacted,
         password,
+    })
+}
+
+/// Whether `s` starts as a URL of some scheme (`mysql://…`): refused with the engines'
+/// message rather than read as key=value pairs.
+fn other_scheme(s: &str) -> bool {
+    s.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
     })
 }
 
@@ -566,6 +580,17 @@ fn refused_startup_parameter(e: &ConnectError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `conninfo` fuzz target: "://" inside a key=value string's password made
+    /// the whole string a URL of no known scheme, refused; another scheme's URL still is.
+    #[test]
+    fn a_conninfo_password_may_hold_a_url() {
+        let t = parse("host=db user=app password='postgres://x' dbname=jobs").unwrap();
+        assert!(!t.redacted.contains("postgres://x"), "{}", t.redacted);
+        let e = parse("mysql://root:pw@h/db?a=b").err().unwrap().to_string();
+        assert!(e.contains("other engines are not built in"), "{e}");
+        assert!(!e.contains("pw@"), "{e}");
+    }
 
     #[test]
     fn conninfo_with_quotes_and_escapes() {
