@@ -30,6 +30,16 @@
  *   BROKEN_REAP_UNFENCED  (TWO_STEP, TWO_REAPERS) the reaper reads without the row
  *                         lock and ends the attempt without the fence: two
  *                         reapers end one attempt twice                         second_terminal_write
+ *   BROKEN_PARK_NO_FENCE  (PARKS) a park checks the owner, not the attempt       stale_token_wrote
+ *   BROKEN_PARK_BLIND     (PARKS) a park does not look for a signal already sent lost_wakeup
+ *   BROKEN_PARK_OLD_SNAPSHOT (PARKS) a park reads the signals before it locks the
+ *                         row (one statement, its snapshot older than the lock)  lost_wakeup
+ *   BROKEN_SIGNAL_NO_WAKE (PARKS) a signal does not wake the job parked on it    lost_wakeup
+ *
+ * PARKS adds a job waiting for a signal: a slot that holds the job may park it (fenced like
+ * a snooze; park_many.sql, park_fenced() / step_fence.sql + park.sql: the row locked first,
+ * then the signals read), a sender sends the signal once at any time (signal(): the row
+ * locked first, the signal kept, a parked job woken), and the wait may time out.
  *
  * Properties (ghost flags; each assert names one):
  *   two_leases_held        no two slots hold unexpired leases of the job at once
@@ -39,6 +49,8 @@
  *   second_terminal_write  at most one write ends an attempt (complete, fail, snooze,
  *                          release, reap)
  *   job_lost               at the end, the job is not left running on an expired lease
+ *   lost_wakeup            (PARKS) never is the job parked, not due, while its signal is
+ *                          there: whichever of park and signal comes second sees the other
  */
 
 #define L      2    /* lease length, in ticks of the database clock */
@@ -80,6 +92,16 @@ byte finished = 0;      /* slots that have stopped */
 byte reapers_done = 0;
 bool two_leases_held, write_outside_lease, stale_token_wrote, second_terminal_write, job_lost;
 
+#ifdef PARKS
+bool sig = false;       /* job_signals: the signal's row */
+bool parked = false;    /* pending and not due: waiting for the signal (run_at = now + delay) */
+bool sent = false;      /* ghost: the sender has sent (or been refused) */
+bool lost_wakeup;
+#define CLAIMABLE (state == pending && !parked)
+#else
+#define CLAIMABLE (state == pending)
+#endif
+
 #define OWNER(s) ((s) < 2 -> 1 : 2)
 #define HOLDS(s) (owner == OWNER(s) && attempt == tok[s])
 #define LIVE     (state == running && lease > now)
@@ -101,6 +123,11 @@ bool two_leases_held, write_outside_lease, stale_token_wrote, second_terminal_wr
 #else
 #define STEP_OK(s) (HOLDS(s) && LIVE)
 #endif
+#ifdef BROKEN_PARK_NO_FENCE
+#define PARK_OK(s) (owner == OWNER(s) && LIVE)
+#else
+#define PARK_OK(s) (HOLDS(s) && LIVE)
+#endif
 #ifdef BROKEN_RELEASE_NO_FENCE
 #define RELEASE_OK(s) (owner == OWNER(s) && LIVE)
 #else
@@ -114,6 +141,14 @@ inline accepted(s) {
     write_outside_lease = write_outside_lease || (now >= granted[s]);
     assert(!write_outside_lease)
 }
+
+#ifdef PARKS
+/* After every write of the signal or the park. */
+inline no_lost_wakeup() {
+    lost_wakeup = lost_wakeup || (parked && sig);
+    assert(!lost_wakeup)
+}
+#endif
 
 /* A write that ends the attempt `a`. */
 inline ended(a) {
@@ -142,14 +177,14 @@ inline claim(s, ok) {
 #ifndef TWO_STEP
     atomic {
         if
-        :: state == pending && lockby == 0 ->
+        :: CLAIMABLE && lockby == 0 ->
             state = running; attempt++; owner = OWNER(s); lease = now + L;
             granted_to(s); ok = true
         :: else -> skip
         fi
     }
 #else
-    atomic { seen = (state == pending) }                      /* plain read, no lock */
+    atomic { seen = (CLAIMABLE) }                      /* plain read, no lock */
     if
     :: seen ->
         atomic {                                               /* FOR UPDATE SKIP LOCKED */
@@ -157,7 +192,7 @@ inline claim(s, ok) {
 #ifdef BROKEN_NO_RECHECK
             :: lockby == 0 -> lockby = s + 1
 #else
-            :: lockby == 0 && state == pending -> lockby = s + 1
+            :: lockby == 0 && CLAIMABLE -> lockby = s + 1
 #endif
             :: else -> seen = false
             fi
@@ -171,7 +206,7 @@ inline claim(s, ok) {
                    lockby = 0; granted_to(s); ok = true
 #else
                    if
-                   :: state == pending ->
+                   :: CLAIMABLE ->
                        state = running; attempt++; owner = OWNER(s); lease = now + L;
                        granted_to(s); ok = true
                    :: else -> skip
@@ -191,6 +226,9 @@ inline claim(s, ok) {
 proctype slot(byte s; byte maxclaims) {
     byte claims = 0, j;
     bool ok, seen;
+#ifdef PARKS
+    bool psig;
+#endif
     do
     :: claims < maxclaims ->
         claim(s, ok);
@@ -233,6 +271,35 @@ proctype slot(byte s; byte maxclaims) {
                            state = pending; released++; owner = 0; granted[s] = 0
                         :: else -> granted[s] = 0
                         fi }; break
+#ifdef PARKS
+            /* park_many.sql: park_fenced() locks the row, then a second statement (a new
+               snapshot) decides; on MariaDB step_fence.sql locks, then park.sql. Due at once
+               when the signal is there, else after the wait's delay. The wait step is
+               recorded before, as any step above. */
+            ::
+#ifdef BROKEN_PARK_OLD_SNAPSHOT
+               atomic { psig = sig };                 /* read before the lock */
+#endif
+               atomic { lockby == 0; lockby = 4 + s };
+               atomic {
+#ifndef BROKEN_PARK_OLD_SNAPSHOT
+                   psig = sig;
+#endif
+                   if
+                   :: PARK_OK(s) -> accepted(s); ended(tok[s]);
+                      state = pending; released++; owner = 0; granted[s] = 0;
+#ifdef BROKEN_PARK_BLIND
+                      parked = true
+#else
+                      parked = !psig
+#endif
+                   :: else -> granted[s] = 0
+                   fi;
+                   lockby = 0;
+                   psig = false;
+                   no_lost_wakeup()
+               }; break
+#endif
             /* crash (kill -9, lost connection): the lease is left to expire */
             :: break
             od
@@ -316,6 +383,31 @@ active [REAPERS] proctype reaper() {
         fi
     }
 }
+
+#ifdef PARKS
+/* signal.sql / signal(): locks the job's row, refuses a finished job, keeps the signal and
+   wakes the job if it is parked on it; sent once, at any time. The wait's time-out makes
+   a parked job due at any time too. */
+active proctype sender() {
+    do
+    :: atomic { !sent && lockby == 0 ->
+           sent = true;
+           if
+           :: state == pending || state == running ->
+               sig = true;
+#ifndef BROKEN_SIGNAL_NO_WAKE
+               parked = false;
+#endif
+               skip
+           :: else -> skip
+           fi;
+           no_lost_wakeup()
+       }
+    :: atomic { parked -> parked = false }             /* the wait timed out */
+    :: finished == NSLOT -> break
+    od
+}
+#endif
 
 active proctype clock() {
     do
