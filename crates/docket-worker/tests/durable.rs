@@ -428,6 +428,9 @@ where
         }
     });
     let s2 = s.clone();
+    // Borrowed, not moved into the block: the harness (a SQLite case's file) must outlive
+    // the reads after the run, which may open a new connection.
+    let h = &h;
     let report = run_until(s.clone(), config(), reg, async move {
         // Parked: pending, sleeping for an hour, holding no slot.
         until("the job sleeps", || async {
@@ -509,6 +512,9 @@ where
         }
     };
     let s3 = s.clone();
+    // Borrowed, not moved into the block: the harness (a SQLite case's file) must outlive
+    // the reads after the run, which may open a new connection.
+    let h = &h;
     run_until(s.clone(), config(), reg, async move {
         until("both jobs wait", || async {
             waiting(signalled).await && waiting(timed_out).await
@@ -589,6 +595,9 @@ where
         }
     });
     let s2 = s.clone();
+    // Borrowed, not moved into the block: the harness (a SQLite case's file) must outlive
+    // the reads after the run, which may open a new connection.
+    let h = &h;
     run_until(s.clone(), config(), reg, async move {
         until("the job waits", || async {
             matches!(
