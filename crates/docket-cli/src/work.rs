@@ -31,7 +31,10 @@ async fn migrated_through_cuts<O: Open>(ctx: &O, conns: u32) -> anyhow::Result<O
     loop {
         match ctx.migrated(conns).await {
             Err(e) if tries < 6 && cut_by_the_server(&e) => {
-                eprintln!("docket: the server cut the connection while the worker started ({e}); trying again in {delay:?}");
+                let cause = docket_core::redact::redact(&e.to_string());
+                eprintln!("docket: the server cut the connection while the worker started ({cause}); trying again in {delay:?}");
+                // A pause between tries of a server that just dropped us, not a wait for an
+                // event: nothing signals that the server is back but a new connection.
                 tokio::time::sleep(delay).await;
                 delay *= 2;
                 tries += 1;
