@@ -14,6 +14,8 @@ use tokio::sync::watch;
 pub struct Proxy {
     /// The local port to connect to instead of the server's.
     pub port: u16,
+    /// The address it listens on (127.0.0.1, or the host end of a [`crate::netns::Link`]).
+    pub ip: std::net::IpAddr,
     state: watch::Sender<(u64, bool)>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -49,10 +51,24 @@ async fn pump(
     }
 }
 
+/// The port of a `scheme://user@host:port/…` URL.
+fn port_of(url: &str) -> u16 {
+    url.rsplit_once(':')
+        .and_then(|(_, p)| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("a port in the database URL")
+}
+
 impl Proxy {
     /// Starts a proxy to `target`.
     pub async fn start(target: SocketAddr) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        Proxy::start_on([127, 0, 0, 1].into(), target).await
+    }
+
+    /// Starts a proxy to `target` listening on `ip` (e.g. the host end of a network
+    /// namespace's link, for a worker inside it).
+    pub async fn start_on(ip: std::net::IpAddr, target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind proxy");
         let port = listener.local_addr().expect("addr").port();
         let (tx, rx) = watch::channel((0u64, false));
         let task = tokio::spawn(async move {
@@ -81,6 +97,7 @@ impl Proxy {
         });
         Proxy {
             port,
+            ip,
             state: tx,
             task,
         }
@@ -88,12 +105,12 @@ impl Proxy {
 
     /// Starts a proxy in front of the server of `url` (on 127.0.0.1).
     pub async fn in_front_of(url: &str) -> Proxy {
-        let port: u16 = url
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.split('/').next())
-            .and_then(|p| p.parse().ok())
-            .expect("a port in the database URL");
-        Proxy::start(([127, 0, 0, 1], port).into()).await
+        Proxy::start(([127, 0, 0, 1], port_of(url)).into()).await
+    }
+
+    /// Starts a proxy on `ip` in front of the server of `url` (on 127.0.0.1).
+    pub async fn on_in_front_of(ip: std::net::IpAddr, url: &str) -> Proxy {
+        Proxy::start_on(ip, ([127, 0, 0, 1], port_of(url)).into()).await
     }
 
     /// Partitions: every connection goes silent, new ones hang.
@@ -113,7 +130,7 @@ impl Proxy {
     pub fn url(&self, url: &str) -> String {
         let (scheme_user, rest) = url.split_once('@').expect("url with user@host");
         let path = rest.find('/').map(|i| &rest[i..]).unwrap_or("");
-        format!("{scheme_user}@127.0.0.1:{}{path}", self.port)
+        format!("{scheme_user}@{}:{}{path}", self.ip, self.port)
     }
 }
 
