@@ -35,6 +35,9 @@ pub enum Mutant {
     ReapUnexpired,
     /// The runtime keeps running a handler whose lease was reported lost.
     NoCancelOnLostLease,
+    /// The lease watchdog never fires: a worker that cannot renew a lease (cut off from the
+    /// database) runs its handler past the lease's local deadline, into its successor's run.
+    NoLeaseWatchdog,
     /// The notifier treats a cancel NOTIFY as a command and stops the handler itself.
     NotifyTrusted,
     /// The executor starts a buffered job even though its lease is lost or nearly expired.
@@ -62,6 +65,9 @@ pub enum Mutant {
     /// MariaDB: a claim that waited for its queue's limit lock refills the bucket with the
     /// clock it read before waiting.
     ClaimClockBeforeLock,
+    /// MariaDB: Docket's sessions have no idle-in-transaction bound; a worker partitioned
+    /// mid-transaction holds its row locks until the server's `wait_timeout`.
+    NoIdleTransactionBound,
     /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is
     /// retried again instead of ending dead.
     LocalRetryPastBudget,
@@ -113,6 +119,7 @@ impl Mutant {
         Mutant::ClaimNoSkipLocked,
         Mutant::ReapUnexpired,
         Mutant::NoCancelOnLostLease,
+        Mutant::NoLeaseWatchdog,
         Mutant::NotifyTrusted,
         Mutant::BufferedStartsAfterLost,
         Mutant::ControlledWorkBuffered,
@@ -123,6 +130,7 @@ impl Mutant {
         Mutant::HandoverLost,
         Mutant::BucketNeverSpent,
         Mutant::ClaimClockBeforeLock,
+        Mutant::NoIdleTransactionBound,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
@@ -150,6 +158,7 @@ impl Mutant {
             Mutant::ClaimNoSkipLocked => "claim_no_skip_locked",
             Mutant::ReapUnexpired => "reap_unexpired",
             Mutant::NoCancelOnLostLease => "no_cancel_on_lost_lease",
+            Mutant::NoLeaseWatchdog => "no_lease_watchdog",
             Mutant::NotifyTrusted => "notify_trusted",
             Mutant::BufferedStartsAfterLost => "buffered_starts_after_lost",
             Mutant::ControlledWorkBuffered => "controlled_work_buffered",
@@ -160,6 +169,7 @@ impl Mutant {
             Mutant::HandoverLost => "handover_lost",
             Mutant::BucketNeverSpent => "bucket_never_spent",
             Mutant::ClaimClockBeforeLock => "claim_clock_before_lock",
+            Mutant::NoIdleTransactionBound => "no_idle_transaction_bound",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",
