@@ -33,7 +33,7 @@ mod writes;
 
 pub use docket_core::local::LocalHints;
 pub use enqueue::{BulkEnqueued, BULK_CHUNK};
-pub use store::MySqlStore;
+pub use store::{MySqlStore, IDLE_TRANSACTION_TIMEOUT_S};
 pub use tx::MySqlTx;
 
 /// The newest migration this build knows.

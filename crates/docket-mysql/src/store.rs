@@ -37,6 +37,46 @@ pub(crate) async fn in_own_task<T: Send + 'static>(
 /// The server clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
+/// How long, in seconds, MariaDB lets one of Docket's sessions sit idle inside an open
+/// transaction before it kills the connection (`idle_transaction_timeout`), releasing its
+/// row locks.
+///
+/// A worker cut off from the server by a network partition between two statements of a
+/// transaction (a heartbeat's fenced select and its update, a claim) leaves that
+/// transaction open on the server, which cannot tell a silent client from a slow one: the
+/// rows it locked stay locked until the server's `wait_timeout` (8 hours by default), so the
+/// reaper cannot take those leases back and the jobs stall — found by the partition tests
+/// (`crates/docket-cli/tests/partition.rs`). Docket's own transactions never wait on the
+/// client for more than milliseconds, so 5 s only ends dead ones. A handler's transaction
+/// ([`docket_core::InTransaction`]) runs the user's code and is exempt while it is open.
+/// MySQL has no such variable: there a partitioned session holds its locks until the
+/// server's `wait_timeout`, which an operator should lower.
+pub const IDLE_TRANSACTION_TIMEOUT_S: u32 = 5;
+
+/// Sets this session's idle-in-transaction bound (0: none). MySQL, which lacks the
+/// variable, answers error 1193; that is not a failure.
+pub(crate) async fn set_idle_bound(
+    c: &mut sqlx::MySqlConnection,
+    seconds: u32,
+) -> std::result::Result<(), sqlx::Error> {
+    // The value is this crate's own number, never input: formatted, not bound, because
+    // SET of a system variable takes no placeholder on every server version.
+    match c
+        .execute(format!("SET SESSION idle_transaction_timeout = {seconds}").as_str())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if unknown_variable(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn unknown_variable(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|d| d.number() == 1193)
+}
+
 impl MySqlStore {
     /// Connects a pool of `max_connections` to `url` (`mysql://user:pass@host:port/db`;
     /// MariaDB or MySQL) and checks it before returning. Every session runs READ COMMITTED
@@ -79,6 +119,14 @@ impl MySqlStore {
                         .await?;
                     c.execute("SET SESSION innodb_lock_wait_timeout = 10")
                         .await?;
+                    let bound = if docket_core::mutants::active(
+                        docket_core::mutants::Mutant::NoIdleTransactionBound,
+                    ) {
+                        0
+                    } else {
+                        IDLE_TRANSACTION_TIMEOUT_S
+                    };
+                    set_idle_bound(c, bound).await?;
                     Ok(())
                 })
             })

@@ -13,7 +13,7 @@ use docket_local::{args, Conn};
 
 use crate::errors::db_err;
 use crate::exec::Caller;
-use crate::store::{in_own_task, MySqlStore};
+use crate::store::{in_own_task, set_idle_bound, MySqlStore, IDLE_TRANSACTION_TIMEOUT_S};
 use crate::writes::fenced;
 
 /// An open transaction: the connection a handler writes through, and what it enqueued.
@@ -45,8 +45,13 @@ impl MySqlTx {
     pub async fn commit(self) -> Result<()> {
         // In a task of its own (see `MySqlStore::detached`): a caller dropped mid-COMMIT
         // must not strand the connection.
-        let tx = self.tx;
-        in_own_task(tx.commit()).await?.map_err(db_err)?;
+        let mut tx = self.tx;
+        in_own_task(async move {
+            set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
+            tx.commit().await
+        })
+        .await?
+        .map_err(db_err)?;
         let mut queues: Vec<&String> = self.enqueued.iter().map(|(_, q)| q).collect();
         queues.sort();
         queues.dedup();
@@ -58,8 +63,13 @@ impl MySqlTx {
 
     /// Rolls back (nothing it enqueued exists, nobody is woken).
     pub async fn rollback(self) -> Result<()> {
-        let tx = self.tx;
-        in_own_task(tx.rollback()).await?.map_err(db_err)
+        let mut tx = self.tx;
+        in_own_task(async move {
+            set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
+            tx.rollback().await
+        })
+        .await?
+        .map_err(db_err)
     }
 }
 
@@ -70,8 +80,16 @@ impl InTransaction for MySqlStore {
     async fn begin(&self) -> Result<MySqlTx> {
         // In a task of its own, like every store call (see `MySqlStore::detached`): a
         // caller dropped mid-BEGIN must not strand the connection.
+        // The session's idle-in-transaction bound is lifted for the handler's transaction
+        // (the user's code may rightly pause between its statements) and restored before it
+        // ends (see `store::IDLE_TRANSACTION_TIMEOUT_S`).
         let pool = self.inner.pool.clone();
-        let tx = in_own_task(async move { pool.begin().await }).await?;
+        let tx = in_own_task(async move {
+            let mut conn = pool.acquire().await?;
+            set_idle_bound(&mut conn, 0).await?;
+            sqlx::Transaction::begin(conn, None).await
+        })
+        .await?;
         Ok(MySqlTx {
             tx: tx.map_err(db_err)?,
             store: self.clone(),

@@ -74,3 +74,102 @@ async fn a_refused_port_fails_at_once_with_its_cause() {
     assert!(msg.to_lowercase().contains("refused"), "{msg}");
     assert!(!msg.contains("pw"), "{msg}");
 }
+
+/// A fresh database on the test server, migrated, with one job; the store has `max` sessions.
+async fn store_with_a_job(max: u32) -> (MySqlStore, String, i64) {
+    let url = docket_testkit::mariadb::fresh_database().await;
+    let store = MySqlStore::connect(&url, max).await.unwrap();
+    store.migrate().await.unwrap();
+    let id = store
+        .enqueue(&NewJob::new("q", "k", json!({})))
+        .await
+        .unwrap()
+        .id;
+    (store, url, id.0)
+}
+
+/// Whether another session can lock the job's row now (`NOWAIT`: no waiting for it).
+async fn lockable(url: &str, id: i64) -> bool {
+    use sqlx::Connection;
+    let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+    let mut tx = c.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = ? FOR UPDATE NOWAIT")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await
+        .is_ok()
+}
+
+/// One of Docket's sessions left idle inside a transaction holding a row lock — what a worker
+/// cut off by a network partition between two statements leaves on the server — is ended by
+/// the server after `IDLE_TRANSACTION_TIMEOUT_S`, and the lock with it; without the bound
+/// the lock would stay until the server's `wait_timeout` (8 hours by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_idle_inside_a_transaction_is_ended_by_the_server() {
+    let (store, url, id) = store_with_a_job(1).await;
+    let mut tx = store.pool().begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = ? FOR UPDATE")
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let locked_at = Instant::now();
+    assert!(
+        !lockable(&url, id).await,
+        "the open transaction holds the row"
+    );
+    let bound = Duration::from_secs(docket_mysql::IDLE_TRANSACTION_TIMEOUT_S.into());
+    docket_testkit::eventually(
+        bound * 3,
+        "the server ended the idle transaction and released its lock",
+        || lockable(&url, id),
+    )
+    .await;
+    let freed = locked_at.elapsed();
+    assert!(
+        freed >= bound - Duration::from_millis(500),
+        "released after {freed:?}, before the bound of {bound:?}"
+    );
+    assert!(
+        tx.commit().await.is_err(),
+        "the server ended the session, so its commit fails"
+    );
+    println!("an idle transaction's lock was released {freed:?} after it was taken");
+}
+
+/// This session's idle-in-transaction bound, in seconds.
+async fn bound(c: &mut sqlx::MySqlConnection) -> Result<u64, sqlx::Error> {
+    sqlx::query_scalar("SELECT @@session.idle_transaction_timeout")
+        .fetch_one(c)
+        .await
+}
+
+/// A handler's transaction (`InTransaction`) runs the user's code, which may pause between
+/// statements: its session has no idle bound while it is open, and has it again once the
+/// transaction ended (the next user of the pooled session is Docket itself).
+#[tokio::test]
+async fn a_handler_transaction_is_exempt_from_the_idle_bound_and_restores_it() {
+    let (store, _url, _id) = store_with_a_job(1).await;
+    let mut conn = store.pool().acquire().await.unwrap();
+    assert_eq!(
+        bound(&mut conn).await.unwrap(),
+        u64::from(docket_mysql::IDLE_TRANSACTION_TIMEOUT_S)
+    );
+    drop(conn);
+    for commit in [true, false] {
+        let mut tx = InTransaction::begin(&store).await.unwrap();
+        assert_eq!(bound(tx.conn()).await.unwrap(), 0, "exempt while open");
+        if commit {
+            tx.commit().await.unwrap();
+        } else {
+            tx.rollback().await.unwrap();
+        }
+        let mut conn = store.pool().acquire().await.unwrap();
+        assert_eq!(
+            bound(&mut conn).await.unwrap(),
+            u64::from(docket_mysql::IDLE_TRANSACTION_TIMEOUT_S),
+            "restored after {}",
+            if commit { "commit" } else { "rollback" }
+        );
+    }
+}
