@@ -23,6 +23,8 @@ mod crash;
 mod exec;
 #[path = "../hostile.rs"]
 mod hostile;
+#[path = "../partition.rs"]
+mod partition;
 #[path = "../pooler.rs"]
 mod pooler;
 #[path = "../roles.rs"]
