@@ -19,7 +19,8 @@ use crate::writes::fenced;
 /// An open transaction: the connection a handler writes through, and what it enqueued.
 #[derive(Debug)]
 pub struct MySqlTx {
-    tx: sqlx::Transaction<'static, MySql>,
+    /// Open until [`MySqlTx::commit`] or [`MySqlTx::rollback`] takes it (or the drop does).
+    tx: Option<sqlx::Transaction<'static, MySql>>,
     store: MySqlStore,
     enqueued: Vec<(i64, String)>,
 }
@@ -27,14 +28,18 @@ pub struct MySqlTx {
 impl MySqlTx {
     /// The connection to write through.
     pub fn conn(&mut self) -> &mut MySqlConnection {
-        &mut self.tx
+        self.open()
+    }
+
+    fn open(&mut self) -> &mut sqlx::Transaction<'static, MySql> {
+        self.tx.as_mut().expect("open until commit or rollback")
     }
 
     /// Enqueues inside this transaction (the job exists iff it commits; this process's
     /// workers are woken at the commit).
     pub async fn enqueue(&mut self, job: &NewJob) -> Result<Enqueued> {
         let store = self.store.clone();
-        let e = store.enqueue_tx(&mut self.tx, job).await?;
+        let e = store.enqueue_tx(self.open(), job).await?;
         if !e.duplicate {
             self.enqueued.push((e.id.0, job.queue.clone()));
         }
@@ -42,10 +47,10 @@ impl MySqlTx {
     }
 
     /// Commits, then wakes this process's workers for the queues it enqueued to.
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
         // In a task of its own (see `MySqlStore::detached`): a caller dropped mid-COMMIT
         // must not strand the connection.
-        let mut tx = self.tx;
+        let mut tx = self.tx.take().expect("open until commit or rollback");
         in_own_task(async move {
             set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
             tx.commit().await
@@ -62,14 +67,37 @@ impl MySqlTx {
     }
 
     /// Rolls back (nothing it enqueued exists, nobody is woken).
-    pub async fn rollback(self) -> Result<()> {
-        let mut tx = self.tx;
+    pub async fn rollback(mut self) -> Result<()> {
+        let mut tx = self.tx.take().expect("open until commit or rollback");
         in_own_task(async move {
             set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
             tx.rollback().await
         })
         .await?
         .map_err(db_err)
+    }
+}
+
+impl Drop for MySqlTx {
+    /// A transaction dropped unended (a panicking handler, a cancelled future) is rolled
+    /// back as sqlx would, but in a task that first restores the session's idle bound: the
+    /// session goes back to the pool, and Docket's own transactions on it must be ended by
+    /// the server if their worker is cut off (see `store::IDLE_TRANSACTION_TIMEOUT_S`).
+    fn drop(&mut self) {
+        let Some(mut tx) = self.tx.take() else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S)
+                    .await
+                    .is_ok()
+                {
+                    let _ = tx.rollback().await;
+                }
+                // On an error the session is broken; dropping `tx` closes or recycles it.
+            });
+        }
     }
 }
 
@@ -91,7 +119,7 @@ impl InTransaction for MySqlStore {
         })
         .await?;
         Ok(MySqlTx {
-            tx: tx.map_err(db_err)?,
+            tx: Some(tx.map_err(db_err)?),
             store: self.clone(),
             enqueued: Vec::new(),
         })
