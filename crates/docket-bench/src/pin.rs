@@ -2,7 +2,7 @@
 //! defaults while a REPEATABLE READ transaction holds its snapshot for a window.
 //!
 //! The classic failure of PostgreSQL queues (Que's "failure by MVCC"): while any transaction
-//! holds an old snapshot — a report, a `pg_dump`, an idle-in-transaction session, a replica
+//! holds an old snapshot — a report, a `pg_dump`, a connection idle in a transaction, a replica
 //! with `hot_standby_feedback` — no row version that died after it can be vacuumed, and every
 //! claim walks past more dead index entries. This run shows what that does to Docket: every
 //! 10 s it samples the pickup latency of the jobs started in the window (handler start less

@@ -66,7 +66,7 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
     }
     // The bench's own check, repeated: every job completed — the workers run the library's
     // default, so each success deleted its row — each on its first claim, and the drain
-    // workers exited on their own (no worker session is left on the server).
+    // workers exited on their own (no worker connection is left on the server).
     assert_completed_once(&db, 3000).await;
     let left = db
         .scalar(
@@ -75,7 +75,7 @@ async fn drain_bench_prints_one_json_object_per_scenario_and_verifies_every_job(
                AND application_name = 'docket/{schema}_bench'",
         )
         .await;
-    assert_eq!(left, 0, "bench worker sessions left behind");
+    assert_eq!(left, 0, "bench worker connections left behind");
 }
 
 /// `--scenario mixed` reports the nominal ratio (the target's) and, beside it, the ideal of

@@ -58,12 +58,15 @@ impl Engine {
 
     /// `docket` against this database through `url` (the real one, or a link's proxy).
     fn docket(&self, url: &str) -> std::process::Command {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_docket"));
-        c.env("DATABASE_URL", url).env_remove("DOCKET_HOME");
-        match self {
-            Engine::Pg(db) => c.env("DOCKET_SCHEMA", &db.schema),
-            Engine::Maria { .. } => c.env_remove("DOCKET_SCHEMA"),
+        let mut c = match self {
+            Engine::Pg(db) => docket(db),
+            Engine::Maria { .. } => {
+                let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_docket"));
+                c.env_remove("DOCKET_SCHEMA").env_remove("DOCKET_HOME");
+                c
+            }
         };
+        c.env("DATABASE_URL", url);
         c
     }
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use common::*;
 use docket_testkit::{PrivateCluster, TestDb};
 
-/// Timestamps of the statements a session tagged `app` sent, and which were claims. A log
+/// Timestamps of the statements a connection tagged `app` sent, and which were claims. A log
 /// entry starts with its timestamp; a statement's further lines follow without one.
 fn statements(cluster: &PrivateCluster, app: &str) -> Vec<(DateTime<Utc>, bool, String)> {
     let log = std::fs::read_to_string(cluster.cluster.log_file()).unwrap();
@@ -142,17 +142,17 @@ async fn a_draining_worker_exits_and_leaves_no_connection() {
         .unwrap();
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert_eq!(count(&db, "succeeded").await, 1);
-    // The process is gone, so are its sessions: nothing keeps the compute awake. A backend
+    // The process is gone, so are its connections: nothing keeps the compute awake. A backend
     // leaves pg_stat_activity a moment after its client's socket closes (under a loaded
     // suite that moment was seen to outlast the exit), so wait for it, briefly.
-    let sessions = format!(
+    let connections = format!(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'docket/{}'",
         db.schema
     );
     eventually(
         Duration::from_secs(10),
-        "the exited worker's sessions are gone",
-        || async { db.scalar(&sessions).await == 0 },
+        "the exited worker's connections are gone",
+        || async { db.scalar(&connections).await == 0 },
     )
     .await;
 }

@@ -65,7 +65,7 @@ pub enum Mutant {
     /// MariaDB: a claim that waited for its queue's limit lock refills the bucket with the
     /// clock it read before waiting.
     ClaimClockBeforeLock,
-    /// MariaDB: Docket's sessions have no idle-in-transaction bound; a worker partitioned
+    /// MariaDB: Docket's connections have no idle-in-transaction bound; a worker partitioned
     /// mid-transaction holds its row locks until the server's `wait_timeout`.
     NoIdleTransactionBound,
     /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is

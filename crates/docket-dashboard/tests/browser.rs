@@ -71,7 +71,7 @@ async fn browser(profile: &std::path::Path) -> (Driver, Client) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("could not start a browser session: {last:?}");
+    panic!("could not start the browser through ChromeDriver: {last:?}");
 }
 
 async fn shot(c: &Client, name: &str) {

@@ -37,8 +37,8 @@ pub(crate) async fn in_own_task<T: Send + 'static>(
 /// The server clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
-/// How long, in seconds, MariaDB lets one of Docket's sessions sit idle inside an open
-/// transaction before it kills the connection (`idle_transaction_timeout`), releasing its
+/// How long, in seconds, MariaDB lets one of Docket's connections sit idle inside an open
+/// transaction before it kills it (`idle_transaction_timeout`), releasing its
 /// row locks.
 ///
 /// A worker cut off from the server by a network partition between two statements of a
@@ -49,11 +49,11 @@ pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 /// (`crates/docket-cli/tests/partition.rs`). Docket's own transactions never wait on the
 /// client for more than milliseconds, so 5 s only ends dead ones. A handler's transaction
 /// ([`docket_core::InTransaction`]) runs the user's code and is exempt while it is open.
-/// MySQL has no such variable: there a partitioned session holds its locks until the
+/// MySQL has no such variable: there a partitioned connection holds its locks until the
 /// server's `wait_timeout`, which an operator should lower.
 pub const IDLE_TRANSACTION_TIMEOUT_S: u32 = 5;
 
-/// Sets this session's idle-in-transaction bound (0: none). MySQL, which lacks the
+/// Sets this connection's idle-in-transaction bound (0: none). MySQL, which lacks the
 /// variable, answers error 1193; that is not a failure.
 pub(crate) async fn set_idle_bound(
     c: &mut sqlx::MySqlConnection,
@@ -62,7 +62,7 @@ pub(crate) async fn set_idle_bound(
     // The value is this crate's own number, never input: formatted, not bound, because
     // SET of a system variable takes no placeholder on every server version.
     match c
-        .execute(format!("SET SESSION idle_transaction_timeout = {seconds}").as_str())
+        .execute(format!("SET idle_transaction_timeout = {seconds}").as_str())
         .await
     {
         Ok(_) => Ok(()),
@@ -79,7 +79,7 @@ fn unknown_variable(e: &sqlx::Error) -> bool {
 
 impl MySqlStore {
     /// Connects a pool of `max_connections` to `url` (`mysql://user:pass@host:port/db`;
-    /// MariaDB or MySQL) and checks it before returning. Every session runs READ COMMITTED
+    /// MariaDB or MySQL) and checks it before returning. Every connection runs READ COMMITTED
     /// (each statement sees what committed before it, as on PostgreSQL) in UTC. Does not
     /// migrate.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
@@ -136,7 +136,7 @@ impl MySqlStore {
         Ok(Self::with_pool(pool, &key))
     }
 
-    /// A store on an existing pool (its sessions must run READ COMMITTED); `key` names the
+    /// A store on an existing pool (its connections must run READ COMMITTED); `key` names the
     /// database for the in-process wake.
     pub fn with_pool(pool: MySqlPool, key: &str) -> Self {
         MySqlStore {

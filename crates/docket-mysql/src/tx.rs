@@ -48,15 +48,8 @@ impl MySqlTx {
 
     /// Commits, then wakes this process's workers for the queues it enqueued to.
     pub async fn commit(mut self) -> Result<()> {
-        // In a task of its own (see `MySqlStore::detached`): a caller dropped mid-COMMIT
-        // must not strand the connection.
-        let mut tx = self.tx.take().expect("open until commit or rollback");
-        in_own_task(async move {
-            set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
-            tx.commit().await
-        })
-        .await?
-        .map_err(db_err)?;
+        let tx = self.tx.take().expect("open until commit or rollback");
+        in_own_task(end(tx, true)).await?.map_err(db_err)?;
         let mut queues: Vec<&String> = self.enqueued.iter().map(|(_, q)| q).collect();
         queues.sort();
         queues.dedup();
@@ -68,35 +61,35 @@ impl MySqlTx {
 
     /// Rolls back (nothing it enqueued exists, nobody is woken).
     pub async fn rollback(mut self) -> Result<()> {
-        let mut tx = self.tx.take().expect("open until commit or rollback");
-        in_own_task(async move {
-            set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
-            tx.rollback().await
-        })
-        .await?
-        .map_err(db_err)
+        let tx = self.tx.take().expect("open until commit or rollback");
+        in_own_task(end(tx, false)).await?.map_err(db_err)
+    }
+}
+
+/// Ends a handler's transaction: restores the connection's idle bound (lifted at `begin`),
+/// then commits or rolls back. Run in a task of its own (see `MySqlStore::detached`): a
+/// caller dropped mid-COMMIT must not strand the connection.
+async fn end(
+    mut tx: sqlx::Transaction<'static, MySql>,
+    commit: bool,
+) -> std::result::Result<(), sqlx::Error> {
+    set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S).await?;
+    if commit {
+        tx.commit().await
+    } else {
+        tx.rollback().await
     }
 }
 
 impl Drop for MySqlTx {
     /// A transaction dropped unended (a panicking handler, a cancelled future) is rolled
-    /// back as sqlx would, but in a task that first restores the session's idle bound: the
-    /// session goes back to the pool, and Docket's own transactions on it must be ended by
-    /// the server if their worker is cut off (see `store::IDLE_TRANSACTION_TIMEOUT_S`).
+    /// back as sqlx would, but by [`end`] in a task, so the connection goes back to the pool
+    /// with its idle bound: Docket's own transactions on it must be ended by the server if
+    /// their worker is cut off (see `store::IDLE_TRANSACTION_TIMEOUT_S`). On an error the
+    /// connection is broken, and dropping it closes it.
     fn drop(&mut self) {
-        let Some(mut tx) = self.tx.take() else {
-            return;
-        };
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if set_idle_bound(&mut tx, IDLE_TRANSACTION_TIMEOUT_S)
-                    .await
-                    .is_ok()
-                {
-                    let _ = tx.rollback().await;
-                }
-                // On an error the session is broken; dropping `tx` closes or recycles it.
-            });
+        if let (Some(tx), Ok(rt)) = (self.tx.take(), tokio::runtime::Handle::try_current()) {
+            rt.spawn(end(tx, false));
         }
     }
 }
@@ -108,7 +101,7 @@ impl InTransaction for MySqlStore {
     async fn begin(&self) -> Result<MySqlTx> {
         // In a task of its own, like every store call (see `MySqlStore::detached`): a
         // caller dropped mid-BEGIN must not strand the connection.
-        // The session's idle-in-transaction bound is lifted for the handler's transaction
+        // The connection's idle-in-transaction bound is lifted for the handler's transaction
         // (the user's code may rightly pause between its statements) and restored before it
         // ends (see `store::IDLE_TRANSACTION_TIMEOUT_S`).
         let pool = self.inner.pool.clone();

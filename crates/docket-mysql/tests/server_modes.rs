@@ -75,7 +75,7 @@ async fn a_refused_port_fails_at_once_with_its_cause() {
     assert!(!msg.contains("pw"), "{msg}");
 }
 
-/// A fresh database on the test server, migrated, with one job; the store has `max` sessions.
+/// A fresh database on the test server, migrated, with one job; the store has `max` connections.
 async fn store_with_a_job(max: u32) -> (MySqlStore, String, i64) {
     let url = docket_testkit::mariadb::fresh_database().await;
     let store = MySqlStore::connect(&url, max).await.unwrap();
@@ -88,7 +88,7 @@ async fn store_with_a_job(max: u32) -> (MySqlStore, String, i64) {
     (store, url, id.0)
 }
 
-/// Whether another session can lock the job's row now (`NOWAIT`: no waiting for it).
+/// Whether another connection can lock the job's row now (`NOWAIT`: no waiting for it).
 async fn lockable(url: &str, id: i64) -> bool {
     use sqlx::Connection;
     let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
@@ -100,12 +100,12 @@ async fn lockable(url: &str, id: i64) -> bool {
         .is_ok()
 }
 
-/// One of Docket's sessions left idle inside a transaction holding a row lock — what a worker
+/// One of Docket's connections left idle inside a transaction holding a row lock — what a worker
 /// cut off by a network partition between two statements leaves on the server — is ended by
 /// the server after `IDLE_TRANSACTION_TIMEOUT_S`, and the lock with it; without the bound
 /// the lock would stay until the server's `wait_timeout` (8 hours by default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_idle_inside_a_transaction_is_ended_by_the_server() {
+async fn a_connection_idle_inside_a_transaction_is_ended_by_the_server() {
     let (store, url, id) = store_with_a_job(1).await;
     let mut tx = store.pool().begin().await.unwrap();
     sqlx::query("SELECT id FROM jobs WHERE id = ? FOR UPDATE")
@@ -132,22 +132,22 @@ async fn a_session_idle_inside_a_transaction_is_ended_by_the_server() {
     );
     assert!(
         tx.commit().await.is_err(),
-        "the server ended the session, so its commit fails"
+        "the server ended the connection, so its commit fails"
     );
     println!("an idle transaction's lock was released {freed:?} after it was taken");
 }
 
-/// This session's idle-in-transaction bound, in seconds.
+/// This connection's idle-in-transaction bound, in seconds.
 async fn bound(c: &mut sqlx::MySqlConnection) -> Result<u64, sqlx::Error> {
-    sqlx::query_scalar("SELECT @@session.idle_transaction_timeout")
+    sqlx::query_scalar("SELECT @@idle_transaction_timeout")
         .fetch_one(c)
         .await
 }
 
 /// A handler's transaction (`InTransaction`) runs the user's code, which may pause between
-/// statements: its session has no idle bound while it is open, and has it again once the
+/// statements: its connection has no idle bound while it is open, and has it again once the
 /// transaction ended — committed, rolled back or dropped unended (the next user of the pooled
-/// session is Docket itself).
+/// connection is Docket itself).
 #[tokio::test]
 async fn a_handler_transaction_is_exempt_from_the_idle_bound_and_restores_it() {
     let (store, _url, _id) = store_with_a_job(1).await;
@@ -163,7 +163,7 @@ async fn a_handler_transaction_is_exempt_from_the_idle_bound_and_restores_it() {
         match end {
             "commit" => tx.commit().await.unwrap(),
             "rollback" => tx.rollback().await.unwrap(),
-            // A handler's future dropped mid-transaction: the session's one connection comes
+            // A handler's future dropped mid-transaction: the pool's one connection comes
             // back to the pool only after the rollback that restores the bound.
             _ => drop(tx),
         }

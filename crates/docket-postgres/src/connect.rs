@@ -24,7 +24,7 @@ use crate::redact::redact;
 /// How Docket talks to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolerMode {
-    /// A direct session (or a session-mode pooler): named prepared statements are cached,
+    /// A direct connection (or a session-mode pooler): named prepared statements are cached,
     /// LISTEN works on any pooled connection.
     Direct,
     /// A transaction-mode pooler: every statement runs inside an explicit transaction (so the

@@ -459,7 +459,7 @@ async fn schema_checks_reject_impossible_shapes() {
 
 /// The worker's claim (claim() with p_async, as sql/claim.sql calls it) commits without
 /// waiting for its WAL flush; claim() with its five arguments — a caller's own transaction —
-/// and any claim under `docket.durable_claims = on` keep the session's durability. Read
+/// and any claim under `docket.durable_claims = on` keep the connection's durability. Read
 /// inside one transaction each, where `SHOW` sees what the commit will use.
 #[tokio::test]
 async fn only_the_workers_own_claim_commits_without_waiting_for_its_flush() {

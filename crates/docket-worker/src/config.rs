@@ -85,7 +85,7 @@ pub struct WorkerConfig {
     /// Listen for wake-ups and cancellations (LISTEN/NOTIFY). Defaults to true.
     pub listen: bool,
     /// URL for the LISTEN connection when the pool goes through a transaction-mode pooler
-    /// (LISTEN needs a direct session). Defaults to the pool's own connect options.
+    /// (LISTEN needs a direct connection). Defaults to the pool's own connect options.
     pub listen_url: Option<String>,
     /// Take part in leader election and run the reaper and pruner while leader. Defaults to
     /// true.

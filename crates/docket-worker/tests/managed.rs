@@ -163,7 +163,7 @@ async fn a_drain_survives_timeouts_and_connection_kills() {
     let od = OwnedDb::new().await;
     let store = PgStore::connect(&od.url, "docket", 2).await.unwrap();
     store.migrate().await.unwrap();
-    // The provider's limits, for every new session of the role.
+    // The provider's limits, for every new connection of the role.
     sqlx::raw_sql(&format!(
         "ALTER ROLE {r} SET statement_timeout = '250ms';
          ALTER ROLE {r} SET idle_in_transaction_session_timeout = '300ms'",

@@ -269,7 +269,7 @@ async fn each_role_can_do_its_share_and_nothing_more() {
     for p in [app, op, wk] {
         p.close().await;
     }
-    // Housekeeping on the shared server, best effort: a closed session's backend may take a
+    // Housekeeping on the shared server, best effort: a closed connection's backend may take a
     // moment to go, and a leftover role harms no other test.
     for r in ["au", "ou", "wu"] {
         let _ = sqlx::raw_sql(&format!("DROP OWNED BY {r}{suffix}; DROP ROLE {r}{suffix}"))
@@ -298,7 +298,7 @@ async fn locks_any_connection_can_hold_stop_no_claim_and_no_completion() {
     let nobody = login_role(&db, &role, None).await;
     let mut holder = nobody.acquire().await.unwrap();
     let space = |what: &str| format!("hashtext('{}/{what}')", db.schema);
-    // The queue's control lock, held for the session.
+    // The queue's control lock, held for the connection's life.
     sqlx::query(&format!(
         "SELECT pg_advisory_lock({}, hashtext('q'))",
         space("queue")
@@ -326,7 +326,7 @@ async fn locks_any_connection_can_hold_stop_no_claim_and_no_completion() {
         }),
     )
     .await
-    .expect("a claim waited for a lock another session holds")
+    .expect("a claim waited for a lock another connection holds")
     .unwrap();
     assert!(got.is_empty());
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -358,7 +358,7 @@ async fn locks_any_connection_can_hold_stop_no_claim_and_no_completion() {
         t.elapsed()
     );
     assert_eq!(report.metrics.claimed, 0);
-    // The queue lock goes; the keyed job starts; then the session takes the key's lock: the
+    // The queue lock goes; the keyed job starts; then the connection takes the key's lock: the
     // completion, whose key hand-over cannot take it, commits all the same.
     sqlx::query(&format!(
         "SELECT pg_advisory_unlock({}, hashtext('q'))",

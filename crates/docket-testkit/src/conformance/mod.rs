@@ -77,7 +77,7 @@ pub trait Harness: Sized + Send + Sync + 'static {
     fn now(&self) -> impl Future<Output = chrono::DateTime<chrono::Utc>> + Send;
 
     /// Who the engine records as the author of an operator action (a cancel request's
-    /// history entry): on PostgreSQL the session's role.
+    /// history entry): on PostgreSQL the connection's role.
     fn actor(&self) -> impl Future<Output = String> + Send;
 }
 
