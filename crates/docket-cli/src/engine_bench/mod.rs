@@ -34,6 +34,10 @@ pub(crate) trait BenchDb: Sync {
     async fn floor(&self, n: u64, batch: usize, clients: usize) -> anyhow::Result<f64>;
     /// (first claim, last completion) in ms on the database's clock.
     async fn span(&self, store: &Self::Store) -> anyhow::Result<(i64, i64)>;
+    /// Ends a store the benchmark is done with, before its files or database are reused.
+    async fn close(&self, store: Self::Store) {
+        drop(store);
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -143,6 +147,7 @@ async fn drain<D: BenchDb>(db: &D, n: u64, w: usize, run: usize) -> anyhow::Resu
         ));
     }
     let (first, last) = db.span(&store).await?;
+    db.close(store).await;
     let secs = ((last - first).max(1) as f64) / 1000.0;
     let m = &report.metrics;
     tracing::info!(

@@ -13,6 +13,10 @@ const COMPLETE: &str = include_str!("sqlite_complete.sql");
 const NOW: &str = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
 /// The benchmark's files: `<path>.bench.db` and `<path>.floor.db`, re-created each time.
+/// Every store is closed (all its connections ended) before its file is removed: a connection
+/// still closing in the background would, as the file's last, checkpoint and unlink
+/// `<path>-wal` — by then the next database's WAL — and that database would read short
+/// ("disk I/O error", code 522).
 pub(crate) struct Bench(pub SqliteCtx);
 
 impl Bench {
@@ -72,8 +76,13 @@ impl BenchDb for Bench {
             done += r.rows_affected();
         }
         let secs = started.elapsed().as_secs_f64();
+        pool.close().await;
         anyhow::ensure!(done == n, "the floor completed {done} of {n}");
         Ok(n as f64 / secs)
+    }
+
+    async fn close(&self, store: SqliteStore) {
+        store.pool().close().await;
     }
 
     async fn span(&self, store: &SqliteStore) -> anyhow::Result<(i64, i64)> {
