@@ -112,7 +112,25 @@ async fn the_demo_runs_on_sqlite() {
         scalar(&s, "SELECT count(*) FROM jobs j WHERE j.queue = 'email' AND j.state = 'succeeded' AND NOT EXISTS (SELECT 1 FROM demo_sends d WHERE d.job_id = j.id)").await,
         0
     );
-    drop(s);
+    s.close().await;
+    // A second run on the same file starts from nothing: the first run's tables are
+    // dropped in place (the file is never removed under connections closing late).
+    let o = f.run(&["demo", "--jobs", "100", "--workers", "2"]);
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let s = f.store().await;
+    assert_eq!(
+        scalar(&s, "SELECT count(*) FROM jobs WHERE queue = 'email'").await,
+        100
+    );
+    assert_eq!(
+        scalar(
+            &s,
+            "SELECT count(*) FROM jobs WHERE queue = 'email' AND state IN ('succeeded', 'dead')"
+        )
+        .await,
+        100
+    );
+    s.close().await;
     // A file the demo did not make is never deleted.
     let other = File::new();
     let o = other.run(&["enqueue", "--kind", "k"]);

@@ -219,6 +219,16 @@ impl SqliteStore {
         &self.inner.pool
     }
 
+    /// Closes both of this store's pools (the readers' and the writer's) and waits for them
+    /// to hand back their connections. Dropping a store leaves that to the background. Each
+    /// SQLite handle is released on its connection's own thread, possibly a moment after
+    /// this returns: a file is not safe to remove and re-create under the same name right
+    /// after (its last handle checkpoints and unlinks `<file>-wal` by name as it goes).
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+        self.inner.writer.close().await;
+    }
+
     /// The size limits in force.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits

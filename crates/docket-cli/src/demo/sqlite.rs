@@ -1,7 +1,7 @@
-//! The demo on SQLite: the file named by `--database-url sqlite://…`, re-created by every
-//! run (only a file an earlier demo made, recognised by its marker table), the provider's
-//! tables in it, and pickup latency of a worker woken in-process (SQLite has no LISTEN:
-//! other processes poll).
+//! The demo on SQLite: the file named by `--database-url sqlite://…`, emptied and migrated
+//! again by every run (only a file an earlier demo made, recognised by its marker table), the
+//! provider's tables in it, and pickup latency of a worker woken in-process (SQLite has no
+//! LISTEN: other processes poll).
 
 use docket_sqlite::SqliteStore;
 use docket_worker::JobError;
@@ -18,6 +18,35 @@ use crate::sqlite::SqliteCtx;
 pub struct Db(pub SqliteCtx);
 
 const MARKER: &str = "docket_demo_scratch";
+
+/// Drops every table and view of an earlier demo's file, on one connection, and vacuums it.
+/// The file itself is kept: removing it and making a new one raced the old connections,
+/// which close in the background — the file's last one checkpoints and unlinks
+/// `<file>-wal` by name, by then the new database's WAL (a "disk I/O error" next).
+async fn empty_in_place(store: &SqliteStore) -> anyhow::Result<()> {
+    let mut conn = store.pool().acquire().await?;
+    // Tables are dropped in any order: a foreign key must not refuse a drop.
+    sqlx::query("PRAGMA foreign_keys = OFF")
+        .execute(&mut *conn)
+        .await?;
+    let objects: Vec<(String, String)> = sqlx::query_as(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for (kind, name) in objects {
+        let kind = if kind == "view" { "VIEW" } else { "TABLE" };
+        // An identifier cannot be bound: quoted, its quotes doubled (names come from the
+        // file, which an earlier demo made, but are treated as hostile all the same).
+        let sql = format!("DROP {kind} IF EXISTS \"{}\"", name.replace('"', "\"\""));
+        sqlx::query(&sql).execute(&mut *conn).await?;
+    }
+    sqlx::query("VACUUM").execute(&mut *conn).await?;
+    sqlx::query("PRAGMA foreign_keys = ON")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
 const TABLES: &str = include_str!("sqlite_tables.sql");
 const SUMMARY: &str = include_str!("sqlite_summary.sql");
 
@@ -41,8 +70,8 @@ impl DemoDb for Db {
             let empty: bool = sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM sqlite_master)")
                 .fetch_one(store.pool())
                 .await?;
-            store.pool().close().await;
             if !ours && !empty {
+                store.close().await;
                 return Err(CliError::new(
                     exit::CONFLICT,
                     format!("{} exists and was not made by `docket demo`; refusing to delete or reuse it", path.display()),
@@ -50,15 +79,8 @@ impl DemoDb for Db {
                 .hint("name a new file: --database-url sqlite://demo.db")
                 .into());
             }
-            for suffix in ["", "-wal", "-shm"] {
-                let mut p = path.clone().into_os_string();
-                p.push(suffix);
-                match std::fs::remove_file(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            empty_in_place(&store).await?;
+            store.close().await;
         }
         let store = self.0.migrated(4).await?;
         sqlx::raw_sql(TABLES).execute(store.pool()).await?;

@@ -80,6 +80,7 @@ async fn one<D: BenchDb>(db: &D, n: u64, slots: usize, json_out: bool) -> anyhow
         })
         .collect();
     waits.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    db.close(store).await;
     let (ideal, parallel) = ideal_s(total_ms, slots);
     let (p50, p95) = (percentile(&waits, 0.5), percentile(&waits, 0.95));
     if json_out {

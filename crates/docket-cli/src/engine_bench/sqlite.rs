@@ -12,16 +12,30 @@ const CLAIM: &str = include_str!("sqlite_claim.sql");
 const COMPLETE: &str = include_str!("sqlite_complete.sql");
 const NOW: &str = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
-/// The benchmark's files: `<path>.bench.db` and `<path>.floor.db`, re-created each time.
-/// Every store is closed (all its connections ended) before its file is removed: a connection
-/// still closing in the background would, as the file's last, checkpoint and unlink
-/// `<path>-wal` — by then the next database's WAL — and that database would read short
-/// ("disk I/O error", code 522).
+/// The benchmark's files: `<path>.bench-N.db` and `<path>.floor-N.db`, a new N for every
+/// store (N counts within the process), each earlier one removed when the next is made.
+/// A name is never reused while this process could still have a connection to it: a store's
+/// connections close in the background after it is dropped, and the file's last one
+/// checkpoints and unlinks `<file>-wal` by name — with a reused name, the next database's
+/// WAL, which then read short ("disk I/O error", code 522).
 pub(crate) struct Bench(pub SqliteCtx);
+
+static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Bench {
     fn scratch(&self, what: &str) -> anyhow::Result<String> {
-        let path = format!("{}.{what}.db", self.0.path());
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Earlier files of this kind: their connections are closed or closing on unlinked
+        // files, which only their own process could still reach.
+        for earlier in 0..n {
+            self.remove(&format!("{}.{what}-{earlier}.db", self.0.path()))?;
+        }
+        let path = format!("{}.{what}-{n}.db", self.0.path());
+        self.remove(&path)?;
+        Ok(format!("sqlite://{path}"))
+    }
+
+    fn remove(&self, path: &str) -> anyhow::Result<()> {
         for suffix in ["", "-wal", "-shm"] {
             match std::fs::remove_file(format!("{path}{suffix}")) {
                 Ok(()) => {}
@@ -29,7 +43,7 @@ impl Bench {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(format!("sqlite://{path}"))
+        Ok(())
     }
 }
 
@@ -76,13 +90,13 @@ impl BenchDb for Bench {
             done += r.rows_affected();
         }
         let secs = started.elapsed().as_secs_f64();
-        pool.close().await;
+        store.close().await;
         anyhow::ensure!(done == n, "the floor completed {done} of {n}");
         Ok(n as f64 / secs)
     }
 
     async fn close(&self, store: SqliteStore) {
-        store.pool().close().await;
+        store.close().await;
     }
 
     async fn span(&self, store: &SqliteStore) -> anyhow::Result<(i64, i64)> {
