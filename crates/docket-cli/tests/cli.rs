@@ -440,14 +440,12 @@ async fn a_lost_lease_terminates_then_kills_the_command() {
         .map(Proc::from)
         .unwrap();
     let pid_file = dir.path().join("pid");
+    // The shell creates the file, then writes it: wait for the number, not the file.
+    let pid = || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
     wait_until(Duration::from_secs(20), "command started", || {
-        pid_file.exists()
+        pid().is_some()
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid().unwrap();
     // The worker stalls past its lease and another takes the job over.
     db.exec("UPDATE {schema}.jobs SET lease_expires_at = now() - interval '1 second'")
         .await;

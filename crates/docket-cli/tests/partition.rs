@@ -470,8 +470,19 @@ async fn leader_partitioned(e: Engine) {
     );
     let mut b = Worker::start(&e, &dir, "b", "c", "3").await;
     eventually(Duration::from_secs(30), "A enqueues ticks", || async {
-        e.ticks().await.len() >= 2 && !e.held_by(&a.owner).await.is_empty()
+        e.ticks().await.len() >= 2
     })
+    .await;
+    // Fresh 3-second jobs just before the cut, and the cut as soon as A runs one of them: A
+    // is mid-run when its link goes, so B has a lease of A's to reap. (A's first jobs may be
+    // over by now: on a loaded machine B and the ticks took seconds to start.)
+    let newest = e.scalar("SELECT coalesce(max(id), 0) FROM {jobs}").await;
+    e.load("c", 8).await;
+    eventually(
+        Duration::from_secs(30),
+        "A runs one of the fresh jobs",
+        || async { e.held_by(&a.owner).await.iter().any(|(id, _)| *id > newest) },
+    )
     .await;
     a.link.cut();
     let cut_at = std::time::Instant::now();
