@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes Docket's parsers of hostile input with libFuzzer on the stable toolchain: each target
 # under fuzz/fuzz_targets for FUZZ_SECONDS (default 60), starting from its seed corpus in
-# fuzz/corpus. Exits 1 on the first failure and copies the failing input to
+# fuzz/corpus, FUZZ_JOBS targets at a time (default: one per core). Exits 1 when any target
+# fails and copies the failing input to
 # fuzz/regressions/<target>/ (the suite replays that directory: add a named unit test next
 # to the parser, fix, keep the file).
 #
@@ -12,6 +13,7 @@
 #
 #   FUZZ_SECONDS=600 scripts/fuzz.sh            # every target, ten minutes each
 #   FUZZ_SECONDS=30 scripts/fuzz.sh cron        # one target
+#   FUZZ_JOBS=1 scripts/fuzz.sh                 # one target after another
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${FUZZ_SECONDS:-60}"
@@ -32,11 +34,14 @@ RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-printf '%-12s %10s %8s %8s  %s\n' target executions corpus seconds result
-status=0
-for t in "${targets[@]}"; do
+# Targets run side by side, FUZZ_JOBS at a time (default: one per core): each libFuzzer
+# process is single-threaded, and CI waits for the slowest batch, not for their sum.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+
+# one TARGET: fuzzes it for $secs; writes "executions corpus result" to $work/TARGET.row.
+one() {
+  local t=$1 log="$work/$1.log" result execs corpus
   mkdir -p "$work/$t" "$work/$t.crash"
-  log="$work/$t.log"
   # New inputs go to the scratch directory (first), the seeds are read only.
   if "$target_dir/$host/release/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
        -print_final_stats=1 -artifact_prefix="$work/$t.crash/" \
@@ -44,7 +49,6 @@ for t in "${targets[@]}"; do
     result=ok
   else
     result=FAILED
-    status=1
     mkdir -p "fuzz/regressions/$t"
     for f in "$work/$t.crash"/*; do
       [ -e "$f" ] && cp "$f" "fuzz/regressions/$t/" && result="FAILED: fuzz/regressions/$t/$(basename "$f")"
@@ -53,6 +57,22 @@ for t in "${targets[@]}"; do
   fi
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   corpus="$(ls "$work/$t" | wc -l)"
-  printf '%-12s %10s %8s %8s  %s\n' "$t" "${execs:-?}" "$corpus" "$secs" "$result"
+  echo "${execs:-?} $corpus $result" >"$work/$t.row"
+}
+
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+  one "$t" &
+  running=$((running + 1))
+done
+wait
+
+printf '%-12s %10s %8s %8s  %s\n' target executions corpus seconds result
+status=0
+for t in "${targets[@]}"; do
+  read -r execs corpus result <"$work/$t.row" || { execs='?' corpus='?' result="FAILED: no result"; }
+  case "$result" in ok) ;; *) status=1 ;; esac
+  printf '%-12s %10s %8s %8s  %s\n' "$t" "$execs" "$corpus" "$secs" "$result"
 done
 exit $status
