@@ -88,10 +88,80 @@ pub struct TestDb {
     pub url: String,
 }
 
-/// A random schema name for one test.
+/// A schema name for one test: `t_<pid>_<random>`. The pid lets a later test process drop
+/// the schemas of processes that are gone ([`drop_dead_schemas`]).
 pub fn fresh_schema() -> String {
     let n: u64 = rand::thread_rng().gen();
-    format!("t_{n:016x}")
+    format!("t_{}_{n:016x}", std::process::id())
+}
+
+/// Drops, on a thread of its own, the test schemas on `url` left by test processes that are
+/// gone, then vacuums the catalogs they filled. Tests never drop their schemas (a test that
+/// panics or is killed could not anyway), and the machine's shared server runs with
+/// autovacuum off: 1,300 schemas left by earlier runs made a PostgreSQL test binary take
+/// 61 s instead of 33 s on an empty database (measured 2026-12-06). A schema is kept while
+/// its process lives or any connection names it (`application_name`); an unnamed-pid one
+/// (`t_<random>`, the earlier form) only by the latter. The thread does not hold a test up,
+/// and what it has not dropped when the process exits, the next process drops.
+pub fn drop_dead_schemas(url: &str) {
+    let url = url.to_string();
+    let _ = std::thread::Builder::new()
+        .name("drop-dead-schemas".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await
+                else {
+                    return;
+                };
+                let names: Vec<String> = sqlx::query_scalar(
+                    "SELECT nspname FROM pg_namespace n
+                     WHERE (nspname ~ '^t_[0-9]+_[0-9a-f]{16}$' OR nspname ~ '^t_[0-9a-f]{16}$')
+                       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                       WHERE a.application_name = n.nspname)",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .unwrap_or_default();
+                let mut dropped = 0;
+                for name in names {
+                    let parts: Vec<&str> = name.split('_').collect();
+                    let pid = (parts.len() == 3)
+                        .then(|| parts[1].parse::<u32>().ok())
+                        .flatten();
+                    if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
+                        continue;
+                    }
+                    // The name matched the patterns above: letters, digits and `_` only.
+                    let drop = format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE");
+                    if sqlx::query(&drop).execute(&mut conn).await.is_ok() {
+                        dropped += 1;
+                    }
+                }
+                if dropped > 0 {
+                    for t in [
+                        "pg_proc",
+                        "pg_attribute",
+                        "pg_depend",
+                        "pg_class",
+                        "pg_constraint",
+                        "pg_type",
+                        "pg_index",
+                        "pg_attrdef",
+                        "pg_trigger",
+                    ] {
+                        let _ = sqlx::query(&format!("VACUUM pg_catalog.{t}"))
+                            .execute(&mut conn)
+                            .await;
+                    }
+                }
+            });
+        });
 }
 
 /// Opens a pool of `max` connections to `url`, tagged with `app` as application_name.
@@ -120,6 +190,10 @@ impl TestDb {
     /// A new migrated schema on the server at `url` (e.g. a [`PrivateCluster`]).
     pub async fn on(url: &str, max: u32) -> TestDb {
         let url = url.to_string();
+        static CLEANED: OnceLock<()> = OnceLock::new();
+        if url == server_url() && CLEANED.set(()).is_ok() {
+            drop_dead_schemas(&url);
+        }
         let schema = fresh_schema();
         let pool = pool(&url, &schema, max).await;
         let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");
