@@ -88,9 +88,15 @@ pub struct TestDb {
     pub url: String,
 }
 
-/// A schema name for one test: `t_<pid>_<random>`. The pid lets a later test process drop
-/// the schemas of processes that are gone ([`drop_dead_schemas`]).
+/// A random name for one test (a schema, a role suffix, a directory).
 pub fn fresh_schema() -> String {
+    let n: u64 = rand::thread_rng().gen();
+    format!("t_{n:016x}")
+}
+
+/// The schema of one [`TestDb`]: `t_<pid>_<random>`. The pid lets a later test process drop
+/// the schemas of processes that are gone ([`drop_dead_schemas`]).
+fn test_db_schema() -> String {
     let n: u64 = rand::thread_rng().gen();
     format!("t_{}_{n:016x}", std::process::id())
 }
@@ -99,10 +105,11 @@ pub fn fresh_schema() -> String {
 /// gone, then vacuums the catalogs they filled. Tests never drop their schemas (a test that
 /// panics or is killed could not anyway), and the machine's shared server runs with
 /// autovacuum off: 1,300 schemas left by earlier runs made a PostgreSQL test binary take
-/// 61 s instead of 33 s on an empty database (measured 2026-12-06). A schema is kept while
-/// its process lives or any connection names it (`application_name`); an unnamed-pid one
-/// (`t_<random>`, the earlier form) only by the latter. The thread does not hold a test up,
-/// and what it has not dropped when the process exits, the next process drops.
+/// 61 s instead of 33 s on an empty database (measured 2026-12-06). Only [`TestDb`]'s
+/// schemas (`t_<pid>_<random>`) are dropped, and only when their process is gone and no
+/// connection names them (`application_name`); names from [`fresh_schema`] carry no pid and
+/// are left alone. The thread does not hold a test up, and what it has not dropped when the
+/// process exits, the next process drops.
 pub fn drop_dead_schemas(url: &str) {
     let url = url.to_string();
     let _ = std::thread::Builder::new()
@@ -121,7 +128,7 @@ pub fn drop_dead_schemas(url: &str) {
                 };
                 let names: Vec<String> = sqlx::query_scalar(
                     "SELECT nspname FROM pg_namespace n
-                     WHERE (nspname ~ '^t_[0-9]+_[0-9a-f]{16}$' OR nspname ~ '^t_[0-9a-f]{16}$')
+                     WHERE nspname ~ '^t_[0-9]+_[0-9a-f]{16}$'
                        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                                        WHERE a.application_name = n.nspname)",
                 )
@@ -130,11 +137,8 @@ pub fn drop_dead_schemas(url: &str) {
                 .unwrap_or_default();
                 let mut dropped = 0;
                 for name in names {
-                    let parts: Vec<&str> = name.split('_').collect();
-                    let pid = (parts.len() == 3)
-                        .then(|| parts[1].parse::<u32>().ok())
-                        .flatten();
-                    if pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
+                    let pid = name.split('_').nth(1).and_then(|p| p.parse::<u32>().ok());
+                    if pid.is_none_or(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
                         continue;
                     }
                     // The name matched the patterns above: letters, digits and `_` only.
@@ -194,7 +198,7 @@ impl TestDb {
         if url == server_url() && CLEANED.set(()).is_ok() {
             drop_dead_schemas(&url);
         }
-        let schema = fresh_schema();
+        let schema = test_db_schema();
         let pool = pool(&url, &schema, max).await;
         let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");
         docket_core::Store::migrate(&store).await.expect("migrate");
