@@ -135,19 +135,17 @@ pub fn drop_dead_schemas(url: &str) {
                 .fetch_all(&mut conn)
                 .await
                 .unwrap_or_default();
-                let mut dropped = 0;
+                let mut dropped_any = false;
                 for name in names {
                     let pid = name.split('_').nth(1).and_then(|p| p.parse::<u32>().ok());
                     if pid.is_none_or(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) {
                         continue;
                     }
-                    // The name matched the patterns above: letters, digits and `_` only.
+                    // The name matched the pattern above: letters, digits and `_` only.
                     let drop = format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE");
-                    if sqlx::query(&drop).execute(&mut conn).await.is_ok() {
-                        dropped += 1;
-                    }
+                    dropped_any |= sqlx::query(&drop).execute(&mut conn).await.is_ok();
                 }
-                if dropped > 0 {
+                if dropped_any {
                     for t in [
                         "pg_proc",
                         "pg_attribute",
@@ -188,16 +186,20 @@ impl TestDb {
 
     /// A new migrated schema with a pool of `max` connections.
     pub async fn with_pool_size(max: u32) -> TestDb {
-        Self::on(&server_url(), max).await
+        let url = server_url();
+        // Once per process, on the shared server only: a private cluster is thrown away
+        // whole (and asking for the shared URL here would start a shared cluster a test on
+        // a private one does not need).
+        static CLEANED: OnceLock<()> = OnceLock::new();
+        if CLEANED.set(()).is_ok() {
+            drop_dead_schemas(&url);
+        }
+        Self::on(&url, max).await
     }
 
     /// A new migrated schema on the server at `url` (e.g. a [`PrivateCluster`]).
     pub async fn on(url: &str, max: u32) -> TestDb {
         let url = url.to_string();
-        static CLEANED: OnceLock<()> = OnceLock::new();
-        if url == server_url() && CLEANED.set(()).is_ok() {
-            drop_dead_schemas(&url);
-        }
         let schema = test_db_schema();
         let pool = pool(&url, &schema, max).await;
         let store = PgStore::with_schema(pool.clone(), &schema).expect("valid schema");
