@@ -20,13 +20,37 @@
 //! [`SchemaError::TooNew`], naming both versions.
 
 use docket_core::{validate, StoreError};
-use sqlx::migrate::Migrator;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{PgConnection, PgPool, Row};
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use crate::errors::db_err;
 
-/// The embedded migrations.
-pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+/// The embedded migrations, in version order: `(version, description, text)` of each
+/// `migrations/NNNN_name.sql`, listed by `build.rs`.
+const EMBEDDED: &[(i64, &str, &str)] = include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+
+/// The embedded migrations as sqlx's migrator (checksums are computed once, on first use —
+/// SHA-384 of about 180 KB of SQL).
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| Migrator {
+    migrations: Cow::Owned(
+        EMBEDDED
+            .iter()
+            .map(|&(version, description, sql)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(description),
+                    MigrationType::Simple,
+                    Cow::Borrowed(sql),
+                    // sqlx's own rule for a migration that must run outside a transaction.
+                    sql.starts_with("-- no-transaction"),
+                )
+            })
+            .collect(),
+    ),
+    ..Migrator::DEFAULT
+});
 
 /// Advisory-lock class used by Docket (first key of the two-key form).
 pub(crate) const LOCK_CLASS: i32 = 0x444b_5401; // "DKT" + 1

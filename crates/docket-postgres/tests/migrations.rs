@@ -286,3 +286,30 @@ async fn a_schema_migrated_before_a_comment_was_reworded_is_still_accepted() {
         .expect_err("changed");
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
 }
+
+/// The embedded list (`build.rs`) is sqlx's own reading of the directory: same versions,
+/// descriptions, text, checksums and transaction mode — so a schema migrated by an earlier
+/// build (which used `sqlx::migrate!`) or by sqlx's CLI validates against this one.
+#[tokio::test]
+async fn the_embedded_migrations_are_what_sqlx_reads_from_the_directory() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let read = sqlx::migrate::Migrator::new(dir).await.unwrap();
+    let embedded: Vec<_> = migrate::MIGRATOR.iter().collect();
+    let read: Vec<_> = read.iter().collect();
+    assert_eq!(embedded.len(), read.len(), "every file embedded");
+    assert!(embedded.len() >= 29);
+    for (e, r) in embedded.iter().zip(&read) {
+        assert_eq!(e.version, r.version);
+        assert_eq!(e.description, r.description, "migration {}", e.version);
+        assert_eq!(e.sql, r.sql, "migration {}", e.version);
+        assert_eq!(e.checksum, r.checksum, "migration {}", e.version);
+        assert_eq!(e.no_tx, r.no_tx, "migration {}", e.version);
+        assert_eq!(
+            e.migration_type, r.migration_type,
+            "migration {}",
+            e.version
+        );
+    }
+    // In version order, each once.
+    assert!(embedded.windows(2).all(|w| w[0].version < w[1].version));
+}
