@@ -10,6 +10,7 @@
 #
 # Usage: scripts/model-check.sh            Needs spin (Debian package `spin`) and a C compiler.
 # Env:   MODEL_FULL=1 adds the searches that take minutes (MariaDB's claim with two reapers).
+#        MODEL_JOBS: cases checked at once (default: the number of cores).
 #        MODEL_TRAILS=DIR keeps each counterexample's trail, replayed (spin -t -p), in DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,16 +45,18 @@ EOF2
 )
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-surprises=0
-printf '%-6s | %-34s | %-22s | %s\n' model variant expected result
-printf '%-6s-|-%-34s-|-%-22s-|-%s\n' ------ ---------------------------------- ---------------------- ------
-while IFS='|' read -r model config expected only; do
-  [ "${only:-}" = full ] && [ -z "${MODEL_FULL:-}" ] && continue
+# one INDEX MODEL CONFIG EXPECTED: builds and checks one case; writes its table row to
+# $work/row.INDEX, and $work/surprise.INDEX when the result is not the expected one, or
+# $work/broken.INDEX when the model does not build.
+one() {
+  local i=$1 model=$2 config=$3 expected=$4 dir defs errors states result broke mark
   dir="$work/$model-${config//,/-}"; mkdir -p "$dir"; cp "models/$model.pml" "$dir/"
   defs=(); [ "$config" != - ] && for d in ${config//,/ }; do defs+=("-D$d"); done
-  ( cd "$dir" && spin "${defs[@]}" -a "$model.pml" >spin.log 2>&1 \
-      && $cc -O2 -w -DSAFETY -o pan pan.c >cc.log 2>&1 ) \
-    || { echo "model-check.sh: $model ($config) does not build:" >&2; cat "$dir"/*.log >&2; exit 2; }
+  if ! ( cd "$dir" && spin "${defs[@]}" -a "$model.pml" >spin.log 2>&1 \
+      && $cc -O2 -w -DSAFETY -o pan pan.c >cc.log 2>&1 ); then
+    { echo "model-check.sh: $model ($config) does not build:"; cat "$dir"/*.log; } >"$work/broken.$i"
+    return
+  fi
   ( cd "$dir" && ./pan -m200000 -E >pan.log 2>&1 )
   errors=$(sed -nE 's/.*errors: ([0-9]+).*/\1/p' "$dir/pan.log")
   states=$(sed -nE 's/^ *([0-9]+) states, stored.*/\1/p' "$dir/pan.log")
@@ -71,11 +74,29 @@ while IFS='|' read -r model config expected only; do
   fi
   case "$result" in
     "$expected"*) mark=ok ;;
-    *) mark=SURPRISE; surprises=$((surprises + 1)) ;;
+    *) mark=SURPRISE; touch "$work/surprise.$i" ;;
   esac
-  printf '%-6s | %-34s | %-22s | %s %s\n' "$model" "${config//,/ }" "$expected" "$result" "$([ $mark = ok ] || echo "<- $mark")"
+  printf '%-6s | %-34s | %-22s | %s %s\n' "$model" "${config//,/ }" "$expected" "$result" \
+    "$([ $mark = ok ] || echo "<- $mark")" >"$work/row.$i"
+}
+# The cases run MODEL_JOBS at a time (default: one per core); each is one single-threaded
+# `pan`, and CI waits for the model check after its build. The table keeps the list's order.
+jobs_max=${MODEL_JOBS:-$(nproc)}
+i=0
+while IFS='|' read -r model config expected only; do
+  [ "${only:-}" = full ] && [ -z "${MODEL_FULL:-}" ] && continue
+  i=$((i + 1))
+  one "$(printf '%03d' "$i")" "$model" "$config" "$expected" &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
 done <<<"$CASES"
-
+wait
+if compgen -G "$work/broken.*" >/dev/null; then
+  cat "$work"/broken.* >&2; exit 2
+fi
+printf '%-6s | %-34s | %-22s | %s\n' model variant expected result
+printf '%-6s-|-%-34s-|-%-22s-|-%s\n' ------ ---------------------------------- ---------------------- ------
+cat "$work"/row.*
+surprises=$(find "$work" -name 'surprise.*' | wc -l)
 if [ $surprises -gt 0 ]; then
   echo "model-check.sh: $surprises surprise(s)" >&2; exit 1
 fi
