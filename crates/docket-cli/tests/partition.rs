@@ -495,9 +495,12 @@ async fn leader_partitioned(e: Engine) {
     .await;
     let takeover = cut_at.elapsed();
     let at_takeover = e.ticks().await.len();
-    eventually(Duration::from_secs(30), "B enqueues ticks", || async {
-        e.ticks().await.len() >= at_takeover + 3
-    })
+    eventually_explained(
+        Duration::from_secs(30),
+        "B enqueues ticks",
+        || async { e.ticks().await.len() >= at_takeover + 3 },
+        || format!("A:\n{}\nB:\n{}", a.said(), b.said()),
+    )
     .await;
     eventually(
         Duration::from_secs(30),

@@ -68,6 +68,10 @@ pub enum Mutant {
     /// MariaDB: Docket's connections have no idle-in-transaction bound; a worker partitioned
     /// mid-transaction holds its row locks until the server's `wait_timeout`.
     NoIdleTransactionBound,
+    /// PostgreSQL: Docket's own multi-statement transactions carry no idle bound; a leader
+    /// partitioned inside a cron schedule's transaction holds the schedule's row until TCP
+    /// gives the connection up.
+    PgNoIdleTransactionBound,
     /// SQLite and MariaDB (the shared rules): a retryable failure of the last attempt is
     /// retried again instead of ending dead.
     LocalRetryPastBudget,
@@ -131,6 +135,7 @@ impl Mutant {
         Mutant::BucketNeverSpent,
         Mutant::ClaimClockBeforeLock,
         Mutant::NoIdleTransactionBound,
+        Mutant::PgNoIdleTransactionBound,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
         Mutant::OutputStaleCompletion,
@@ -170,6 +175,7 @@ impl Mutant {
             Mutant::BucketNeverSpent => "bucket_never_spent",
             Mutant::ClaimClockBeforeLock => "claim_clock_before_lock",
             Mutant::NoIdleTransactionBound => "no_idle_transaction_bound",
+            Mutant::PgNoIdleTransactionBound => "pg_no_idle_transaction_bound",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
             Mutant::OutputStaleCompletion => "output_stale_completion",

@@ -77,7 +77,7 @@ impl PgStore {
             -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
     ) -> Result<QueueControl> {
         validate::queue(queue)?;
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         lock_queue(self, &mut tx, queue).await?;
         let row = bind(self.query(sql).bind(queue))
             .fetch_optional(&mut *tx)
@@ -103,7 +103,7 @@ impl PgStore {
 
     pub(crate) async fn remove_queue_impl(&self, queue: &str) -> Result<bool> {
         validate::queue(queue)?;
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         lock_queue(self, &mut tx, queue).await?;
         let row = self
             .query(&self.inner.q.queue_remove)
@@ -154,7 +154,7 @@ impl PgStore {
 
     pub(crate) async fn set_key_limit_impl(&self, l: &KeyLimit) -> Result<()> {
         l.validate()?;
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         if l.max_running.is_none() && l.rate.is_none() {
             self.query(&self.inner.q.key_limit_delete)
                 .bind(&l.key)
@@ -368,7 +368,7 @@ impl PgStore {
             let (ticks, next) = schedule.due(st.next_tick_at, now, st.def.missed);
             // A schedule that never fires again is parked a century ahead.
             let next = next.unwrap_or(now + chrono::Duration::days(36_500));
-            let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+            let mut tx = self.begin_bounded().await?;
             if !advance(self, &mut tx, &st, next, ticks.last().copied()).await? {
                 continue; // another leader enqueued these ticks first
             }

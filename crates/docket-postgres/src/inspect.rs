@@ -219,7 +219,7 @@ impl PgStore {
     }
 
     pub(crate) async fn run_now_impl(&self, id: JobId) -> Result<JobRecord> {
-        let mut tx = self.pool().begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         let queue: Option<String> = self
             .query_scalar(&self.queries().run_now)
             .bind(id.0)
@@ -259,7 +259,7 @@ impl PgStore {
         let b_counts: Vec<i64> = buckets.iter().map(|b| b.4).collect();
         // Sums and histogram counts in one transaction: a worker whose report failed puts it
         // back and reports it again, so half of one must never stay written.
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         if !buckets.is_empty() {
             self.query(&self.queries().sample_buckets_record)
                 .bind(&b_queues)

@@ -109,6 +109,7 @@ queries!(
     enqueue_copy_ids,
     enqueue_copy,
     may_copy,
+    idle_bound,
 );
 
 #[cfg(test)]

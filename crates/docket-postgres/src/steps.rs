@@ -179,7 +179,7 @@ impl PgStore {
         name: &str,
         payload: &serde_json::Value,
     ) -> Result<SignalSent> {
-        let mut tx = self.pool().begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         let sent = self.signal_on(&mut tx, id, name, payload).await;
         match sent {
             Ok(s) => {

@@ -50,6 +50,23 @@ pub(crate) struct Inner {
     pub(crate) done: crate::outputs::DoneHub,
 }
 
+/// How long the server lets one of Docket's own transactions sit with its client silent
+/// between two statements before it ends the connection (`idle_in_transaction_session_timeout`,
+/// set per transaction by `sql/idle_bound.sql`), releasing its row locks.
+///
+/// A worker cut off from the server by a network partition between two statements of a
+/// transaction leaves that transaction open on the server, which cannot tell a silent client
+/// from a slow one: the rows it locked stay locked until TCP gives up on the connection
+/// (hours, with the kernel's default keepalive). Found by the partition tests
+/// (`crates/docket-cli/tests/partition.rs`): a maintenance leader cut off inside a cron
+/// schedule's transaction held the schedule's row, and its successor could enqueue no tick.
+/// Docket's own transactions never wait on the client for more than milliseconds, so 5 s only
+/// ends dead ones. Set per transaction, not per connection, because it must also hold on a
+/// pool the application built and through a transaction pooler, and because a handler's
+/// transaction ([`docket_core::InTransaction`]) runs the user's code and is left unbounded.
+/// The same bound as MariaDB's (`docket_mysql::IDLE_TRANSACTION_TIMEOUT_S`).
+pub const IDLE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -234,6 +251,25 @@ impl PgStore {
         }
     }
 
+    /// Begins one of Docket's own multi-statement transactions, bounded by
+    /// [`IDLE_TRANSACTION_TIMEOUT`] (one more round trip; none of these is on a per-job path).
+    pub(crate) async fn begin_bounded(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
+        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let bound =
+            if docket_core::mutants::active(docket_core::mutants::Mutant::PgNoIdleTransactionBound)
+            {
+                0
+            } else {
+                ms(IDLE_TRANSACTION_TIMEOUT)
+            };
+        self.query(&self.inner.q.idle_bound)
+            .bind(bound.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        Ok(tx)
+    }
+
     async fn run_once<T>(&self, f: impl AsyncFnOnce(&mut PgConnection) -> Result<T>) -> Result<T> {
         match self.pooler() {
             PoolerMode::Direct => {
@@ -404,7 +440,7 @@ impl Store for PgStore {
                 .run(async |c: &mut PgConnection| self.enqueue_many_on(c, jobs).await)
                 .await;
         }
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         let out = self.enqueue_in_tx(&mut tx, jobs).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(out)
@@ -553,7 +589,7 @@ impl Store for PgStore {
         if !(1..=1000).contains(&extra_attempts) {
             return Err(ValidationError::MaxAttempts(extra_attempts).into());
         }
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         let res = self
             .query(&self.inner.q.retry)
             .bind(id.0)
@@ -606,7 +642,7 @@ impl Store for PgStore {
     }
 
     async fn cancel(&self, id: JobId) -> Result<CancelOutcome> {
-        let mut tx = self.inner.pool.begin().await.map_err(db_err)?;
+        let mut tx = self.begin_bounded().await?;
         let prev: Option<String> = self
             .query_scalar(&self.inner.q.cancel)
             .bind(id.0)

@@ -194,3 +194,88 @@ async fn completions_racing_the_reaper_are_all_or_nothing() {
         0
     );
 }
+
+/// A maintenance leader cut off (the network goes silent, the sockets stay open) inside a cron
+/// schedule's transaction — after its compare-and-set took the schedule's row, before its
+/// commit — leaves that transaction open on the server. Docket bounds how long its own
+/// transactions may sit idle (`docket_postgres::store::IDLE_TRANSACTION_TIMEOUT`), so the
+/// server ends the silent one, its enqueue rolls back and the row is released: the next leader
+/// enqueues the tick, once. Without the bound the next leader waits on the row for as long as
+/// TCP keeps the dead connection (found by `crates/docket-cli/tests/partition.rs`). The cut
+/// lands between the two statements deterministically: a table lock held by the test stops
+/// the old leader's insert until the proxy is cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_inside_a_cron_transaction_does_not_hold_the_schedule() {
+    use docket_testkit::proxy::Proxy;
+    let db = TestDb::new().await;
+    let def =
+        Periodic::new("tick", "* * * * * *", "c", "tick", json!({})).missed(MissedTicks::Latest);
+    db.store.upsert_periodic(&def).await.unwrap();
+    db.exec("UPDATE {schema}.periodic SET next_tick_at = now() - interval '1 second'")
+        .await;
+    let proxy = Proxy::in_front_of(&db.url).await;
+    let old = docket_postgres::PgStore::connect(&proxy.url(&db.url), &db.schema, 2)
+        .await
+        .unwrap();
+    // The test's lock on the jobs table: the old leader's schedule update goes through, its
+    // insert waits.
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query(&format!("LOCK TABLE {}.jobs IN EXCLUSIVE MODE", db.schema))
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *holder)
+        .await
+        .unwrap();
+    let stuck = tokio::spawn(async move { old.enqueue_due_periodic(10).await });
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE {holder_pid} = ANY(pg_blocking_pids(pid))"
+    );
+    docket_testkit::eventually(
+        Duration::from_secs(10),
+        "the old leader's insert waits on the table lock",
+        || async { db.scalar(&waiting).await == 1 },
+    )
+    .await;
+    let held = db
+        .scalar(&format!(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+             WHERE c.relname = 'periodic' AND l.mode = 'RowExclusiveLock'
+               AND c.relnamespace = '{}'::regnamespace",
+            db.schema
+        ))
+        .await;
+    assert_eq!(held, 1, "the old leader's transaction holds the schedule");
+    proxy.cut();
+    holder.commit().await.unwrap();
+    let started = std::time::Instant::now();
+    let bound = docket_postgres::store::IDLE_TRANSACTION_TIMEOUT;
+    let ticks = tokio::time::timeout(bound * 4, db.store.enqueue_due_periodic(10))
+        .await
+        .expect("the next leader waited on the schedule's row past four idle bounds")
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        ticks.len(),
+        1,
+        "the next leader enqueued the tick: {ticks:?}"
+    );
+    assert!(
+        took >= bound - Duration::from_millis(500),
+        "the schedule was free after {took:?}, before the bound of {bound:?}"
+    );
+    let jobs = db
+        .scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'tick'")
+        .await;
+    assert_eq!(
+        jobs, 1,
+        "the old leader's enqueue rolled back; the tick is there once"
+    );
+    assert!(
+        !stuck.is_finished(),
+        "the old leader still waits on its silent link"
+    );
+    stuck.abort();
+    println!("the schedule's row was free {took:?} after the old leader's link went silent");
+}
