@@ -15,7 +15,7 @@
 # Usage: scripts/mutants.sh [MUTANT ...]    (default: every mutant)
 # Env:   DATABASE_URL as for the test suite. MUTANTS_JOBS: mutants run at once (default: twice
 #        the number of cores). MUTANTS_BASELINE=suite skips the baseline run, for a caller that
-#        runs `cargo test --workspace` (same binaries, a superset of the catching tests) as
+#        runs the whole suite (same test binaries, a superset of the catching tests) as
 #        well and fails when it fails, as .ci/run does.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -352,7 +352,8 @@ async fn claim_latency_ms(db: &TestDb) -> f64 {
 
 /// Boundary test 10. The claim plan on 1,000,000 ready and 1,000,000 finished jobs: an index
 /// scan on the partial index under LockRows and Limit; no sequential scan, no sort of the
-/// backlog; and claim latency stays flat from 10k to 1M ready jobs.
+/// backlog; and the index scan reads the claim's rows, not the backlog (the latency at 10k
+/// and 1M ready jobs is printed).
 #[tokio::test]
 async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
     let db = TestDb::new().await;
@@ -374,14 +375,31 @@ async fn claim_plan_uses_the_partial_index_on_a_million_rows() {
     .await;
     db.exec("VACUUM ANALYZE {schema}.jobs").await;
     let at_1m = claim_latency_ms(&db).await;
+    // Printed, not asserted: a time depends on what else the machine runs (speed is the
+    // benchmarks' business). The work a claim does is asserted below, from the plan.
     println!("claim of 10: {at_10k:.3} ms at 10k ready, {at_1m:.3} ms at 1M ready + 1M finished");
-    assert!(
-        at_1m < at_10k * 3.0 + 1.0,
-        "claim latency grew with the backlog: {at_10k:.3} ms -> {at_1m:.3} ms"
-    );
     let plan = db.store.explain_claim("q", true).await.unwrap();
     println!("claim plan on 1M ready + 1M finished:\n{plan}");
     let lines: Vec<&str> = plan.lines().collect();
+    // Flat work: each scan of the claim index stops after the claim's ten rows (the keyed
+    // and limited path's candidate scan after a fixed window, 240 rows for a claim of 10),
+    // whatever the backlog behind them.
+    let scanned: Vec<u64> = lines
+        .iter()
+        .filter(|l| l.contains("Index Scan using jobs_claim_idx"))
+        .filter_map(|l| {
+            let rows = &l[l.find("actual rows=")? + "actual rows=".len()..];
+            rows.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(!scanned.is_empty(), "no row counts in the plan:\n{plan}");
+    assert!(
+        scanned.iter().all(|&n| n <= 1_000),
+        "a claim of 10 read {scanned:?} rows of the claim index on a backlog of a million:\n{plan}"
+    );
     let pos = |needle: &str| lines.iter().position(|l| l.contains(needle));
     let (limit, lock, scan) = (
         pos("Limit").expect("Limit"),

@@ -101,6 +101,9 @@ fn test_db_schema() -> String {
     format!("t_{}_{n:016x}", std::process::id())
 }
 
+/// The advisory lock key of [`drop_dead_schemas`] ("docket-t" in ASCII).
+const CLEANER_LOCK: i64 = 0x646f_636b_6574_2d74;
+
 /// Drops, on a thread of its own, the test schemas on `url` left by test processes that are
 /// gone, then vacuums the catalogs they filled. Tests never drop their schemas (a test that
 /// panics or is killed could not anyway), and the machine's shared server runs with
@@ -126,6 +129,19 @@ pub fn drop_dead_schemas(url: &str) {
                 else {
                     return;
                 };
+                // One cleaner on the server at a time; the others skip (they would only queue
+                // behind it). Test processes run many at once under cargo-nextest, and each
+                // cleaner's VACUUM of a catalog waits for the one before it: fifty of them
+                // queued for an hour once, each holding a connection, until tests met
+                // "pool timed out" at the server's connection limit (2026-12-07).
+                let alone: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                    .bind(CLEANER_LOCK)
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap_or(false);
+                if !alone {
+                    return;
+                }
                 let names: Vec<String> = sqlx::query_scalar(
                     "SELECT nspname FROM pg_namespace n
                      WHERE nspname ~ '^t_[0-9]+_[0-9a-f]{16}$'
@@ -157,7 +173,9 @@ pub fn drop_dead_schemas(url: &str) {
                         "pg_attrdef",
                         "pg_trigger",
                     ] {
-                        let _ = sqlx::query(&format!("VACUUM pg_catalog.{t}"))
+                        // No truncation: truncating a catalog needs an exclusive lock that
+                        // every running test's catalog reads delay, for minutes.
+                        let _ = sqlx::query(&format!("VACUUM (TRUNCATE false) pg_catalog.{t}"))
                             .execute(&mut conn)
                             .await;
                     }

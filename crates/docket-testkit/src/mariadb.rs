@@ -186,7 +186,16 @@ pub async fn fresh_database() -> String {
         .await
         .unwrap_or_else(|e| panic!("connect to the MySQL test server: {e}"));
     static CLEANED: OnceLock<()> = OnceLock::new();
-    if CLEANED.set(()).is_ok() {
+    // One cleaner on the server at a time (test processes run many at once under
+    // cargo-nextest); the others skip rather than drop the same databases side by side.
+    let alone = CLEANED.set(()).is_ok()
+        && sqlx::query_scalar::<_, Option<i64>>("SELECT GET_LOCK('docket_t_cleaner', 0)")
+            .fetch_one(&mut admin)
+            .await
+            .ok()
+            .flatten()
+            == Some(1);
+    if alone {
         let names: Vec<String> = sqlx::query_scalar(
             "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'docket\\_t\\_%'",
         )
@@ -200,6 +209,7 @@ pub async fn fresh_database() -> String {
                 let _ = sqlx::Executor::execute(&mut admin, drop.as_str()).await;
             }
         }
+        let _ = sqlx::Executor::execute(&mut admin, "DO RELEASE_LOCK('docket_t_cleaner')").await;
     }
     let name = format!("docket_t_{}_{}", std::process::id(), crate::fresh_schema());
     let create = format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
