@@ -17,6 +17,8 @@
 #   FUZZ_BUILD_ONLY=1 scripts/fuzz.sh           # build the targets, run none
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/jobs.sh
+source scripts/lib/jobs.sh
 secs="${FUZZ_SECONDS:-60}"
 host="$(rustc -vV | sed -n 's/^host: //p')"
 # A target directory of its own: the instrumented artifacts never replace the main build's.
@@ -64,11 +66,9 @@ one() {
   echo "${execs:-?} $corpus $result" >"$work/$t.row"
 }
 
-running=0
 for t in "${targets[@]}"; do
-  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
   one "$t" &
-  running=$((running + 1))
+  throttle "$jobs"
 done
 wait
 

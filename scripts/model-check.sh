@@ -14,6 +14,8 @@
 #        MODEL_TRAILS=DIR keeps each counterexample's trail, replayed (spin -t -p), in DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/jobs.sh
+source scripts/lib/jobs.sh
 command -v spin >/dev/null || { echo "model-check.sh: spin not found (apt-get install spin)" >&2; exit 2; }
 cc=${CC:-cc}
 
@@ -87,7 +89,7 @@ while IFS='|' read -r model config expected only; do
   [ "${only:-}" = full ] && [ -z "${MODEL_FULL:-}" ] && continue
   i=$((i + 1))
   one "$(printf '%03d' "$i")" "$model" "$config" "$expected" &
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  throttle "$jobs_max"
 done <<<"$CASES"
 wait
 if compgen -G "$work/broken.*" >/dev/null; then

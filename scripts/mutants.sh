@@ -19,6 +19,8 @@
 #        well and fails when it fails, as .ci/run does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/jobs.sh
+source scripts/lib/jobs.sh
 
 # mutant | tests that must catch it (package:test-target[:name filter], space-separated)
 MAP=$(cat <<'EOF'
@@ -140,7 +142,7 @@ while IFS='|' read -r m tests; do
     [ $caught = no ] && touch "$out/survived.$slot"
     printf '%-28s | %-7s | %s\n' "$m" "$caught" "${by[*]:-none}" >"$out/row.$slot"
   ) &
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  throttle "$jobs_max"
 done <<<"$MAP"
 wait
 printf '%-28s | %-7s | %s\n' "mutant" "caught" "failing tests"

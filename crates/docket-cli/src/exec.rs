@@ -124,16 +124,26 @@ impl ExecSpec {
     }
 }
 
-/// Sends `sig` to the process group `pgid` (never to group 0, which would be our own).
-fn signal_group(pgid: u32, sig: i32) {
-    if pgid == 0 {
-        return;
-    }
+/// `kill(-pgid, sig)`: `sig` to every process of group `pgid`, or with 0 only the check that
+/// the group exists. Group 0 (which would be our own) and a `pgid` past `pid_t`'s range (its
+/// negation would address another process) are refused without a call (EINVAL).
+fn kill_group(pgid: u32, sig: i32) -> std::io::Result<()> {
+    let Some(pgid) = i32::try_from(pgid).ok().filter(|&p| p > 0) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
     #[allow(unsafe_code)]
     // SAFETY: kill(2) with a negative pid addresses a process group; it has no memory effects.
-    unsafe {
-        libc::kill(-(pgid as i32), sig);
+    let rc = unsafe { libc::kill(-pgid, sig) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
+}
+
+/// Sends `sig` to the process group `pgid` (never to group 0, which would be our own).
+fn signal_group(pgid: u32, sig: i32) {
+    let _ = kill_group(pgid, sig);
 }
 
 /// Whether no process at all (zombies included) is left in group `pgid`: `kill(-pgid, 0)`
@@ -142,10 +152,7 @@ fn signal_group(pgid: u32, sig: i32) {
 /// (per job, with a few hundred processes on the machine, most of a busy `--exec` worker's
 /// system time).
 fn group_gone(pgid: u32) -> bool {
-    #[allow(unsafe_code)]
-    // SAFETY: kill(2) with signal 0 only checks that the group exists; nothing is sent.
-    let rc = unsafe { libc::kill(-(pgid as i32), 0) };
-    rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    kill_group(pgid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
 }
 
 /// Live (not zombie) processes in group `pgid`.
@@ -391,5 +398,24 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
             "killed by signal {sig}"
         )))),
         (None, None) => Err(JobError::retry(with_tail("ended without status".into()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Group 0 is our own and a pgid past `pid_t` would wrap to another target: neither
+    /// reaches kill(2). A group that cannot exist reads as gone.
+    #[test]
+    fn kill_group_refuses_our_group_and_pgids_out_of_range() {
+        for pgid in [0, u32::MAX, i32::MAX as u32 + 1] {
+            let e = kill_group(pgid, 0).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "pgid {pgid}");
+        }
+        assert!(!group_gone(0));
+        // pid_max is at most 2^22 on Linux: no group has this id.
+        assert!(group_gone(i32::MAX as u32));
+        assert!(group_members(0).is_empty());
     }
 }

@@ -58,6 +58,19 @@ impl Listener for NoListener {
     }
 }
 
+/// How long a server may keep one of Docket's own transactions open while its client says
+/// nothing between two statements, before it ends the connection and releases its row locks.
+///
+/// A worker cut off by a network partition between two statements of a transaction leaves it
+/// open on the server, which cannot tell a silent client from a slow one: the rows it locked
+/// stay locked until TCP gives up (hours, by the kernel's default keepalive) — the reaper
+/// could not take leases back on MariaDB, and a new leader could enqueue no cron tick on
+/// PostgreSQL (both found by `crates/docket-cli/tests/partition.rs`). Docket's own
+/// transactions never wait on their client for more than milliseconds, so 5 s only ends dead
+/// ones. A handler's transaction ([`InTransaction`]) runs the user's code and is exempt.
+/// Each engine applies it its own way (PostgreSQL per transaction, MariaDB per connection).
+pub const IDLE_TRANSACTION_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Capability: a handler's own writes and its job's completion commit together, or neither
 /// does (exactly-once for local effects); and jobs can be enqueued inside the caller's
 /// transaction (the outbox: the job exists iff the business change commits).

@@ -37,21 +37,13 @@ pub(crate) async fn in_own_task<T: Send + 'static>(
 /// The server clock, in ms since the epoch.
 pub(crate) const NOW: &str = include_str!("../sql/now.sql");
 
-/// How long, in seconds, MariaDB lets one of Docket's connections sit idle inside an open
-/// transaction before it kills it (`idle_transaction_timeout`), releasing its
-/// row locks.
-///
-/// A worker cut off from the server by a network partition between two statements of a
-/// transaction (a heartbeat's fenced select and its update, a claim) leaves that
-/// transaction open on the server, which cannot tell a silent client from a slow one: the
-/// rows it locked stay locked until the server's `wait_timeout` (8 hours by default), so the
-/// reaper cannot take those leases back and the jobs stall — found by the partition tests
-/// (`crates/docket-cli/tests/partition.rs`). Docket's own transactions never wait on the
-/// client for more than milliseconds, so 5 s only ends dead ones. A handler's transaction
-/// ([`docket_core::InTransaction`]) runs the user's code and is exempt while it is open.
-/// MySQL has no such variable: there a partitioned connection holds its locks until the
-/// server's `wait_timeout`, which an operator should lower.
-pub const IDLE_TRANSACTION_TIMEOUT_S: u32 = 5;
+/// [`docket_core::engine::IDLE_TRANSACTION_BOUND`] in seconds, as MariaDB's
+/// `idle_transaction_timeout` on every connection of Docket's (a handler's transaction,
+/// [`docket_core::InTransaction`], is exempt while open). MySQL has no such variable: there a
+/// partitioned connection holds its locks until the server's `wait_timeout`, which an operator
+/// should lower.
+pub const IDLE_TRANSACTION_TIMEOUT_S: u32 =
+    docket_core::engine::IDLE_TRANSACTION_BOUND.as_secs() as u32;
 
 /// Sets this connection's idle-in-transaction bound (0: none). MySQL, which lacks the
 /// variable, answers error 1193; that is not a failure.

@@ -50,22 +50,11 @@ pub(crate) struct Inner {
     pub(crate) done: crate::outputs::DoneHub,
 }
 
-/// How long the server lets one of Docket's own transactions sit with its client silent
-/// between two statements before it ends the connection (`idle_in_transaction_session_timeout`,
-/// set per transaction by `sql/idle_bound.sql`), releasing its row locks.
-///
-/// A worker cut off from the server by a network partition between two statements of a
-/// transaction leaves that transaction open on the server, which cannot tell a silent client
-/// from a slow one: the rows it locked stay locked until TCP gives up on the connection
-/// (hours, with the kernel's default keepalive). Found by the partition tests
-/// (`crates/docket-cli/tests/partition.rs`): a maintenance leader cut off inside a cron
-/// schedule's transaction held the schedule's row, and its successor could enqueue no tick.
-/// Docket's own transactions never wait on the client for more than milliseconds, so 5 s only
-/// ends dead ones. Set per transaction, not per connection, because it must also hold on a
-/// pool the application built and through a transaction pooler, and because a handler's
-/// transaction ([`docket_core::InTransaction`]) runs the user's code and is left unbounded.
-/// The same bound as MariaDB's (`docket_mysql::IDLE_TRANSACTION_TIMEOUT_S`).
-pub const IDLE_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// [`docket_core::engine::IDLE_TRANSACTION_BOUND`] on PostgreSQL: set per transaction
+/// (`idle_in_transaction_session_timeout`, `sql/idle_bound.sql`), not per connection, so it
+/// also holds on a pool the application built and through a transaction pooler, and a
+/// handler's transaction stays unbounded.
+pub const IDLE_TRANSACTION_TIMEOUT: Duration = docket_core::engine::IDLE_TRANSACTION_BOUND;
 
 pub(crate) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
