@@ -32,6 +32,7 @@ pub fn table(headers: &[&str]) -> Table {
 pub fn state_cell(s: JobState) -> Cell {
     let c = Cell::new(s.as_str());
     match s {
+        JobState::Waiting => c.fg(Color::Magenta),
         JobState::Pending => c.fg(Color::Yellow),
         JobState::Running => c.fg(Color::Blue),
         JobState::Succeeded => c.fg(Color::Green),

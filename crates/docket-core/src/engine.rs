@@ -111,6 +111,14 @@ pub trait InTransaction: Store {
     /// Rolls back.
     fn rollback(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
 
+    /// Enqueues a workflow inside the caller's transaction on `conn`: every node and edge
+    /// exists iff that transaction commits.
+    fn enqueue_workflow_in(
+        &self,
+        conn: &mut Self::Conn,
+        graph: &crate::workflow::Graph,
+    ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
+
     /// Enqueues inside the caller's transaction on `conn`.
     fn enqueue_in(
         &self,

@@ -89,6 +89,9 @@ pub enum ValidationError {
         /// Why it was refused.
         reason: String,
     },
+    /// A workflow graph refused (the node named); nothing was written.
+    #[error("workflow refused: {0}")]
+    Workflow(#[from] crate::workflow::WorkflowError),
     /// One job of a batch is invalid; nothing of the batch was written.
     #[error("job #{index} of the batch (0-based): {error}")]
     InBatch {
@@ -149,5 +152,11 @@ impl StoreError {
     /// True when retrying the same call later may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<crate::workflow::WorkflowError> for StoreError {
+    fn from(e: crate::workflow::WorkflowError) -> Self {
+        StoreError::Invalid(ValidationError::Workflow(e))
     }
 }

@@ -23,6 +23,9 @@ impl fmt::Display for JobId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
+    /// A workflow node waiting for its parents: not claimable until the last of them ends
+    /// (see [`crate::workflow`]); then `pending`.
+    Waiting,
     /// Waiting for `run_at`, then claimable.
     Pending,
     /// Claimed: holds a lease (owner + expiry) and a fencing token (`attempt`).
@@ -38,7 +41,8 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 5] = [
+    pub const ALL: [JobState; 6] = [
+        JobState::Waiting,
         JobState::Pending,
         JobState::Running,
         JobState::Succeeded,
@@ -49,6 +53,7 @@ impl JobState {
     /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {
+            JobState::Waiting => "waiting",
             JobState::Pending => "pending",
             JobState::Running => "running",
             JobState::Succeeded => "succeeded",
@@ -74,7 +79,7 @@ impl fmt::Display for JobState {
 
 /// Returned when a string names no state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown job state {0:?} (expected one of: pending, running, succeeded, dead, cancelled)")]
+#[error("unknown job state {0:?} (expected one of: waiting, pending, running, succeeded, dead, cancelled)")]
 pub struct UnknownState(pub String);
 
 impl FromStr for JobState {

@@ -21,6 +21,8 @@
 //! - [`steps`]: memoized steps, recorded once per job under the claim's fence.
 //! - [`signals`]: signals a job waits for, parked, and the fenced park.
 //! - [`bulk`]: one line of a bulk (NDJSON) file, parsed and validated.
+//! - [`workflow`]: graphs of jobs (dependencies with failure policies), checked before any
+//!   write; readiness is a counter consumed by each parent's fenced end.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -51,6 +53,7 @@ pub mod store;
 pub mod validate;
 pub mod why;
 pub mod workers;
+pub mod workflow;
 
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
@@ -71,6 +74,7 @@ pub use store::*;
 pub use validate::Limits;
 pub use why::{Gate, WhyReport};
 pub use workers::{LeaderLease, Registry, WorkerBeat, WorkerInfo, WorkerStatus};
+pub use workflow::{DepOutput, NodeDone, Workflow, WorkflowEnqueued};
 
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -78,6 +78,15 @@ pub enum Mutant {
     /// SQLite and MariaDB: a running job that ends hints no queue whose work a key or a
     /// limit held back; that work waits for the next poll.
     HeldBackNotHinted,
+    /// Workflows: a completion refused by its fence still consumes the node's edges — a
+    /// stale attempt unblocks children.
+    WorkflowStaleUnblocks,
+    /// Workflows: a satisfied edge is not marked consumed, so a parent that ends again
+    /// (retried, then succeeded) decrements its child a second time.
+    WorkflowDoubleDecrement,
+    /// Workflows: a parent that ends without success leaves the children of its `cancel`
+    /// edges waiting for ever instead of cancelling them.
+    WorkflowCancelNotApplied,
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
@@ -138,6 +147,9 @@ impl Mutant {
         Mutant::PgNoIdleTransactionBound,
         Mutant::LocalRetryPastBudget,
         Mutant::HeldBackNotHinted,
+        Mutant::WorkflowStaleUnblocks,
+        Mutant::WorkflowDoubleDecrement,
+        Mutant::WorkflowCancelNotApplied,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
@@ -178,6 +190,9 @@ impl Mutant {
             Mutant::PgNoIdleTransactionBound => "pg_no_idle_transaction_bound",
             Mutant::LocalRetryPastBudget => "local_retry_past_budget",
             Mutant::HeldBackNotHinted => "held_back_not_hinted",
+            Mutant::WorkflowStaleUnblocks => "workflow_stale_unblocks",
+            Mutant::WorkflowDoubleDecrement => "workflow_double_decrement",
+            Mutant::WorkflowCancelNotApplied => "workflow_cancel_not_applied",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",
@@ -280,6 +295,21 @@ impl Mutant {
                 "claim_controlled",
                 "UPDATE queues SET tokens = queue_tokens - n,",
                 "UPDATE queues SET tokens = queue_tokens,",
+            )],
+            Mutant::WorkflowStaleUnblocks => &[(
+                "complete_nodes_fenced",
+                "    RETURN QUERY\n    WITH done AS (",
+                "    PERFORM workflow_resolve(x, 'succeeded') FROM unnest(p_ids) AS x;\n    RETURN QUERY\n    WITH done AS (",
+            )],
+            Mutant::WorkflowDoubleDecrement => &[(
+                "workflow_resolve",
+                "UPDATE job_deps SET state = 'satisfied'",
+                "UPDATE job_deps SET state = 'waiting'",
+            )],
+            Mutant::WorkflowCancelNotApplied => &[(
+                "workflow_resolve",
+                "ELSIF e.on_failure = 'cancel' THEN",
+                "ELSIF false THEN",
             )],
             _ => &[],
         }

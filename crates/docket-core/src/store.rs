@@ -96,6 +96,29 @@ pub trait Store: Clone + Send + Sync + 'static {
         outputs: &[crate::Output],
     ) -> impl Future<Output = Result<BatchOutcome>> + Send;
 
+    /// Completes claimed workflow nodes (fenced exactly as [`Store::complete_many`]), each
+    /// with its output if it has one, keeping their rows; in the same transaction as each
+    /// node's completion, every edge to its children is consumed once and a child whose
+    /// last parent this was becomes claimable. The runtime sends every job carrying
+    /// [`crate::workflow::MARKER`] here. (PostgreSQL applies the same rule whichever
+    /// completion ends a node; SQLite and MariaDB only here.)
+    fn complete_nodes(
+        &self,
+        owner: &str,
+        nodes: &[crate::NodeDone],
+    ) -> impl Future<Output = Result<BatchOutcome>> + Send;
+
+    /// Enqueues a workflow atomically: every node's job and every edge, or nothing. Nodes
+    /// without parents are pending at once; the rest `waiting`. The graph is checked first
+    /// ([`crate::workflow::Graph::validate`]): a refused graph writes nothing.
+    fn enqueue_workflow(
+        &self,
+        graph: &crate::workflow::Graph,
+    ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
+
+    /// A job's parents in its workflow: name, state and output (empty for a plain job).
+    fn dep_outputs(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::DepOutput>>> + Send;
+
     /// Completes claimed jobs by deleting them (fenced exactly as [`Store::complete_many`]):
     /// the success is the row's disappearance, with nothing kept for history. A deleted row
     /// writes no new row version and no index entry, which is why a worker that does not keep

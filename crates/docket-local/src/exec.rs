@@ -321,7 +321,10 @@ macro_rules! statements {
             "signals_prune", "skip", "stats_queues", "step_fence",
             "step_get", "step_insert", "steps_list", "steps_prune", "unique_holder",
             "why_ahead", "why_job", "why_key_queues", "why_ordering", "why_served", "worker_beat",
-            "worker_forget", "worker_gone", "workers_list", "workers_recent", "leader_lease"
+            "worker_forget", "worker_gone", "workers_list", "workers_recent", "leader_lease",
+            "workflow_insert", "workflow_node", "dep_insert", "deps_of_parent", "dep_consume",
+            "child_satisfied", "child_cancel", "node_row", "children_lock", "dep_outputs",
+            "deps_rearm", "node_rewait", "deps_waiting_count"
             $(, $extra)*
         );
     };

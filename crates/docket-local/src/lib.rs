@@ -6,7 +6,8 @@
 //! - **Decisions**, written once over plain rows ([`exec::Row`]): which jobs a claim may
 //!   take ([`claim`]), what a failure or an expired lease becomes ([`writes`]), what a
 //!   control change writes ([`controls`]), what an operator's read shows ([`inspect`]),
-//!   how a job row reads ([`rows`]).
+//!   how a job row reads ([`rows`]), how a workflow node's end reaches its children
+//!   ([`workflow`]).
 //! - **The engine** ([`Engine`]): its connections and transactions, its clock, its own SQL
 //!   text for each statement (named by file, arguments by position: see [`exec`]), and the
 //!   few operations whose shape follows how it locks (the claim's reads and locks, the
@@ -31,6 +32,7 @@ pub mod rows;
 pub mod signals;
 pub mod sqltext;
 pub mod steps;
+pub mod workflow;
 pub mod writes;
 
 pub use docket_core as core;
@@ -133,6 +135,12 @@ macro_rules! store_impl {
                 -> $crate::core::BatchOutcome = $crate::writes::complete_delete_many;
             complete_outputs(owner: &str => owner.to_owned(), outputs: &[$crate::core::Output] => outputs.to_vec())
                 -> $crate::core::BatchOutcome = $crate::outputs::complete_outputs;
+            complete_nodes(owner: &str => owner.to_owned(), nodes: &[$crate::core::NodeDone] => nodes.to_vec())
+                -> $crate::core::BatchOutcome = $crate::workflow::complete_nodes;
+            enqueue_workflow(graph: &$crate::core::workflow::Graph => graph.clone())
+                -> $crate::core::WorkflowEnqueued = $crate::workflow::enqueue_workflow;
+            dep_outputs(id: $crate::core::JobId) -> Vec<$crate::core::DepOutput>
+                = $crate::workflow::dep_outputs;
             fail_many(owner: &str => owner.to_owned(), failures: &[$crate::core::Failure] => failures.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::fail_many;
             snooze_many(owner: &str => owner.to_owned(), snoozes: &[$crate::core::Snooze] => snoozes.to_vec())

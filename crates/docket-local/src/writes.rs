@@ -229,6 +229,7 @@ pub async fn fail_many<E: Engine>(
     let mut tx = e.begin().await?;
     let now = tx.now();
     let mut done = Vec::new();
+    let mut ready = std::collections::BTreeSet::new();
     for f in &sorted {
         let row = tx
             .fetch_optional(
@@ -279,10 +280,16 @@ pub async fn fail_many<E: Engine>(
             .await?;
         if n == 1 {
             done.push(f.lease);
+            if state.is_terminal() && r.get::<Option<i64>>("workflow_id")?.is_some() {
+                crate::workflow::resolve(&mut tx, now, f.lease.id, state, &mut ready).await?;
+            }
         }
     }
     tx.commit().await?;
     ended(e, &done);
+    for q in ready {
+        e.hint(Wake::Queue(q));
+    }
     outcome(e, &leases, done).await
 }
 
@@ -294,6 +301,7 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
         .fetch_all("reap_expired", args![now, batch.max(1)])
         .await?;
     let mut jobs = Vec::with_capacity(rows.len());
+    let mut ready = std::collections::BTreeSet::new();
     for r in &rows {
         let id: i64 = r.get("id")?;
         // Read wide: a row written by hand with a budget beyond 32 bits must not stop the
@@ -329,6 +337,9 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
             ],
         )
         .await?;
+        if state.is_terminal() && r.get::<Option<i64>>("workflow_id")?.is_some() {
+            crate::workflow::resolve(&mut tx, now, JobId(id), state, &mut ready).await?;
+        }
         jobs.push(Reaped {
             id: JobId(id),
             attempt,
@@ -340,6 +351,9 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
     tx.commit().await?;
     if !jobs.is_empty() {
         e.hub().freed();
+    }
+    for q in ready {
+        e.hint(Wake::Queue(q));
     }
     Ok(ReapReport { jobs })
 }
@@ -448,6 +462,7 @@ pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<J
     }
     tx.execute("retry", args![id.0, now, extra_attempts])
         .await?;
+    crate::workflow::rearm(&mut tx, id).await?;
     tx.commit().await?;
     e.hint(Wake::Queue(queue));
     get(e, id).await
@@ -474,7 +489,7 @@ pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
         );
     }
     let (to, finished, outcome) = match state {
-        JobState::Pending => ("cancelled", Some(now), CancelOutcome::Cancelled),
+        JobState::Pending | JobState::Waiting => ("cancelled", Some(now), CancelOutcome::Cancelled),
         JobState::Running => ("running", None, CancelOutcome::Requested),
         _ => {
             return Err(StoreError::WrongState {
@@ -484,11 +499,19 @@ pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
             })
         }
     };
-    tx.execute("cancel", args![id.0, to, finished, now, &errors])
+    let n = tx
+        .execute("cancel", args![id.0, to, finished, now, &errors])
         .await?;
+    let mut ready = std::collections::BTreeSet::new();
+    if n == 1 && outcome == CancelOutcome::Cancelled {
+        crate::workflow::resolve(&mut tx, now, id, JobState::Cancelled, &mut ready).await?;
+    }
     tx.commit().await?;
     if outcome == CancelOutcome::Requested {
         e.hint(Wake::Cancel(id));
+    }
+    for q in ready {
+        e.hint(Wake::Queue(q));
     }
     Ok(outcome)
 }

@@ -3,4 +3,4 @@
 --   NULL), ?4 now (ms), ?5 errors (JSON).
 UPDATE jobs
 SET state = ?2, finished_at = ?3, cancel_requested_at = COALESCE(cancel_requested_at, ?4), errors = ?5
-WHERE id = ?1 AND state IN ('pending', 'running')
+WHERE id = ?1 AND state IN ('pending', 'running', 'waiting')

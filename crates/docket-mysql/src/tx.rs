@@ -145,6 +145,13 @@ impl InTransaction for MySqlStore {
             }
             .into());
         }
+        // A workflow node's children, in this same transaction.
+        let mut ready = std::collections::BTreeSet::new();
+        docket_local::workflow::resolve(&mut c, now, lease.id, JobState::Succeeded, &mut ready)
+            .await?;
+        for q in ready {
+            tx.enqueued.push((lease.id.0, q));
+        }
         Ok(())
     }
 
@@ -176,6 +183,30 @@ impl InTransaction for MySqlStore {
         let now: i64 = c.scalar("now", args![]).await?;
         let (sent, _) = docket_local::signals::signal_on(&mut c, now, id, name, payload).await?;
         Ok(sent)
+    }
+
+    async fn enqueue_workflow_in(
+        &self,
+        conn: &mut MySqlTx,
+        graph: &docket_core::workflow::Graph,
+    ) -> Result<docket_core::WorkflowEnqueued> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(conn.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        let out = docket_local::workflow::enqueue_on(
+            &mut c,
+            docket_local::Engine::limits(self),
+            now,
+            graph,
+            &mut due,
+        )
+        .await?;
+        // The roots' queues are woken when the transaction commits, as for enqueue_in.
+        let root = out.jobs.first().map(|(_, id)| id.0).unwrap_or_default();
+        for q in due {
+            conn.enqueued.push((root, q));
+        }
+        Ok(out)
     }
 
     async fn enqueue_in(&self, conn: &mut MySqlTx, job: &NewJob) -> Result<Enqueued> {

@@ -213,6 +213,14 @@ impl InTransaction for PgStore {
         self.enqueue_tx(conn, job).await
     }
 
+    async fn enqueue_workflow_in(
+        &self,
+        conn: &mut PgConnection,
+        graph: &docket_core::workflow::Graph,
+    ) -> Result<WorkflowEnqueued> {
+        self.enqueue_workflow_tx(conn, graph).await
+    }
+
     async fn enqueued_in(
         &self,
         conn: &mut PgConnection,

@@ -38,6 +38,7 @@ mod steps;
 pub mod store;
 mod why;
 mod workers;
+mod workflows;
 mod writes;
 
 pub use connect::{ConnectError, PoolerMode};

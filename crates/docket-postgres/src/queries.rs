@@ -110,6 +110,9 @@ queries!(
     enqueue_copy,
     may_copy,
     idle_bound,
+    enqueue_workflow,
+    complete_nodes,
+    dep_outputs,
 );
 
 #[cfg(test)]

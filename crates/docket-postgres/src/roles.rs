@@ -61,6 +61,7 @@ impl Roles {
 const ENQUEUE: &str =
     "enqueue(text, text, jsonb, smallint, timestamptz, integer, text, jsonb, text, text)";
 const SIGNAL: &str = "signal(bigint, text, jsonb)";
+const ENQUEUE_WORKFLOW: &str = "enqueue_workflow(jsonb)";
 const ENQUEUE_JOBS: &str = "enqueue_jobs(text[], text[], jsonb[], smallint[], timestamptz[], bigint[], integer[], text[], jsonb[], bigint[], bigint[], text[], text[])";
 
 /// The grant script for `schema`: creates the group roles when missing (NOLOGIN), revokes
@@ -89,7 +90,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA \"{s}\" FROM PUBLIC;
 GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
 -- Application: enqueue through the validating definer functions, nothing else.
 REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
-GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL} TO \"{a}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL}, \"{s}\".{ENQUEUE_WORKFLOW} TO \"{a}\";
 -- Worker: the runtime's reads and writes; a job row only through the functions that are
 -- the state machine's transitions (claim, the fenced completions, reap, prune, controls:
 -- migration 0016), never by a statement of its own.

@@ -448,6 +448,21 @@ impl Store for PgStore {
         self.complete_outputs_impl(owner, outputs).await
     }
 
+    async fn complete_nodes(&self, owner: &str, nodes: &[NodeDone]) -> Result<BatchOutcome> {
+        self.complete_nodes_impl(owner, nodes).await
+    }
+
+    async fn enqueue_workflow(
+        &self,
+        graph: &docket_core::workflow::Graph,
+    ) -> Result<WorkflowEnqueued> {
+        self.enqueue_workflow_impl(graph).await
+    }
+
+    async fn dep_outputs(&self, id: JobId) -> Result<Vec<DepOutput>> {
+        self.dep_outputs_impl(id).await
+    }
+
     async fn record_steps(
         &self,
         owner: &str,
@@ -639,7 +654,7 @@ impl Store for PgStore {
             .await
             .map_err(db_err)?;
         let outcome = match prev.as_deref() {
-            Some("pending") => CancelOutcome::Cancelled,
+            Some("pending" | "waiting") => CancelOutcome::Cancelled,
             Some(_) => {
                 self.notify(&mut *tx, &self.cancel_channel(), &id.to_string())
                     .await?;

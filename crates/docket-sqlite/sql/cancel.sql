@@ -5,4 +5,4 @@
 UPDATE jobs
 SET state = ?2, finished_at = ?3, cancel_requested_at = coalesce(cancel_requested_at, ?4),
     errors = ?5
-WHERE id = ?1 AND state IN ('pending', 'running')
+WHERE id = ?1 AND state IN ('pending', 'running', 'waiting')

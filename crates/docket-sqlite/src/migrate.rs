@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "buffered_by_queue",
         include_str!("../migrations/0011_buffered_by_queue.sql"),
     ),
+    (
+        12,
+        "workflows",
+        include_str!("../migrations/0012_workflows.sql"),
+    ),
 ];
 
 /// The newest version.

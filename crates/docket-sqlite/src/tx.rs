@@ -98,6 +98,14 @@ impl InTransaction for SqliteStore {
         let n = tx
             .execute("complete_many", args![pair.as_str(), owner, now])
             .await?;
+        if n == 1 {
+            // A workflow node's children, in this same transaction.
+            let mut ready = std::collections::BTreeSet::new();
+            docket_local::workflow::resolve(tx, now, lease.id, JobState::Succeeded, &mut ready)
+                .await?;
+            // Found by the workers' poll: a hint sent now could beat the commit.
+            drop(ready);
+        }
         if n == 0 {
             let out = docket_local::writes::lease_lost(self, lease)
                 .await
@@ -138,6 +146,27 @@ impl InTransaction for SqliteStore {
         let now: i64 = c.scalar("now", args![]).await?;
         let (sent, _) = docket_local::signals::signal_on(&mut c, now, id, name, payload).await?;
         Ok(sent)
+    }
+
+    async fn enqueue_workflow_in(
+        &self,
+        conn: &mut SqliteConnection,
+        graph: &docket_core::workflow::Graph,
+    ) -> Result<docket_core::WorkflowEnqueued> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(&mut *conn);
+        let now: i64 = c.scalar("now", args![]).await?;
+        let out = docket_local::workflow::enqueue_on(
+            &mut c,
+            docket_local::Engine::limits(self),
+            now,
+            graph,
+            &mut due,
+        )
+        .await?;
+        let ids = out.jobs.iter().map(|(_, id)| id.0).collect();
+        on_commit(self, conn, due.into_iter().map(Wake::Queue).collect(), ids).await?;
+        Ok(out)
     }
 
     async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {

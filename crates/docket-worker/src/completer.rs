@@ -10,7 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use docket_core::{BatchOutcome, Failure, Lease, Output, Park, Snooze, Store, StoreError};
+use docket_core::{
+    BatchOutcome, Failure, Lease, NodeDone, Output, Park, Snooze, Store, StoreError,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
@@ -33,6 +35,9 @@ pub enum Completion {
     Snooze(Snooze),
     /// Released back to the queue without consuming an attempt (shutdown).
     Release(Lease),
+    /// A workflow node succeeded (with its output, if any): its children are resolved in the
+    /// same transaction (`Store::complete_nodes`).
+    Node(NodeDone),
 }
 
 impl Completion {
@@ -43,6 +48,7 @@ impl Completion {
             Completion::Snooze(s) => s.lease,
             Completion::Output(o) => o.lease,
             Completion::Park(p) => p.lease,
+            Completion::Node(n) => n.lease,
         }
     }
 }
@@ -177,7 +183,7 @@ impl<S: Store> Completer<S> {
     }
 
     async fn write_batch(&self, batch: &[Completion]) {
-        let mut groups: [Vec<Completion>; 6] = Default::default();
+        let mut groups: [Vec<Completion>; 7] = Default::default();
         for c in batch {
             let i = match c {
                 Completion::Complete(_) => 0,
@@ -186,6 +192,7 @@ impl<S: Store> Completer<S> {
                 Completion::Release(_) => 3,
                 Completion::Output(_) => 4,
                 Completion::Park(_) => 5,
+                Completion::Node(_) => 6,
             };
             groups[i].push(c.clone());
         }
@@ -250,13 +257,25 @@ impl<S: Store> Completer<S> {
                     .collect();
                 self.store.park_many(owner, &v).await
             }
+            Some(Completion::Node(_)) => {
+                let v: Vec<NodeDone> = items
+                    .iter()
+                    .filter_map(|c| match c {
+                        Completion::Node(n) => Some(n.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.store.complete_nodes(owner, &v).await
+            }
             None => Ok(BatchOutcome::default()),
         }
     }
 
     fn what(items: &[Completion]) -> &'static str {
         match items.first() {
-            Some(Completion::Complete(_) | Completion::Output(_)) => "complete",
+            Some(Completion::Complete(_) | Completion::Output(_) | Completion::Node(_)) => {
+                "complete"
+            }
             Some(Completion::Fail(_)) => "fail",
             Some(Completion::Snooze(_) | Completion::Park(_)) => "snooze",
             _ => "release",

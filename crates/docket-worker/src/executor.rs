@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use docket_core::duration::MAX_DELAY;
-use docket_core::{ClaimedJob, Failure, FailureClass, Lease, Snooze, Store};
+use docket_core::{ClaimedJob, Failure, FailureClass, Lease, NodeDone, Snooze, Store};
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn, Instrument};
@@ -122,6 +122,8 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         return;
     };
     let max_runtime = timeout.unwrap_or(shared.config.max_runtime);
+    // A workflow node's success goes to `complete_nodes`, which resolves its children.
+    let node = docket_core::workflow::marker(&job.metadata).is_some();
     let started = std::time::Instant::now();
     // The handler records its output here (`set_output`); it is written with the success.
     let run = ctx.run.clone();
@@ -160,7 +162,18 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
         p.record(ran);
     }
     let output = run.output.lock().expect("poisoned").take();
-    let completion = match outcome(&shared, &entry, lease, ended, max_runtime, output) {
+    let decided = outcome(&shared, &entry, lease, ended, max_runtime, output).map(|c| match c {
+        Completion::Complete(lease) if node => Completion::Node(NodeDone {
+            lease,
+            output: None,
+        }),
+        Completion::Output(o) if node => Completion::Node(NodeDone {
+            lease: o.lease,
+            output: Some(o.value),
+        }),
+        c => c,
+    });
+    let completion = match decided {
         Some(Completion::Snooze(s)) => match run.park.lock().expect("poisoned").take() {
             Some(signal) => Some(Completion::Park(docket_core::Park {
                 lease: s.lease,
@@ -187,7 +200,7 @@ async fn run<S: Store>(shared: Arc<Shared<S>>, job: ClaimedJob, entry: Arc<InFli
 /// The metric outcome of a completion (a retry with no attempt left is the job's death).
 fn outcome_of(c: &Completion, attempt: i32, max_attempts: i32) -> Outcome {
     match c {
-        Completion::Complete(_) | Completion::Output(_) => Outcome::Succeeded,
+        Completion::Complete(_) | Completion::Output(_) | Completion::Node(_) => Outcome::Succeeded,
         Completion::Snooze(_) | Completion::Park(_) => Outcome::Snoozed,
         Completion::Release(_) => Outcome::Released,
         Completion::Fail(f) => match f.class {

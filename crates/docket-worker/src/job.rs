@@ -186,6 +186,44 @@ impl JobContext {
         Err(JobError::snooze(duration))
     }
 
+    /// This job's workflow and node name, when it is a node of one.
+    pub fn workflow(&self) -> Option<(i64, &str)> {
+        docket_core::workflow::marker(&self.metadata)
+    }
+
+    /// Every parent of this workflow node: name, job, state and output (empty for a plain
+    /// job). A node runs once each parent has succeeded — or ended on an edge whose policy is
+    /// `ignore`, so a parent here may be dead or cancelled, without an output.
+    pub async fn deps(&self) -> Result<Vec<docket_core::DepOutput>, JobError> {
+        self.steps.deps(self.id).await.map_err(|e| {
+            JobError::retry(format!("the dependencies' outputs could not be read: {e}"))
+        })
+    }
+
+    /// The output of parent `name`, decoded: `Ok(None)` when it ended without one (no
+    /// output set, or it failed on an `ignore` edge). A name that is not a parent of this
+    /// node, or an output that is not a `T`, is a [`JobError::Discard`] (a bug no retry
+    /// mends).
+    pub async fn dep_output<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, JobError> {
+        let deps = self.deps().await?;
+        let Some(d) = deps.into_iter().find(|d| d.node == name) else {
+            return Err(JobError::discard(format!(
+                "{name:?} is not a parent of this job in its workflow"
+            )));
+        };
+        match d.output {
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                JobError::discard(format!(
+                    "the output of {name:?} does not decode as the type asked for: {e}"
+                ))
+            }),
+            None => Ok(None),
+        }
+    }
+
     /// Waits for signal `name` (sent with `store.signal(id, name, payload)`, `signal_in`
     /// inside a transaction, SQL `docket.signal(...)`, `docket jobs signal` or the
     /// dashboard) for up to `timeout`: parked meanwhile — pending, holding no slot, spending

@@ -34,6 +34,8 @@ pub(crate) trait StepStore: Send + Sync {
         id: JobId,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<serde_json::Value>, StoreError>>;
+    /// The job's parents in its workflow (empty for a plain job).
+    fn deps(&self, id: JobId) -> BoxFuture<'_, Result<Vec<docket_core::DepOutput>, StoreError>>;
 }
 
 /// The most steps one batch carries, and the most output bytes (a batch is one statement:
@@ -185,6 +187,10 @@ impl<S: Store> StepStore for Arc<StepBatcher<S>> {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<serde_json::Value>, StoreError>> {
         Box::pin(self.store.job_signal(id, name))
+    }
+
+    fn deps(&self, id: JobId) -> BoxFuture<'_, Result<Vec<docket_core::DepOutput>, StoreError>> {
+        Box::pin(self.store.dep_outputs(id))
     }
 }
 

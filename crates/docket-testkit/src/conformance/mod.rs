@@ -21,7 +21,8 @@
 //! samples, audit), [`health`] (retrying and
 //! running ages, the per-minute depth samples), [`outputs`] (results stored by the fenced completion, kept for their
 //! window, bounded), [`steps`] (memoized steps recorded once, under the claim), [`signals`]
-//! (signals wake parked jobs once, refused for finished ones), and [`model`], the
+//! (signals wake parked jobs once, refused for finished ones), [`workflows`] (graphs: readiness,
+//! fencing, failure policies, dependency outputs), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
@@ -40,6 +41,7 @@ pub mod signals;
 mod sqlite;
 pub mod steps;
 pub mod why;
+pub mod workflows;
 
 use std::future::Future;
 use std::time::Duration;
@@ -131,6 +133,12 @@ macro_rules! conformance_suite {
             steps::a_batch_of_steps_is_fenced_step_by_step,
             steps::why_names_a_durable_sleep,
             signals::signals_wake_parked_jobs_once,
+            workflows::a_graph_runs_each_node_after_its_parents,
+            workflows::a_refused_graph_writes_nothing,
+            workflows::a_stale_parent_unblocks_nothing,
+            workflows::failure_policies_apply_on_every_end,
+            workflows::an_operator_cancel_of_a_waiting_node_is_applied_once,
+            workflows::an_edge_is_consumed_once,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

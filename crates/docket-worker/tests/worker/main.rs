@@ -42,3 +42,5 @@ mod sqlite;
 mod supervision;
 #[path = "../trust.rs"]
 mod trust;
+#[path = "../workflows.rs"]
+mod workflows;

@@ -1,0 +1,263 @@
+//! Workflows on SQLite and MariaDB: a graph's enqueue, the nodes' completion, and the rule
+//! that ends a node — each edge to its children consumed once, in the transaction that ends
+//! the parent, a child claimable when its last edge is consumed. PostgreSQL's versions are
+//! `enqueue_workflow()`, `complete_nodes_fenced()` and `workflow_resolve()` with the trigger
+//! `jobs_workflow_ended` (migration 0030).
+//!
+//! Here the rule runs where this layer ends a job: [`complete_nodes`] (the runtime sends
+//! every workflow node's success there), [`crate::writes::fail_many`], the reaper and an
+//! operator's cancel. Each calls [`resolve`] only after its own fenced write changed the
+//! row, so a stale attempt consumes no edge.
+
+use std::collections::{BTreeSet, HashMap};
+
+use docket_core::local::{entry, push_error};
+use docket_core::mutants::{self, Mutant};
+use docket_core::workflow::{marked_metadata, Graph, NodeDone, OnFailure};
+use docket_core::*;
+
+use crate::args;
+use crate::engine::{Engine, Tx};
+use crate::exec::{corrupt, Conn, Inserted};
+use crate::rows;
+use crate::writes::{ended, outcome};
+
+/// Checks and enqueues `graph` on `c` (inside a transaction) at database time `now`; the
+/// queues whose roots are due go to `due`, for the caller to hint once it commits.
+pub async fn enqueue_on<C: Conn>(
+    c: &mut C,
+    limits: &Limits,
+    now: i64,
+    graph: &Graph,
+    due: &mut BTreeSet<String>,
+) -> Result<WorkflowEnqueued> {
+    graph.validate(limits)?;
+    let count = i64::try_from(graph.nodes.len()).unwrap_or(i64::MAX);
+    let wf = match c
+        .insert("workflow_insert", args![&graph.name, count, now])
+        .await?
+    {
+        Inserted::Id(id) => id,
+        Inserted::Duplicate => return Err(corrupt("workflows has no unique key to meet")),
+    };
+    let mut out = WorkflowEnqueued {
+        id: wf,
+        jobs: Vec::with_capacity(graph.nodes.len()),
+    };
+    let mut index: HashMap<&str, i64> = HashMap::with_capacity(graph.nodes.len());
+    let mut scratch = BTreeSet::new();
+    for node in &graph.nodes {
+        let mut job = node.job();
+        job.metadata = marked_metadata(node, wf);
+        let parents = i64::try_from(node.after.len()).unwrap_or(i64::MAX);
+        // Only roots are due: a waiting node's queue is not woken for it.
+        let sink = if parents == 0 {
+            &mut *due
+        } else {
+            &mut scratch
+        };
+        let id = crate::enqueue::insert(c, now, std::slice::from_ref(&job), sink).await?[0].id;
+        c.execute("workflow_node", args![wf, &node.name, parents, id.0])
+            .await?;
+        index.insert(node.name.as_str(), id.0);
+        out.jobs.push((node.name.clone(), id));
+    }
+    for node in &graph.nodes {
+        let child = index[node.name.as_str()];
+        for d in &node.after {
+            let parent = index[d.node()];
+            c.execute(
+                "dep_insert",
+                args![parent, child, wf, d.on_failure().as_str()],
+            )
+            .await?;
+        }
+    }
+    Ok(out)
+}
+
+/// Enqueues a workflow in a transaction of its own: every node and edge, or nothing.
+pub async fn enqueue_workflow<E: Engine>(e: &E, graph: &Graph) -> Result<WorkflowEnqueued> {
+    graph.validate(e.limits())?;
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let mut due = BTreeSet::new();
+    let out = enqueue_on(&mut tx, e.limits(), now, graph, &mut due).await?;
+    tx.commit().await?;
+    for q in due {
+        e.hint(Wake::Queue(q));
+    }
+    Ok(out)
+}
+
+/// Completes claimed workflow nodes (fenced), each with its output or none, and resolves
+/// each completed node's edges in the same transaction. The batch's waiting children are
+/// locked first, in id order.
+pub async fn complete_nodes<E: Engine>(
+    e: &E,
+    owner: &str,
+    nodes: &[NodeDone],
+) -> Result<BatchOutcome> {
+    if nodes.is_empty() {
+        return Ok(BatchOutcome::default());
+    }
+    let mut sorted = nodes.to_vec();
+    sorted.sort_by_key(|n| n.lease.id);
+    sorted.dedup_by_key(|n| n.lease.id);
+    let mut texts = Vec::with_capacity(sorted.len());
+    for n in &sorted {
+        texts.push(match &n.output {
+            Some(v) => {
+                output::check(v, output::MAX_OUTPUT_BYTES)?;
+                Some(v.to_string())
+            }
+            None => None,
+        });
+    }
+    let leases: Vec<Lease> = sorted.iter().map(|n| n.lease).collect();
+    let ids: Vec<i64> = leases.iter().map(|l| l.id.0).collect();
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    tx.fetch_all("children_lock", args![&ids[..]]).await?;
+    let mut done = Vec::new();
+    let mut ready = BTreeSet::new();
+    for (l, text) in leases.iter().zip(&texts) {
+        let n = tx
+            .execute(
+                "complete_output",
+                args![l.id.0, l.attempt, owner, now, text.as_deref()],
+            )
+            .await?;
+        if n == 1 || mutants::active(Mutant::WorkflowStaleUnblocks) {
+            resolve(&mut tx, now, l.id, JobState::Succeeded, &mut ready).await?;
+        }
+        if n == 1 {
+            done.push(*l);
+        }
+    }
+    tx.commit().await?;
+    ended(e, &done);
+    for l in &done {
+        e.hint(Wake::Done(l.id));
+    }
+    for q in ready {
+        e.hint(Wake::Queue(q));
+    }
+    outcome(e, &leases, done).await
+}
+
+/// The rule that ends a node: every edge from `parent` (now `state`) still waiting is
+/// consumed once — satisfied when the parent succeeded or the edge ignores failures (the
+/// child pending when it was the last), failed and the child cancelled on a `cancel` edge
+/// (its own children then resolved in turn), left waiting on a `hold` edge. Queues with a
+/// child made ready go to `ready`. Nothing for a state that is not terminal.
+pub async fn resolve<C: Conn>(
+    c: &mut C,
+    now: i64,
+    parent: JobId,
+    state: JobState,
+    ready: &mut BTreeSet<String>,
+) -> Result<()> {
+    // A worklist, not recursion: a long chain cancelled from its root.
+    let mut work = vec![(parent.0, state)];
+    while let Some((p, st)) = work.pop() {
+        if !st.is_terminal() {
+            continue;
+        }
+        let edges = c.fetch_all("deps_of_parent", args![p]).await?;
+        if edges.is_empty() {
+            continue;
+        }
+        let name: Option<String> = match c.fetch_optional("node_row", args![p]).await? {
+            Some(r) => r.get("node")?,
+            None => None,
+        };
+        let name = name.unwrap_or_else(|| p.to_string());
+        for edge in &edges {
+            let child: i64 = edge.get("child_id")?;
+            let policy: String = edge.get("on_failure")?;
+            let policy = OnFailure::parse(&policy)
+                .ok_or_else(|| corrupt(format!("edge policy {policy:?}")))?;
+            let satisfied = st == JobState::Succeeded || policy == OnFailure::Ignore;
+            if !satisfied && policy == OnFailure::Hold {
+                continue;
+            }
+            let to = if satisfied { "satisfied" } else { "failed" };
+            let consumed = if satisfied && mutants::active(Mutant::WorkflowDoubleDecrement) {
+                1
+            } else {
+                c.execute("dep_consume", args![p, child, to]).await?
+            };
+            if consumed == 0 {
+                continue;
+            }
+            if satisfied {
+                c.execute("child_satisfied", args![child, now]).await?;
+                if let Some(r) = c.fetch_optional("node_row", args![child]).await? {
+                    let s: String = r.get("state")?;
+                    if rows::state(&s)? == JobState::Pending {
+                        ready.insert(r.get("queue")?);
+                    }
+                }
+            } else if !mutants::active(Mutant::WorkflowCancelNotApplied) {
+                let Some(r) = c.fetch_optional("node_row", args![child]).await? else {
+                    continue;
+                };
+                let s: String = r.get("state")?;
+                if rows::state(&s)? != JobState::Waiting {
+                    continue;
+                }
+                let attempt: i32 = r.get("attempt")?;
+                let errors: String = r.get("errors")?;
+                let errors = push_error(
+                    &errors,
+                    entry(
+                        crate::writes::run_of(&r, attempt),
+                        now,
+                        "dependency",
+                        &format!("cancelled: its parent {name} ended {st}"),
+                        None,
+                    ),
+                );
+                let n = c
+                    .execute("child_cancel", args![child, now, &errors])
+                    .await?;
+                if n == 1 {
+                    work.push((child, JobState::Cancelled));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After a retry (same transaction): a workflow node's failed edges re-armed, and the node
+/// waiting again while any edge into it waits.
+pub async fn rearm<C: Conn>(c: &mut C, id: JobId) -> Result<()> {
+    c.execute("deps_rearm", args![id.0]).await?;
+    let n: i64 = c
+        .fetch_one("deps_waiting_count", args![id.0])
+        .await?
+        .get("n")?;
+    c.execute("node_rewait", args![id.0, n]).await?;
+    Ok(())
+}
+
+/// A job's parents in its workflow, with their states and outputs.
+pub async fn dep_outputs<E: Engine>(e: &E, id: JobId) -> Result<Vec<DepOutput>> {
+    let rows = e.reader().fetch_all("dep_outputs", args![id.0]).await?;
+    rows.iter()
+        .map(|r| {
+            let state: String = r.get("state")?;
+            Ok(DepOutput {
+                node: r.get("node")?,
+                id: JobId(r.get("id")?),
+                state: rows::state(&state)?,
+                output: match r.get::<Option<String>>("output")? {
+                    Some(t) => Some(serde_json::from_str(&t).map_err(|e| corrupt(e.to_string()))?),
+                    None => None,
+                },
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,120 @@
+//! Workflows on PostgreSQL: the graph's enqueue (`enqueue_workflow()`), the nodes'
+//! completion (`complete_nodes_fenced()`) and the parents' outputs a child reads. The rule
+//! itself — each edge consumed once by the transaction that ends its parent — lives in the
+//! schema (`workflow_resolve()` and the trigger `jobs_workflow_ended`, migration 0030), so it
+//! holds whichever path ends a node.
+
+use docket_core::workflow::{Graph, NodeDone};
+use docket_core::*;
+use sqlx::{PgConnection, Row};
+
+use crate::errors::db_err;
+use crate::rows;
+use crate::store::PgStore;
+
+impl PgStore {
+    /// Enqueues a workflow inside the caller's transaction on `conn`: it exists iff that
+    /// transaction commits.
+    pub async fn enqueue_workflow_tx(
+        &self,
+        conn: &mut PgConnection,
+        graph: &Graph,
+    ) -> Result<WorkflowEnqueued> {
+        graph.validate(self.limits())?;
+        let text = serde_json::to_value(graph).map_err(|e| StoreError::Database(e.into()))?;
+        let rows = self
+            .query(&self.queries().enqueue_workflow)
+            .bind(text)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(workflow_err)?;
+        let mut out = WorkflowEnqueued {
+            id: 0,
+            jobs: Vec::with_capacity(rows.len()),
+        };
+        for r in &rows {
+            out.id = r.try_get("workflow_id").map_err(db_err)?;
+            out.jobs.push((
+                r.try_get("node").map_err(db_err)?,
+                JobId(r.try_get("job_id").map_err(db_err)?),
+            ));
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn enqueue_workflow_impl(&self, graph: &Graph) -> Result<WorkflowEnqueued> {
+        graph.validate(self.limits())?;
+        let mut tx = self.begin_bounded().await?;
+        let out = self.enqueue_workflow_tx(&mut tx, graph).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(out)
+    }
+
+    pub(crate) async fn complete_nodes_impl(
+        &self,
+        owner: &str,
+        nodes: &[NodeDone],
+    ) -> Result<BatchOutcome> {
+        if nodes.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let mut sorted = nodes.to_vec();
+        sorted.sort_by_key(|n| n.lease.id);
+        sorted.dedup_by_key(|n| n.lease.id);
+        for n in &sorted {
+            if let Some(v) = &n.output {
+                docket_core::output::check(v, docket_core::output::MAX_OUTPUT_BYTES)?;
+            }
+        }
+        let leases: Vec<Lease> = sorted.iter().map(|n| n.lease).collect();
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().complete_nodes)
+                    .bind(sorted.iter().map(|n| n.lease.id.0).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|n| n.lease.attempt).collect::<Vec<_>>())
+                    .bind(sorted.iter().map(|n| n.output.clone()).collect::<Vec<_>>())
+                    .bind(owner)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        self.fenced(&leases, rows).await
+    }
+
+    pub(crate) async fn dep_outputs_impl(&self, id: JobId) -> Result<Vec<DepOutput>> {
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().dep_outputs)
+                    .bind(id.0)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let state: String = r.try_get("state").map_err(db_err)?;
+                Ok(DepOutput {
+                    node: r.try_get("node").map_err(db_err)?,
+                    id: JobId(r.try_get("id").map_err(db_err)?),
+                    state: rows::state(&state)?,
+                    output: r.try_get("output").map_err(db_err)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The function's refusals ("workflow refused: …") as the library's own.
+fn workflow_err(e: sqlx::Error) -> StoreError {
+    match db_err(e) {
+        StoreError::Invalid(ValidationError::Other { reason, .. }) => {
+            StoreError::Invalid(ValidationError::Other {
+                what: "workflow",
+                reason: reason.trim_start_matches("workflow refused: ").to_string(),
+            })
+        }
+        other => other,
+    }
+}
