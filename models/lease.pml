@@ -36,6 +36,18 @@
  *                         row (one statement, its snapshot older than the lock)  lost_wakeup
  *   BROKEN_SIGNAL_NO_WAKE (PARKS) a signal does not wake the job parked on it    lost_wakeup
  *
+ *   BROKEN_UNBLOCK_STALE  (CHILD) a completion refused by its fence still resolves
+ *                         the job's edge to its child                           early_child
+ *   BROKEN_DOUBLE_UNBLOCK (CHILD) resolving an edge does not check it is still
+ *                         waiting: a parent that ends twice (dead, retried,
+ *                         succeeded) consumes it twice                          edge_twice
+ *
+ * CHILD makes the job a workflow parent with one child on a `cancel` edge (migration 0030,
+ * workflow_resolve(); docket-local's workflow::resolve): the write that ends the job —
+ * fenced completion, a final failure, the reaper's dead end — consumes the edge in the same
+ * step (satisfied: the child pending; failed: the child cancelled), an operator may cancel
+ * the waiting child at any time, and may retry the job once after it ended dead.
+ *
  * PARKS adds a job waiting for a signal: a slot that holds the job may park it (fenced like
  * a snooze; park_many.sql, park_fenced() / step_fence.sql + park.sql: the row locked first,
  * then the signals read), a sender sends the signal once at any time (signal(): the row
@@ -51,6 +63,8 @@
  *   job_lost               at the end, the job is not left running on an expired lease
  *   lost_wakeup            (PARKS) never is the job parked, not due, while its signal is
  *                          there: whichever of park and signal comes second sees the other
+ *   early_child            (CHILD) the child is never claimable unless the job succeeded
+ *   edge_twice             (CHILD) the edge is consumed at most once
  */
 
 #define L      2    /* lease length, in ticks of the database clock */
@@ -100,6 +114,38 @@ bool lost_wakeup;
 #define CLAIMABLE (state == pending && !parked)
 #else
 #define CLAIMABLE (state == pending)
+#endif
+
+#ifdef CHILD
+byte edge = 0;          /* job_deps.state: 0 waiting, 1 satisfied, 2 failed */
+byte consumed = 0;      /* ghost: times the edge was consumed */
+byte child = 0;         /* the child: 0 waiting, 1 pending (claimable), 2 cancelled */
+byte extra = 0;         /* attempts an operator's retry added */
+bool early_child, edge_twice;
+#define BUDGET (MAXR + extra)
+/* workflow_resolve(): the job just reached `st` in this same step. */
+inline resolve(st) {
+    if
+#ifdef BROKEN_DOUBLE_UNBLOCK
+    :: st == succeeded || st == dead ->
+#else
+    :: edge == 0 && (st == succeeded || st == dead) ->
+#endif
+        consumed++;
+        edge_twice = edge_twice || (consumed > 1);
+        assert(!edge_twice);
+        if
+        :: st == succeeded -> edge = 1; if :: child == 0 -> child = 1 :: else -> skip fi
+        :: else -> edge = 2; if :: child == 0 -> child = 2 :: else -> skip fi
+        fi
+    :: else -> skip
+    fi;
+    early_child = early_child || (child == 1 && state != succeeded);
+    assert(!early_child)
+}
+#else
+#define BUDGET MAXR
+inline resolve(st) { skip }
 #endif
 
 #define OWNER(s) ((s) < 2 -> 1 : 2)
@@ -252,15 +298,18 @@ proctype slot(byte s; byte maxclaims) {
             :: atomic { lockby == 0;
                         if
                         :: COMPLETE_OK(s) -> accepted(s); ended(tok[s]);
-                           state = succeeded; owner = 0; granted[s] = 0
+                           state = succeeded; owner = 0; granted[s] = 0; resolve(succeeded)
                         :: else -> granted[s] = 0
+#ifdef BROKEN_UNBLOCK_STALE
+                           ; resolve(succeeded)
+#endif
                         fi }; break
             /* fail_many.sql / fenced_row + finish_attempt: retry or dead */
             :: atomic { lockby == 0;
                         if
                         :: HOLDS(s) && LIVE -> accepted(s); ended(tok[s]);
-                           state = (attempt - released >= MAXR -> dead : pending);
-                           owner = 0; granted[s] = 0
+                           state = (attempt - released >= BUDGET -> dead : pending);
+                           owner = 0; granted[s] = 0; resolve(state)
                         :: else -> granted[s] = 0
                         fi }; break
             /* snooze_many.sql: a snooze, or the prefetch buffer giving a job back unrun:
@@ -322,7 +371,7 @@ inline reap_once() {
         :: state == running && lease < now && lockby == 0 ->
 #endif
             ended(attempt);
-            state = (attempt - released >= MAXR -> dead : pending); owner = 0
+            state = (attempt - released >= BUDGET -> dead : pending); owner = 0; resolve(state)
         :: else -> skip
         fi
     }
@@ -346,12 +395,13 @@ inline reap_once() {
         atomic {                                               /* finish_attempt.sql */
 #ifdef BROKEN_REAP_UNFENCED
             ended(seen);
-            state = (seen - released >= MAXR -> dead : pending); owner = 0
+            state = (seen - released >= BUDGET -> dead : pending); owner = 0
 #else
             if
             :: state == running && attempt == seen ->
                 ended(seen);
-                state = (attempt - released >= MAXR -> dead : pending); owner = 0
+                state = (attempt - released >= BUDGET -> dead : pending); owner = 0;
+                resolve(state)
             :: else -> skip
             fi;
             lockby = 0
@@ -404,6 +454,20 @@ active proctype sender() {
            no_lost_wakeup()
        }
     :: atomic { parked -> parked = false }             /* the wait timed out */
+    :: finished == NSLOT -> break
+    od
+}
+#endif
+
+#ifdef CHILD
+/* cancel_job() on the waiting child, and retry_job() on the job once it ended dead (one
+   more run allowed); each takes the row's lock like any write. */
+active proctype operator() {
+    bool retried = false;
+    do
+    :: atomic { child == 0 -> child = 2 }
+    :: atomic { !retried && state == dead && lockby == 0 ->
+           retried = true; extra++; state = pending }
     :: finished == NSLOT -> break
     od
 }

@@ -43,6 +43,10 @@ lease|TWO_STEP,BROKEN_HB_REVIVE|write_outside_lease
 lease|TWO_STEP,PARKS|verified
 lease|TWO_STEP,PARKS,BROKEN_PARK_OLD_SNAPSHOT|lost_wakeup
 lease|TWO_STEP,TWO_REAPERS|verified|full
+lease|CHILD|verified
+lease|CHILD,BROKEN_UNBLOCK_STALE|early_child
+lease|CHILD,BROKEN_DOUBLE_UNBLOCK|edge_twice
+lease|TWO_STEP,CHILD|verified|full
 EOF2
 )
 

@@ -16,16 +16,16 @@ use crate::fail::CliError;
 use crate::Ctx;
 
 /// What one drain measured.
-struct Drain {
+pub(crate) struct Drain {
     /// Jobs/s between first claim and last completion.
-    rate: f64,
+    pub(crate) rate: f64,
     /// The handlers' summed run time in seconds, as they measured it.
     handler_secs: f64,
     /// The worker process's peak resident set, MiB.
     peak_rss_mib: f64,
     /// CPU seconds the database server spent meanwhile (`None` when it is not on this
     /// machine): the drain's server time.
-    server_cpu_s: Option<f64>,
+    pub(crate) server_cpu_s: Option<f64>,
 }
 
 /// CPU seconds the PostgreSQL server behind `store` has used so far, when it runs on this
@@ -70,7 +70,12 @@ async fn server_cpu(store: &docket_postgres::PgStore) -> Option<f64> {
 }
 
 /// One drain by one default worker process.
-async fn one_drain(ctx: &Ctx, n: u64, slots: usize, sleep_ms: u64) -> anyhow::Result<Drain> {
+pub(crate) async fn one_drain(
+    ctx: &Ctx,
+    n: u64,
+    slots: usize,
+    sleep_ms: u64,
+) -> anyhow::Result<Drain> {
     drain_with(ctx, n, slots, sleep_ms, &[]).await
 }
 
@@ -83,6 +88,19 @@ async fn drain_with(
     extra: &[String],
 ) -> anyhow::Result<Drain> {
     let store = load_drain(ctx, n).await?;
+    drain_loaded(ctx, &store, n, slots, sleep_ms, extra).await
+}
+
+/// [`drain_with`] of a store already holding its `n` jobs (a workflow scenario's graphs).
+pub(crate) async fn drain_loaded(
+    ctx: &Ctx,
+    store: &docket_postgres::PgStore,
+    n: u64,
+    slots: usize,
+    sleep_ms: u64,
+    extra: &[String],
+) -> anyhow::Result<Drain> {
+    let store = store.clone();
     let cpu_before = server_cpu(&store).await;
     let mut c = ctx.child("__bench-worker")?;
     // The worker prints its handlers' summed time on stdout at the end (one short line, well
@@ -132,7 +150,7 @@ async fn drain_with(
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

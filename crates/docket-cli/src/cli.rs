@@ -82,6 +82,9 @@ pub enum Command {
     /// Periodic (cron) jobs.
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Graphs of jobs: a node runs once its parents have succeeded.
+    #[command(subcommand)]
+    Workflows(WorkflowsCommand),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader;
@@ -501,6 +504,38 @@ pub enum CronCommand {
     Resume(CronNameArg),
     /// Enqueue one run of a periodic job now, outside its schedule (which stays as it is).
     Run(CronNameArg),
+}
+
+/// `docket workflows …`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowsCommand {
+    /// Enqueue a workflow from a JSON file (`-`: standard input), all or nothing: {"name":
+    /// …, "nodes": [{"name", "queue", "kind", "args", "after": [names or {"node",
+    /// "on_failure": "cancel"|"ignore"|"hold"}]}, …]}. Prints the workflow's id and each
+    /// node's job id.
+    Enqueue(WorkflowFileArgs),
+    /// The parents of a workflow node: name, job, state and output.
+    Deps(WorkflowJobArgs),
+}
+
+/// `docket workflows enqueue`.
+#[derive(Debug, Args)]
+pub struct WorkflowFileArgs {
+    /// The graph's JSON file, or `-` for standard input (at most 16 MiB).
+    pub file: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `docket workflows deps`.
+#[derive(Debug, Args)]
+pub struct WorkflowJobArgs {
+    /// The node's job id.
+    pub id: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `docket cron add`.

@@ -5,7 +5,7 @@
 use crate::cli::Command;
 use crate::engine::Open;
 use crate::fail::CliError;
-use crate::{audit, controls, dashboard, demo, enqueue, jobs, ops, work};
+use crate::{audit, controls, dashboard, demo, enqueue, jobs, ops, work, workflows};
 
 /// An engine the CLI runs on besides PostgreSQL.
 pub(crate) trait Engine: Open + Clone + Send + Sync + 'static {
@@ -43,6 +43,7 @@ pub(crate) async fn run<E: Engine>(ctx: E, command: Command) -> anyhow::Result<(
         Command::Queues(c) => controls::queues(&ctx, c).await,
         Command::Keys(c) => controls::keys(&ctx, c).await,
         Command::Cron(c) => controls::cron(&ctx, c).await,
+        Command::Workflows(c) => workflows::run(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

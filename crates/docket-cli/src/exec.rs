@@ -287,9 +287,36 @@ fn captured_output(
     Ok(v)
 }
 
+/// `{parent name: output}` (null for a parent that left none) in a temporary file.
+async fn deps_file(ctx: &JobContext) -> Result<tempfile::NamedTempFile, JobError> {
+    let deps = ctx.deps().await?;
+    let map: serde_json::Map<String, serde_json::Value> = deps
+        .into_iter()
+        .map(|d| (d.node, d.output.unwrap_or(serde_json::Value::Null)))
+        .collect();
+    let write = || -> std::io::Result<tempfile::NamedTempFile> {
+        let mut f = tempfile::Builder::new().prefix("docket-deps-").tempfile()?;
+        serde_json::to_writer(&mut f, &map)?;
+        std::io::Write::flush(&mut f)?;
+        Ok(f)
+    };
+    write().map_err(|e| JobError::retry(format!("cannot write DOCKET_DEPS: {e}")))
+}
+
 /// Runs one job's command to its end (see the module doc).
 pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) -> JobResult {
+    // A workflow node's parents' outputs, as a file the command reads (kept until it exits;
+    // private to this user, as tempfile creates it).
+    let deps_file = match ctx.workflow() {
+        Some(_) => Some(deps_file(&ctx).await?),
+        None => None,
+    };
     let mut cmd = tokio::process::Command::new("sh");
+    if let (Some(f), Some((wf, node))) = (&deps_file, ctx.workflow()) {
+        cmd.env("DOCKET_DEPS", f.path())
+            .env("DOCKET_WORKFLOW_ID", wf.to_string())
+            .env("DOCKET_NODE", node);
+    }
     cmd.arg("-c")
         .arg(&spec.cmd)
         .env("DOCKET_JOB_ID", ctx.id.to_string())

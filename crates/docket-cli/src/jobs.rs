@@ -77,7 +77,7 @@ async fn show_output(ctx: &impl Open, a: OutputArgs) -> anyhow::Result<()> {
     }
     match (o.state, &o.output) {
         (_, Some(v)) => println!("{}", pretty(v)?),
-        (JobState::Pending | JobState::Running, None) => {
+        (JobState::Waiting | JobState::Pending | JobState::Running, None) => {
             return Err(CliError::new(
                 exit::CONFLICT,
                 format!("job {id} is {}: no output yet", o.state.as_str()),

@@ -17,6 +17,7 @@ mod audit;
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
+mod bench_workflows;
 pub mod cli;
 mod controls;
 mod dashboard;
@@ -36,6 +37,7 @@ pub mod output;
 pub mod scratch;
 pub mod sqlite;
 mod work;
+mod workflows;
 
 use std::time::Duration;
 
@@ -280,6 +282,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queues(c) => controls::queues(&ctx, c).await,
         Command::Keys(c) => controls::keys(&ctx, c).await,
         Command::Cron(c) => controls::cron(&ctx, c).await,
+        Command::Workflows(c) => workflows::run(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

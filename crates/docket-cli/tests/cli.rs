@@ -408,6 +408,17 @@ esac"#,
     assert_eq!(env.trim(), format!("{id} 1 x ok"));
 }
 
+/// `docket workflows enqueue` and a workflow through `docket work --exec` (see
+/// `common::workflow_through_the_cli`).
+#[tokio::test]
+async fn a_workflow_file_runs_through_exec_commands() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let dir = tempfile::tempdir().unwrap();
+    let out = workflow_through_the_cli(|a| cli.run(a), dir.path());
+    assert_eq!(out, serde_json::json!({"charge": {"receipt": "r-1"}}));
+}
+
 /// The lease is lost while the command runs: it gets SIGTERM, and SIGKILL when it ignores it.
 #[tokio::test]
 async fn a_lost_lease_terminates_then_kills_the_command() {

@@ -128,6 +128,42 @@ async fn every_command_as_each_role() {
             .await
             .unwrap();
     assert_eq!(state, "pending");
+    // Nor does it write a workflow's edges or rows itself (migration 0030): it runs
+    // workflows through the functions, and `docket workflows enqueue` works as the worker.
+    for sql in [
+        format!("INSERT INTO {s}.workflows (name, nodes) VALUES ('forged', 1)"),
+        format!("UPDATE {s}.job_deps SET state = 'satisfied'"),
+        format!("DELETE FROM {s}.job_deps"),
+    ] {
+        let e = sqlx::query(&sql).execute(&wpool).await.expect_err(&sql);
+        assert!(e.to_string().contains("permission denied"), "{sql}: {e}");
+    }
+    let graph = std::env::temp_dir().join(format!("roles-graph-{suffix}.json"));
+    std::fs::write(
+        &graph,
+        r#"{"name":"r","nodes":[{"name":"a","queue":"wf","kind":"k"},{"name":"b","queue":"wf","kind":"k","after":["a"]}]}"#,
+    )
+    .unwrap();
+    let o = run(
+        as_role(&db, &wu),
+        &["workflows", "enqueue", graph.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&graph);
+    assert_eq!(code(&o), 0, "worker workflows enqueue: {}", err(&o));
+    let o = run(
+        as_role(&db, &wu),
+        &[
+            "work", "--queue", "wf", "--exec", "true", "--drain", "--poll", "100ms",
+        ],
+    );
+    assert_eq!(code(&o), 0, "worker work on a workflow: {}", err(&o));
+    let left: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {s}.jobs WHERE queue = 'wf' AND state <> 'succeeded'"
+    ))
+    .fetch_one(&wpool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "both nodes ran, in order, as the worker role");
     wpool.close().await;
     // A bulk file of COPY size from the worker role goes through the functions (it may not
     // COPY into the table), and every job of it is there.
@@ -155,6 +191,14 @@ async fn every_command_as_each_role() {
     .await
     .expect_err("the application role completes nothing");
     assert!(e.to_string().contains("permission denied"), "{e}");
+    // It enqueues a workflow through the checking function, as it enqueues a job.
+    let n: i64 = sqlx::query_scalar(&format!(
+        r#"SELECT count(*) FROM {s}.enqueue_workflow('{{"name":"app","nodes":[{{"name":"a","queue":"appwf","kind":"k"}},{{"name":"b","queue":"appwf","kind":"k","after":["a"]}}]}}')"#
+    ))
+    .fetch_one(&apool)
+    .await
+    .expect("the application role enqueues a workflow");
+    assert_eq!(n, 2);
     apool.close().await;
 
     // Every command that changes something, as the worker role (the role an operator who

@@ -486,6 +486,10 @@ pub struct PruneReport {
     pub dead: u64,
     /// Step records of jobs that no longer exist, deleted.
     pub steps: u64,
+    /// Workflow edges into nodes that no longer exist, and workflows left with no node,
+    /// deleted.
+    #[serde(default)]
+    pub workflow_rows: u64,
 }
 
 /// One entry of a job's bounded error history.

@@ -43,6 +43,14 @@ pub enum Gate {
         /// When it runs without the signal.
         timeout_at: DateTime<Utc>,
     },
+    /// A workflow node waiting for its parents: `unfinished` of its `total` parents have not
+    /// succeeded (name and state of each).
+    WaitingForParents {
+        /// The parents that have not succeeded, by name, with their states.
+        unfinished: Vec<(String, JobState)>,
+        /// Its parents in all.
+        total: usize,
+    },
     /// Its queue is paused.
     QueuePaused {
         /// When the queue was paused.
@@ -142,6 +150,23 @@ pub fn name_sleep(report: &mut WhyReport, steps: &[crate::StepRecord]) {
     }
 }
 
+/// A waiting workflow node's gate, from its parents (`Store::dep_outputs`): the parents
+/// that have not succeeded, by name.
+pub fn name_parents(report: &mut WhyReport, parents: &[crate::DepOutput]) {
+    if report.state != JobState::Waiting {
+        return;
+    }
+    let unfinished = parents
+        .iter()
+        .filter(|p| p.state != JobState::Succeeded)
+        .map(|p| (p.node.clone(), p.state))
+        .collect();
+    report.gates = vec![Gate::WaitingForParents {
+        unfinished,
+        total: parents.len(),
+    }];
+}
+
 /// Whether `report` is scheduled later (a sleep may be the reason).
 pub fn scheduled_later(report: &WhyReport) -> bool {
     report
@@ -191,6 +216,15 @@ impl Gate {
                 crate::validate::visible(name),
                 time(since),
                 time(timeout_at)
+            ),
+            Gate::WaitingForParents { unfinished, total } => format!(
+                "waiting for {} of {total} parents: {}",
+                unfinished.len(),
+                unfinished
+                    .iter()
+                    .map(|(n, s)| format!("{} ({s})", crate::validate::visible(n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Gate::QueuePaused { since } => format!("queue {q} is paused (since {})", time(since)),
             Gate::QueueFull {

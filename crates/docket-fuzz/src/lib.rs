@@ -13,11 +13,13 @@ mod conninfo;
 mod cron;
 mod durations;
 mod filter;
+mod workflows;
 
 pub use conninfo::conninfo;
 pub use cron::cron;
 pub use durations::durations;
 pub use filter::job_filter;
+pub use workflows::workflow_graph;
 
 /// A fuzz target's body.
 pub type Target = fn(&[u8]);
@@ -29,6 +31,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("durations", durations),
     ("cron", cron),
     ("job_filter", job_filter),
+    ("workflow_graph", workflow_graph),
 ];
 
 /// Lines of a bulk (NDJSON) file: each is a blank line, a job that passes the validation

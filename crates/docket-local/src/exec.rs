@@ -324,7 +324,8 @@ macro_rules! statements {
             "worker_forget", "worker_gone", "workers_list", "workers_recent", "leader_lease",
             "workflow_insert", "workflow_node", "dep_insert", "deps_of_parent", "dep_consume",
             "child_satisfied", "child_cancel", "node_row", "children_lock", "dep_outputs",
-            "deps_rearm", "node_rewait", "deps_waiting_count"
+            "deps_rearm", "node_rewait", "deps_waiting_count", "workflows_prune",
+            "workflows_prune_empty"
             $(, $extra)*
         );
     };

@@ -366,6 +366,9 @@ pub async fn why<E: Engine>(e: &E, id: JobId) -> Result<WhyReport> {
     if docket_core::why::scheduled_later(&r) {
         docket_core::why::name_sleep(&mut r, &crate::steps::job_steps(e, id).await?);
     }
+    if r.state == JobState::Waiting {
+        docket_core::why::name_parents(&mut r, &crate::workflow::dep_outputs(e, id).await?);
+    }
     Ok(r)
 }
 

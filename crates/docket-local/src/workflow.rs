@@ -243,6 +243,31 @@ pub async fn rearm<C: Conn>(c: &mut C, id: JobId) -> Result<()> {
     Ok(())
 }
 
+/// Deletes workflow edges into nodes that no longer exist and workflows with no node left,
+/// `batch` at a time until none is left; returns how many rows went.
+pub async fn prune<E: Engine>(e: &E, batch: i64) -> Result<u64> {
+    let batch = batch.max(1);
+    let mut total = 0u64;
+    for empty in [false, true] {
+        loop {
+            let mut tx = e.begin().await?;
+            let now = tx.now();
+            let n = if empty {
+                tx.execute("workflows_prune_empty", args![batch, now])
+                    .await?
+            } else {
+                tx.execute("workflows_prune", args![batch]).await?
+            };
+            tx.commit().await?;
+            total += n;
+            if n < batch as u64 {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// A job's parents in its workflow, with their states and outputs.
 pub async fn dep_outputs<E: Engine>(e: &E, id: JobId) -> Result<Vec<DepOutput>> {
     let rows = e.reader().fetch_all("dep_outputs", args![id.0]).await?;

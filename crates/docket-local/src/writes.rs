@@ -382,6 +382,7 @@ pub async fn prune<E: Engine>(e: &E, retention: &Retention) -> Result<PruneRepor
             }
         }
     }
+    report.workflow_rows = crate::workflow::prune(e, batch).await?;
     report.steps = crate::steps::prune_steps(e, batch).await?
         + crate::signals::prune_signals(e, batch).await?;
     Ok(report)

@@ -24,7 +24,7 @@
 CREATE TABLE workflows (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name       text        NOT NULL CHECK (octet_length(name) BETWEEN 1 AND 128),
-    nodes      integer     NOT NULL CHECK (nodes BETWEEN 1 AND 1000),
+    nodes      integer     NOT NULL CHECK (nodes BETWEEN 1 AND 10000),
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
@@ -237,8 +237,8 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: a workflow needs at least one node' USING ERRCODE = v_bad;
     END IF;
     v_n := jsonb_array_length(v_nodes);
-    IF v_n > 1000 THEN
-        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 1000', v_n USING ERRCODE = v_bad;
+    IF v_n > 10000 THEN
+        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 10000', v_n USING ERRCODE = v_bad;
     END IF;
     -- Names and fields.
     FOR v_i IN 1 .. v_n LOOP
@@ -300,7 +300,7 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: node % is defined twice', quote_literal(v_parent)
             USING ERRCODE = v_bad;
     END IF;
-    -- Name to position, a binary search per lookup (the graph may hold 10,000 edges).
+    -- Name to position, a binary search per lookup (the graph may hold 50,000 edges).
     SELECT jsonb_object_agg(n, i) INTO v_index FROM unnest(v_names) WITH ORDINALITY AS x(n, i);
     -- Edges.
     FOR v_i IN 1 .. v_n LOOP
@@ -331,8 +331,8 @@ BEGIN
                 RAISE EXCEPTION 'workflow refused: node % depends on %, which is not in the workflow',
                     quote_literal(v_node->>'name'), quote_literal(v_parent) USING ERRCODE = v_bad;
             END IF;
-            IF cardinality(v_from) >= 10000 THEN
-                RAISE EXCEPTION 'workflow refused: more than 10000 edges' USING ERRCODE = v_bad;
+            IF cardinality(v_from) >= 50000 THEN
+                RAISE EXCEPTION 'workflow refused: more than 50000 edges' USING ERRCODE = v_bad;
             END IF;
             v_from := v_from || v_p;
             v_to := v_to || v_i;
@@ -426,6 +426,35 @@ BEGIN
 END
 $$;
 
+-- The pruner's share: edges into nodes that no longer exist (pruned, or removed with their
+-- queue), then workflows with no node left, each bounded. A definer, like prune_steps(): the
+-- worker role writes neither table itself.
+CREATE FUNCTION prune_workflows(p_batch bigint)
+RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+    WITH doomed AS (
+        SELECT d.parent_id, d.child_id
+        FROM job_deps AS d
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = d.child_id)
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM job_deps AS d USING doomed
+        WHERE d.parent_id = doomed.parent_id AND d.child_id = doomed.child_id
+        RETURNING 1
+    ), empty AS (
+        SELECT w.id
+        FROM workflows AS w
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = w.id)
+          AND w.created_at < now() - interval '1 minute'
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone_workflows AS (
+        DELETE FROM workflows AS w USING empty WHERE w.id = empty.id RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_workflows)
+$$;
+
 -- An operator's cancel reaches a waiting node too (cancel_job, migration 0016, with
 -- 'waiting' beside 'pending'); the trigger then resolves its children.
 CREATE OR REPLACE FUNCTION cancel_job(p_id bigint)
@@ -502,7 +531,8 @@ BEGIN
         'workflow_resolve(bigint, text)',
         'jobs_workflow_ended()',
         'complete_nodes_fenced(bigint[], integer[], jsonb[], text)',
-        'enqueue_workflow(jsonb)'
+        'enqueue_workflow(jsonb)',
+        'prune_workflows(bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);

@@ -286,7 +286,7 @@ CREATE TABLE {{schema}}.workflows (
     created_at timestamp with time zone NOT NULL DEFAULT now()
 );
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_name_check CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 128)));
-ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 1) AND (nodes <= 1000)));
+ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 1) AND (nodes <= 10000)));
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 CREATE OR REPLACE FUNCTION {{schema}}.backoff_delay(p_attempt integer, p_base_ms bigint, p_cap_ms bigint)
@@ -962,8 +962,8 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: a workflow needs at least one node' USING ERRCODE = v_bad;
     END IF;
     v_n := jsonb_array_length(v_nodes);
-    IF v_n > 1000 THEN
-        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 1000', v_n USING ERRCODE = v_bad;
+    IF v_n > 10000 THEN
+        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 10000', v_n USING ERRCODE = v_bad;
     END IF;
     -- Names and fields.
     FOR v_i IN 1 .. v_n LOOP
@@ -1025,7 +1025,7 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: node % is defined twice', quote_literal(v_parent)
             USING ERRCODE = v_bad;
     END IF;
-    -- Name to position, a binary search per lookup (the graph may hold 10,000 edges).
+    -- Name to position, a binary search per lookup (the graph may hold 50,000 edges).
     SELECT jsonb_object_agg(n, i) INTO v_index FROM unnest(v_names) WITH ORDINALITY AS x(n, i);
     -- Edges.
     FOR v_i IN 1 .. v_n LOOP
@@ -1056,8 +1056,8 @@ BEGIN
                 RAISE EXCEPTION 'workflow refused: node % depends on %, which is not in the workflow',
                     quote_literal(v_node->>'name'), quote_literal(v_parent) USING ERRCODE = v_bad;
             END IF;
-            IF cardinality(v_from) >= 10000 THEN
-                RAISE EXCEPTION 'workflow refused: more than 10000 edges' USING ERRCODE = v_bad;
+            IF cardinality(v_from) >= 50000 THEN
+                RAISE EXCEPTION 'workflow refused: more than 50000 edges' USING ERRCODE = v_bad;
             END IF;
             v_from := v_from || v_p;
             v_to := v_to || v_i;
@@ -1552,6 +1552,35 @@ AS $function$
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_signals)
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.prune_workflows(p_batch bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    WITH doomed AS (
+        SELECT d.parent_id, d.child_id
+        FROM job_deps AS d
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = d.child_id)
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM job_deps AS d USING doomed
+        WHERE d.parent_id = doomed.parent_id AND d.child_id = doomed.child_id
+        RETURNING 1
+    ), empty AS (
+        SELECT w.id
+        FROM workflows AS w
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = w.id)
+          AND w.created_at < now() - interval '1 minute'
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone_workflows AS (
+        DELETE FROM workflows AS w USING empty WHERE w.id = empty.id RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_workflows)
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.push_error(p_errors jsonb, p_entry jsonb)

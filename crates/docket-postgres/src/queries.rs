@@ -113,6 +113,7 @@ queries!(
     enqueue_workflow,
     complete_nodes,
     dep_outputs,
+    prune_workflows,
 );
 
 #[cfg(test)]

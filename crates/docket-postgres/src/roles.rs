@@ -102,6 +102,9 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".key_handovers FROM \"{w}\";
 -- A step is recorded only through the fenced record_step(), a signal only through signal()
 -- (migration 0019).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps, \"{s}\".job_signals FROM \"{w}\";
+-- Workflows and their edges only through enqueue_workflow(), the trigger that ends a node and
+-- prune_workflows() (migration 0030).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".workflows, \"{s}\".job_deps FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";

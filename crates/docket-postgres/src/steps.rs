@@ -215,11 +215,22 @@ impl PgStore {
     /// Deletes step and signal records of jobs that no longer exist, `batch` at a time until
     /// none is left; returns how many.
     pub(crate) async fn prune_steps(&self, batch: i64) -> Result<u64> {
+        self.prune_loop(&self.queries().prune_steps, batch).await
+    }
+
+    /// Deletes workflow edges into nodes that no longer exist and workflows with no node
+    /// left, `batch` at a time until none is left; returns how many.
+    pub(crate) async fn prune_workflows(&self, batch: i64) -> Result<u64> {
+        self.prune_loop(&self.queries().prune_workflows, batch)
+            .await
+    }
+
+    async fn prune_loop(&self, sql: &str, batch: i64) -> Result<u64> {
         let mut total = 0;
         loop {
             let n: i64 = self
                 .run(async |c: &mut PgConnection| {
-                    self.query_scalar(&self.queries().prune_steps)
+                    self.query_scalar(sql)
                         .bind(batch)
                         .fetch_one(&mut *c)
                         .await

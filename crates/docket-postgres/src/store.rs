@@ -586,6 +586,7 @@ impl Store for PgStore {
             }
         }
         report.steps = self.prune_steps(batch).await?;
+        report.workflow_rows = self.prune_workflows(batch).await?;
         Ok(report)
     }
 

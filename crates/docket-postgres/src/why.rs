@@ -25,6 +25,9 @@ impl PgStore {
         if docket_core::why::scheduled_later(&r) {
             docket_core::why::name_sleep(&mut r, &self.job_steps_impl(id).await?);
         }
+        if r.state == JobState::Waiting {
+            docket_core::why::name_parents(&mut r, &self.dep_outputs_impl(id).await?);
+        }
         Ok(r)
     }
 }

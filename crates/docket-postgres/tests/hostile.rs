@@ -588,3 +588,82 @@ async fn a_malformed_step_batch_is_refused_and_writes_nothing() {
         .unwrap();
     assert_eq!(n, 1);
 }
+
+/// `enqueue_workflow(jsonb)` called from SQL with no library in front: every malformed or
+/// hostile graph is refused with `invalid_parameter_value` (or the jobs' own input rules),
+/// names what is wrong, and writes nothing — no workflow row, no job, no edge.
+#[tokio::test]
+async fn the_workflow_function_refuses_hostile_graphs_from_sql_writing_nothing() {
+    let db = TestDb::new().await;
+    let s = &db.schema;
+    let node = |extra: &str| format!(r#"{{"name":"a","kind":"k"{extra}}}"#);
+    let cases: Vec<(String, &str)> = vec![
+        ("null".into(), "JSON object"),
+        ("[]".into(), "JSON object"),
+        (r#"{"name":"x"}"#.into(), "at least one node"),
+        (r#"{"name":"x","nodes":{}}"#.into(), "at least one node"),
+        (format!(r#"{{"name":"x","nodes":[{}],"extra":1}}"#, node("")), "unknown field"),
+        (format!(r#"{{"name":7,"nodes":[{}]}}"#, node("")), "workflow name"),
+        (format!(r#"{{"name":"a\u0007b","nodes":[{}]}}"#, node("")), "workflow name"),
+        (r#"{"name":"x","nodes":[7]}"#.into(), "not a JSON object"),
+        (r#"{"name":"x","nodes":[{"name":"","kind":"k"}]}"#.into(), "node name"),
+        (r#"{"name":"x","nodes":[{"name":["a"],"kind":"k"}]}"#.into(), "node name"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","queue":"a b""#)), "queue"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","queue":7"#)), "queue"),
+        (r#"{"name":"x","nodes":[{"name":"a","kind":"k;drop table jobs"}]}"#.into(), "kind"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","priority":1e400"#)), "integer"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","priority":"1""#)), "integer"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","max_attempts":0"#)), "max_attempts"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","metadata":[]"#)), "metadata"),
+        (
+            format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","metadata":{"docket:workflow":1}"#)),
+            "metadata",
+        ),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","after":"a""#)), "after must be an array"),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","after":[7]"#)), "each entry of after"),
+        (
+            format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","after":[{"node":"a","x":1}]"#)),
+            "each entry of after",
+        ),
+        (
+            r#"{"name":"x","nodes":[{"name":"p","kind":"k"},{"name":"a","kind":"k","after":[{"node":"p","on_failure":"explode"}]}]}"#.into(),
+            "unknown on_failure",
+        ),
+        (format!(r#"{{"name":"x","nodes":[{}]}}"#, node(r#","after":["a"]"#)), "depends on itself"),
+        (format!(r#"{{"name":"x","nodes":[{},{}]}}"#, node(""), node("")), "defined twice"),
+        (
+            r#"{"name":"x","nodes":[{"name":"a","kind":"k","after":["c"]},{"name":"b","kind":"k","after":["a"]},{"name":"c","kind":"k","after":["b"]},{"name":"d","kind":"k","after":["c"]}]}"#.into(),
+            "a cycle through node",
+        ),
+        (
+            format!(r#"{{"name":"x","nodes":[{}]}}"#, node(&format!(r#","args":"{}""#, "x".repeat(300_000)))),
+            "",
+        ),
+    ];
+    for (graph, says) in &cases {
+        let r = sqlx::query(&format!("SELECT * FROM {s}.enqueue_workflow($1::jsonb)"))
+            .bind(graph)
+            .fetch_all(&db.pool)
+            .await;
+        match r {
+            Err(sqlx::Error::Database(e)) => {
+                let code = e.code().map(|c| c.to_string()).unwrap_or_default();
+                assert!(
+                    ["22023", "23514"].contains(&code.as_str()),
+                    "{graph:.80}: SQLSTATE {code}: {}",
+                    e.message()
+                );
+                assert!(e.message().contains(says), "{graph:.80}: {}", e.message());
+            }
+            other => panic!("{graph:.80} was not refused: {other:?}"),
+        }
+    }
+    let (workflows, jobs, edges): (i64, i64, i64) = sqlx::query_as(&format!(
+        "SELECT (SELECT count(*) FROM {s}.workflows), (SELECT count(*) FROM {s}.jobs),
+                (SELECT count(*) FROM {s}.job_deps)"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((workflows, jobs, edges), (0, 0, 0), "nothing was written");
+}

@@ -61,7 +61,7 @@ pub trait Outputs: Store {
                 (_, Some(v)) => serde_json::from_value(v)
                     .map(Some)
                     .map_err(|error| OutputError::Decode { id, error }),
-                (JobState::Pending | JobState::Running, None) => Ok(None),
+                (JobState::Waiting | JobState::Pending | JobState::Running, None) => Ok(None),
                 (state, None) => Err(OutputError::Ended { id, state }),
             }
         }

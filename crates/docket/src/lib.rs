@@ -60,6 +60,9 @@
 #![warn(missing_docs)]
 
 pub use docket_core as core;
+/// Graphs of jobs: [`workflow::Workflow`], the JSON [`workflow::Graph`], failure policies
+/// (docs/workflows.md).
+pub use docket_core::workflow;
 pub use docket_core::{
     Backoff, CancelOutcome, ClaimRequest, ClaimedJob, Enqueued, Failure, FailureClass,
     InTransaction, JobFilter, JobId, JobRecord, JobState, KeyLimit, Lease, LeaseLost,
@@ -89,6 +92,7 @@ pub use docket_worker::{
 /// trait (so `store.enqueue(..)` resolves), [`EnqueueJob`] (typed enqueue) and [`Outputs`]
 /// (typed results: `store.output::<T>(id)`, `store.wait_output::<T>(id, timeout)`).
 pub mod prelude {
+    pub use docket_core::workflow::Workflow;
     pub use docket_core::{InTransaction, JobId, JobState, NewJob, Store, StoreError};
     #[cfg(feature = "postgres")]
     pub use docket_postgres::PgStore;

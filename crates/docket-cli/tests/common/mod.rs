@@ -320,3 +320,63 @@ pub fn curl(args: &[&str]) -> String {
         .expect("curl");
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// `docket workflows enqueue` and `docket work --exec` on a workflow, through `run` (a
+/// `docket` invocation on the test's database) in scratch directory `dir`: a refused graph
+/// writes nothing and exits with the invalid-input code; a valid one prints each node's job;
+/// a worker runs `charge`, then `email`, whose command reads `DOCKET_DEPS` (`{parent:
+/// output}`) and prints it as its own output. Returns the email job's output.
+pub fn workflow_through_the_cli(run: impl Fn(&[&str]) -> Output, dir: &Path) -> serde_json::Value {
+    let o = run(&["migrate"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"name":"loop","nodes":[{"name":"a","kind":"k","after":["b"]},{"name":"b","kind":"k","after":["a"]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["workflows", "enqueue", bad.to_str().unwrap()]);
+    assert_eq!(code(&o), 5, "a cycle is invalid input: {}", err(&o));
+    assert!(err(&o).contains("cycle"), "{}", err(&o));
+    let o = run(&["jobs", "list", "--json"]);
+    assert_eq!(out(&o).trim(), "[]", "nothing was enqueued: {}", out(&o));
+
+    let good = dir.join("signup.json");
+    std::fs::write(
+        &good,
+        r#"{"name":"signup","nodes":[
+            {"name":"charge","queue":"wf","kind":"charge","args":{"cents":1250}},
+            {"name":"email","queue":"wf","kind":"email","after":["charge"]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["workflows", "enqueue", good.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    let email = v["jobs"]["email"].as_i64().expect("the email node's job");
+    assert!(v["jobs"]["charge"].as_i64().is_some() && v["workflow"].as_i64().is_some());
+    let script = r#"case "$DOCKET_KIND" in
+  charge) echo '{"receipt":"r-1"}';;
+  email) [ "$DOCKET_NODE" = email ] || exit 65; cat "$DOCKET_DEPS";;
+esac"#;
+    let o = run(&[
+        "work",
+        "--queue",
+        "wf",
+        "--exec",
+        script,
+        "--capture-output",
+        "--drain",
+        "--poll",
+        "100ms",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = run(&["workflows", "deps", &email.to_string(), "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let deps: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    assert_eq!(deps[0]["node"], "charge");
+    assert_eq!(deps[0]["state"], "succeeded");
+    let o = run(&["jobs", "output", &email.to_string(), "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    v["output"].clone()
+}

@@ -445,6 +445,14 @@ macro_rules! local_db {
     };
 }
 
+/// `docket workflows enqueue` refuses a cycle writing nothing, enqueues a graph, and a
+/// `docket work --exec` command of a child reads its parent's output from `DOCKET_DEPS`.
+pub async fn a_workflow_file_runs_through_exec_commands<D: Db>() {
+    let f = D::fresh().await;
+    let out = common::workflow_through_the_cli(|a| f.run(a), f.dir());
+    assert_eq!(out, serde_json::json!({"charge": {"receipt": "r-1"}}));
+}
+
 /// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
 #[macro_export]
 macro_rules! local_cli_suite {
@@ -452,7 +460,8 @@ macro_rules! local_cli_suite {
         $crate::local_cli_suite!(@cases $d;
             a_paused_worker_cannot_overwrite_its_successor,
             the_dashboard_serves_this_engine,
-            kill_minus_nine_workers_repeatedly
+            kill_minus_nine_workers_repeatedly,
+            a_workflow_file_runs_through_exec_commands
         );
     };
     (@cases $d:ty; $($case:ident),*) => {

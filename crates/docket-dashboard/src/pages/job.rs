@@ -67,7 +67,7 @@ pub async fn page<S: Store>(
         div.bar #actions {
             @if matches!(j.state, JobState::Dead | JobState::Cancelled) { (button(&app, &act("retry"), "Retry", "")) }
             @if scheduled { (button(&app, &act("run-now"), "Run now", "")) }
-            @if matches!(j.state, JobState::Pending | JobState::Running) && j.cancel_requested_at.is_none() {
+            @if matches!(j.state, JobState::Waiting | JobState::Pending | JobState::Running) && j.cancel_requested_at.is_none() {
                 (confirm_button(&app, &act("cancel"), "Cancel", "danger", &format!("Cancel job {}?", j.id.0)))
             }
             @if j.state == JobState::Dead { (confirm_button(&app, &act("skip"), "Skip (release its ordering key)", "danger", &format!("Skip dead job {} and let the next job of its ordering key run?", j.id.0))) }

@@ -139,6 +139,7 @@ macro_rules! conformance_suite {
             workflows::failure_policies_apply_on_every_end,
             workflows::an_operator_cancel_of_a_waiting_node_is_applied_once,
             workflows::an_edge_is_consumed_once,
+            workflows::finished_workflows_are_pruned,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -15,6 +15,7 @@ fn gates_of(r: &WhyReport) -> Vec<&'static str> {
             Gate::ScheduledLater { .. } => "scheduled_later",
             Gate::Sleeping { .. } => "sleeping",
             Gate::WaitingForSignal { .. } => "waiting_for_signal",
+            Gate::WaitingForParents { .. } => "waiting_for_parents",
             Gate::QueuePaused { .. } => "queue_paused",
             Gate::QueueFull { .. } => "queue_full",
             Gate::QueueRateEmpty { .. } => "queue_rate_empty",

@@ -109,6 +109,18 @@ pub async fn a_graph_runs_each_node_after_its_parents<H: Harness>(h: &H) {
         JobState::Waiting,
         "one parent of two"
     );
+    let why = s.why(id("d")).await.unwrap();
+    assert_eq!(
+        why.gates,
+        vec![Gate::WaitingForParents {
+            unfinished: vec![("c".into(), JobState::Running)],
+            total: 2
+        }]
+    );
+    assert_eq!(
+        why.gates[0].describe("q"),
+        "waiting for 1 of 2 parents: c (running)"
+    );
     assert!(ready(s, "w").await.is_empty());
     s.complete_nodes("w", &[done(&second[1], Some(json!("c")))])
         .await
@@ -389,4 +401,59 @@ pub async fn an_edge_is_consumed_once<H: Harness>(h: &H) {
     s.complete_nodes("w", &[done(q, None)]).await.unwrap();
     let c = ready(s, "w").await;
     assert_eq!(c.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id("c")]);
+}
+
+/// Pruning a finished workflow's nodes takes their edges and then the workflow's row with
+/// them; an unfinished workflow keeps both.
+pub async fn finished_workflows_are_pruned<H: Harness>(h: &H) {
+    let s = h.store();
+    let two = |name: &str| {
+        graph(
+            Workflow::new(name)
+                .add("a", node("a"))
+                .add_after("b", node("b"), ["a"]),
+        )
+    };
+    let done_wf = s.enqueue_workflow(&two("done")).await.unwrap();
+    let open_wf = s.enqueue_workflow(&two("open")).await.unwrap();
+    let roots = ready(s, "w").await;
+    assert_eq!(roots.len(), 2);
+    let a = roots
+        .iter()
+        .find(|j| Some(j.id) == done_wf.job("a"))
+        .unwrap();
+    s.complete_nodes("w", &[done(a, None)]).await.unwrap();
+    let b = ready(s, "w").await;
+    assert_eq!(
+        b.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![done_wf.job("b").unwrap()]
+    );
+    s.complete_nodes("w", &[done(&b[0], None)]).await.unwrap();
+    h.advance(Duration::from_secs(120)).await;
+    let report = s
+        .prune(&Retention {
+            finished: Duration::ZERO,
+            dead: Duration::ZERO,
+            outputs: Duration::ZERO,
+            batch: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.finished, 2, "the finished workflow's two nodes");
+    assert_eq!(report.workflow_rows, 2, "its edge, then its workflow row");
+    assert_eq!(
+        state(s, open_wf.job("b").unwrap()).await,
+        JobState::Waiting,
+        "the unfinished workflow is untouched"
+    );
+    let again = s
+        .prune(&Retention {
+            finished: Duration::ZERO,
+            dead: Duration::ZERO,
+            outputs: Duration::ZERO,
+            batch: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.workflow_rows, 0);
 }
