@@ -298,8 +298,8 @@ impl Mutant {
             )],
             Mutant::WorkflowStaleUnblocks => &[(
                 "complete_nodes_fenced",
-                "    RETURN QUERY\n    WITH done AS (",
-                "    PERFORM workflow_resolve(x, 'succeeded') FROM unnest(p_ids) AS x;\n    RETURN QUERY\n    WITH done AS (",
+                "WHERE d.parent_id = ANY (v_done) AND d.state = 'waiting'",
+                "WHERE d.parent_id = ANY (p_ids) AND d.state = 'waiting'",
             )],
             Mutant::WorkflowDoubleDecrement => &[(
                 "workflow_resolve",

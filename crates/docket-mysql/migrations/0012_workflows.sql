@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS workflows (
     nodes      INT          NOT NULL,
     created_at BIGINT       NOT NULL COMMENT 'time_ms',
     CONSTRAINT workflows_name CHECK (CHAR_LENGTH(name) BETWEEN 1 AND 128),
-    CONSTRAINT workflows_nodes CHECK (nodes BETWEEN 1 AND 10000)
+    CONSTRAINT workflows_nodes CHECK (nodes BETWEEN 1 AND 20000)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS job_deps (

@@ -112,7 +112,7 @@ CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, met
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.state = 'running'::text) AND ((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 CREATE TRIGGER jobs_workflow_deleted AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.workflow_id IS NOT NULL) AND (old.state = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text])) AND (pg_trigger_depth() = 0))) EXECUTE FUNCTION {{schema}}.jobs_workflow_ended();
-CREATE TRIGGER jobs_workflow_ended AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN (((old.workflow_id IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) AND (pg_trigger_depth() = 0))) EXECUTE FUNCTION {{schema}}.jobs_workflow_ended();
+CREATE TRIGGER jobs_workflow_ended AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN (((old.workflow_id IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) AND (pg_trigger_depth() = 0) AND (current_setting('docket.nodes_batch'::text, true) IS DISTINCT FROM 'on'::text))) EXECUTE FUNCTION {{schema}}.jobs_workflow_ended();
 
 CREATE TABLE {{schema}}.key_handovers (
     id bigint NOT NULL DEFAULT nextval('{{schema}}.key_handovers_id_seq'::regclass),
@@ -286,7 +286,7 @@ CREATE TABLE {{schema}}.workflows (
     created_at timestamp with time zone NOT NULL DEFAULT now()
 );
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_name_check CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 128)));
-ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 1) AND (nodes <= 10000)));
+ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 1) AND (nodes <= 20000)));
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 CREATE OR REPLACE FUNCTION {{schema}}.backoff_delay(p_attempt integer, p_base_ms bigint, p_cap_ms bigint)
@@ -657,6 +657,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_nodes_fenced(p_ids bigint[], p_at
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+DECLARE
+    v_done bigint[];
+    v_attempts integer[];
+    v_woken integer;
 BEGIN
     -- The children of the whole batch first, in id order: every transaction that ends
     -- parents takes their shared children in one order.
@@ -665,9 +669,10 @@ BEGIN
                    WHERE d.parent_id = ANY (p_ids) AND d.state = 'waiting')
     ORDER BY c.id
     FOR UPDATE;
-    -- complete_output_fenced()'s fence and write (migration 0018), the output optional;
-    -- the trigger jobs_workflow_ended consumes the edges of each row that changed.
-    RETURN QUERY
+    -- complete_output_fenced()'s fence and write (migration 0018), the output optional. The
+    -- batch's edges are consumed below in three statements for the whole batch, rather than
+    -- row by row by the trigger, which this setting keeps quiet for this statement only.
+    PERFORM set_config('docket.nodes_batch', 'on', true);
     WITH done AS (
         UPDATE jobs AS j
         SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
@@ -680,9 +685,32 @@ BEGIN
           AND j.lease_expires_at > statement_timestamp(), false)
         RETURNING j.id, j.attempt
     )
-    SELECT d.id, d.attempt
-    FROM done AS d
-    CROSS JOIN LATERAL (SELECT pg_notify(current_schema() || '_done', d.id::text)) AS n;
+    SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.attempt), '{}')
+    INTO v_done, v_attempts FROM done AS d;
+    PERFORM set_config('docket.nodes_batch', 'off', true);
+    PERFORM pg_notify(current_schema() || '_done', x::text) FROM unnest(v_done) AS x;
+    -- workflow_resolve() for a success, set-based: each edge of a node that succeeded here
+    -- and is still waiting is consumed once; a child whose count reaches zero is pending,
+    -- due now, and its queue's workers are woken at commit.
+    WITH consumed AS (
+        UPDATE job_deps AS d SET state = 'satisfied'
+        WHERE d.parent_id = ANY (v_done) AND d.state = 'waiting'
+        RETURNING d.child_id
+    ), counts AS (
+        SELECT child_id, count(*)::integer AS n FROM consumed GROUP BY child_id
+    ), ready AS (
+        UPDATE jobs AS c
+        SET state = CASE WHEN c.deps_waiting = k.n THEN 'pending' ELSE c.state END,
+            run_at = CASE WHEN c.deps_waiting = k.n THEN now() ELSE c.run_at END,
+            deps_waiting = c.deps_waiting - k.n
+        FROM counts AS k
+        WHERE c.id = k.child_id AND c.state = 'waiting'
+        RETURNING c.state, c.queue
+    )
+    SELECT count(*) INTO v_woken
+    FROM (SELECT pg_notify(current_schema() || '_wakeup', r.queue)
+          FROM (SELECT DISTINCT queue FROM ready WHERE state = 'pending') AS r) AS w;
+    RETURN QUERY SELECT x.id, x.attempt FROM unnest(v_done, v_attempts) AS x(id, attempt);
 END
 $function$;
 
@@ -962,8 +990,8 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: a workflow needs at least one node' USING ERRCODE = v_bad;
     END IF;
     v_n := jsonb_array_length(v_nodes);
-    IF v_n > 10000 THEN
-        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 10000', v_n USING ERRCODE = v_bad;
+    IF v_n > 20000 THEN
+        RAISE EXCEPTION 'workflow refused: % nodes, over the limit of 20000', v_n USING ERRCODE = v_bad;
     END IF;
     -- Names and fields.
     FOR v_i IN 1 .. v_n LOOP
@@ -1025,7 +1053,7 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: node % is defined twice', quote_literal(v_parent)
             USING ERRCODE = v_bad;
     END IF;
-    -- Name to position, a binary search per lookup (the graph may hold 50,000 edges).
+    -- Name to position, a binary search per lookup (the graph may hold 100,000 edges).
     SELECT jsonb_object_agg(n, i) INTO v_index FROM unnest(v_names) WITH ORDINALITY AS x(n, i);
     -- Edges.
     FOR v_i IN 1 .. v_n LOOP
@@ -1056,8 +1084,8 @@ BEGIN
                 RAISE EXCEPTION 'workflow refused: node % depends on %, which is not in the workflow',
                     quote_literal(v_node->>'name'), quote_literal(v_parent) USING ERRCODE = v_bad;
             END IF;
-            IF cardinality(v_from) >= 50000 THEN
-                RAISE EXCEPTION 'workflow refused: more than 50000 edges' USING ERRCODE = v_bad;
+            IF cardinality(v_from) >= 100000 THEN
+                RAISE EXCEPTION 'workflow refused: more than 100000 edges' USING ERRCODE = v_bad;
             END IF;
             v_from := v_from || v_p;
             v_to := v_to || v_i;

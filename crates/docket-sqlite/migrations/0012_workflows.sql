@@ -107,7 +107,7 @@ CREATE INDEX jobs_workflow_idx ON jobs (workflow_id, node) WHERE workflow_id IS 
 CREATE TABLE workflows (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     name       TEXT    NOT NULL CHECK (length(CAST(name AS BLOB)) BETWEEN 1 AND 128),
-    nodes      INTEGER NOT NULL CHECK (nodes BETWEEN 1 AND 10000),
+    nodes      INTEGER NOT NULL CHECK (nodes BETWEEN 1 AND 20000),
     created_at TIMEINT NOT NULL
 );
 
