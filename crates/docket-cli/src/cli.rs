@@ -591,7 +591,7 @@ pub struct ListArgs {
     /// Only jobs of this queue.
     #[arg(long)]
     pub queue: Option<String>,
-    /// pending, running, succeeded, dead or cancelled; or retrying (pending after a failed
+    /// waiting, pending, running, succeeded, dead or cancelled; or retrying (pending after a failed
     /// attempt) or scheduled (pending, not due yet).
     #[arg(long)]
     pub state: Option<String>,

@@ -284,3 +284,94 @@ async fn a_connection_cut_while_the_worker_starts_is_ridden_out() {
         "the retry is said: {said}"
     );
 }
+
+/// Two hundred random workflows of up to twenty nodes (some commands failing, `cancel` and
+/// `ignore` edges) run by three `docket work --exec` workers — half of them deleting plain
+/// successes — one SIGKILLed every 1-2 s and replaced: every workflow ends, each node as the
+/// policies say, no node starts before its parents finished, a node its parent's failure
+/// cancelled never starts, and every edge is consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_end_correctly_while_workers_are_killed() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let (_d, dir) = scratch();
+    let log = dir.join("exec.log");
+    let graphs = dags::random(11, 200, 20);
+    let ids = dags::enqueue(|a| cli.run(a), &dir, &graphs);
+    db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
+        .await;
+    let spawn = |n: usize| {
+        let err = log.with_extension(format!("{n}.err"));
+        let exec = logged(&log, dags::COMMAND);
+        let mut args = vec![
+            "--queue",
+            "wf",
+            "--concurrency",
+            "8",
+            "--lease",
+            "2s",
+            "--poll",
+            "200ms",
+            "--exec",
+            &exec,
+        ];
+        if n.is_multiple_of(2) {
+            args.push("--delete-succeeded");
+        }
+        spawn_worker(&db, &args, Some(&err))
+    };
+    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
+    let left = || async {
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs WHERE state IN ('waiting', 'pending', 'running')",
+        )
+        .await
+    };
+    let mut rng = rand::thread_rng();
+    let mut kills = 0;
+    // The chaos interval, not a wait for anything.
+    while kills < 12 {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
+        if left().await == 0 {
+            break;
+        }
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = spawn(3 + kills);
+        kills += 1;
+    }
+    eventually(
+        Duration::from_secs(600),
+        "every workflow ended after the kills",
+        || async { left().await == 0 },
+    )
+    .await;
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(w.wait().unwrap().success(), "a survivor exited badly");
+    }
+    assert_no_worker_panicked(&dir);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}.job_deps WHERE state = 'waiting'")
+            .await,
+        0,
+        "every edge was consumed"
+    );
+    let (jobs, runs, rerun) = dags::check(
+        |a| cli.run(a),
+        &graphs,
+        &ids,
+        &std::fs::read_to_string(&log).unwrap_or_default(),
+    );
+    assert!(
+        kills >= 2,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    println!(
+        "{jobs} workflow nodes on PostgreSQL, {kills} SIGKILLs, {runs} runs logged, {rerun} nodes ran more than once"
+    );
+}

@@ -380,3 +380,181 @@ esac"#;
     let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
     v["output"].clone()
 }
+
+/// Random workflows for the chaos tests, their files, and the checks after the kills.
+pub mod dags {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::process::Output;
+
+    use rand::{Rng, SeedableRng};
+
+    /// One node: whether its command fails (exit 65: dead at once), and its parents (index
+    /// in the workflow, and whether the edge is `cancel` rather than `ignore`).
+    pub struct Node {
+        pub fails: bool,
+        pub after: Vec<(usize, bool)>,
+    }
+
+    /// `count` random DAGs of 1..=`max` nodes (parents drawn among earlier nodes, so each is
+    /// acyclic), a node failing one time in twenty.
+    pub fn random(seed: u64, count: usize, max: usize) -> Vec<Vec<Node>> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        (0..count)
+            .map(|_| {
+                let n = rng.gen_range(1..=max);
+                let mut nodes = Vec::with_capacity(n);
+                for i in 0..n {
+                    let fails = rng.gen_bool(0.05);
+                    let mut after = Vec::new();
+                    for p in 0..i {
+                        if rng.gen_bool((2.0 / i as f64).min(0.6)) {
+                            after.push((p, rng.gen_bool(0.7)));
+                        }
+                    }
+                    nodes.push(Node { fails, after });
+                }
+                nodes
+            })
+            .collect()
+    }
+
+    /// What each node must end as: cancelled when a parent on a `cancel` edge did not
+    /// succeed, else dead when its command fails, else succeeded.
+    pub fn expected(g: &[Node]) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::with_capacity(g.len());
+        for n in g {
+            let cancelled = n
+                .after
+                .iter()
+                .any(|&(p, cancel)| cancel && out[p] != "succeeded");
+            out.push(if cancelled {
+                "cancelled"
+            } else if n.fails {
+                "dead"
+            } else {
+                "succeeded"
+            });
+        }
+        out
+    }
+
+    /// Enqueues every graph with `docket workflows enqueue` (queue `wf`, kind `ok` or
+    /// `fail`); each graph's job ids by node index.
+    pub fn enqueue(
+        run: impl Fn(&[&str]) -> Output,
+        dir: &Path,
+        graphs: &[Vec<Node>],
+    ) -> Vec<Vec<i64>> {
+        graphs
+            .iter()
+            .enumerate()
+            .map(|(w, g)| {
+                let nodes: Vec<serde_json::Value> = g
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        let after: Vec<serde_json::Value> = n
+                            .after
+                            .iter()
+                            .map(|&(p, cancel)| {
+                                serde_json::json!({"node": format!("n{p}"),
+                                    "on_failure": if cancel { "cancel" } else { "ignore" }})
+                            })
+                            .collect();
+                        serde_json::json!({"name": format!("n{i}"), "queue": "wf",
+                            "kind": if n.fails { "fail" } else { "ok" }, "after": after})
+                    })
+                    .collect();
+                let path: PathBuf = dir.join(format!("dag-{w}.json"));
+                std::fs::write(
+                    &path,
+                    serde_json::json!({"name": format!("dag-{w}"), "nodes": nodes}).to_string(),
+                )
+                .unwrap();
+                let o = run(&["workflows", "enqueue", path.to_str().unwrap(), "--json"]);
+                assert_eq!(super::code(&o), 0, "{}", super::err(&o));
+                let v: serde_json::Value = serde_json::from_str(super::out(&o).trim()).unwrap();
+                (0..g.len())
+                    .map(|i| v["jobs"][format!("n{i}")].as_i64().expect("a job per node"))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The command every worker runs (logged as `start|end JOB FENCE NANOS`).
+    pub const COMMAND: &str = r#"case "$DOCKET_KIND" in fail) exit 65;; *) sleep 0.02;; esac"#;
+
+    /// After the run: every node ended as [`expected`]; no node started before each of its
+    /// parents had finished (the log's first start of the child against the parent's
+    /// `finished_at` from `docket jobs list`); a node a `cancel` edge cancelled never started.
+    /// Returns (jobs, runs logged, jobs that ran more than once).
+    pub fn check(
+        run: impl Fn(&[&str]) -> Output,
+        graphs: &[Vec<Node>],
+        ids: &[Vec<i64>],
+        log: &str,
+    ) -> (usize, usize, usize) {
+        let o = run(&[
+            "jobs", "list", "--queue", "wf", "--limit", "100000", "--json",
+        ]);
+        assert_eq!(super::code(&o), 0, "{}", super::err(&o));
+        let rows: Vec<serde_json::Value> = serde_json::from_str(super::out(&o).trim()).unwrap();
+        let mut state: HashMap<i64, String> = HashMap::new();
+        let mut finished_ns: HashMap<i64, i128> = HashMap::new();
+        for r in &rows {
+            let id = r["id"].as_i64().unwrap();
+            state.insert(id, r["state"].as_str().unwrap().to_string());
+            if let Some(t) = r["finished_at"].as_str() {
+                let t = chrono::DateTime::parse_from_rfc3339(t).unwrap();
+                finished_ns.insert(id, i128::from(t.timestamp_nanos_opt().unwrap()));
+            }
+        }
+        let mut first_start: HashMap<i64, i128> = HashMap::new();
+        let mut starts: HashMap<i64, usize> = HashMap::new();
+        let mut runs = 0;
+        for line in log.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() == 4 && f[0] == "start" {
+                let (id, ns): (i64, i128) = (f[1].parse().unwrap(), f[3].parse().unwrap());
+                runs += 1;
+                *starts.entry(id).or_default() += 1;
+                let e = first_start.entry(id).or_insert(ns);
+                *e = (*e).min(ns);
+            }
+        }
+        let mut jobs = 0;
+        for (g, gids) in graphs.iter().zip(ids) {
+            let want = expected(g);
+            for (i, n) in g.iter().enumerate() {
+                jobs += 1;
+                let id = gids[i];
+                assert_eq!(
+                    state.get(&id).map(String::as_str),
+                    Some(want[i]),
+                    "job {id} (node n{i})"
+                );
+                if want[i] == "cancelled" {
+                    assert!(!first_start.contains_key(&id), "cancelled job {id} ran");
+                    continue;
+                }
+                let Some(&start) = first_start.get(&id) else {
+                    panic!("job {id} ended {} without a run logged", want[i]);
+                };
+                for &(p, _) in &n.after {
+                    let pid = gids[p];
+                    // finished_at has millisecond precision on SQLite and MariaDB: a start
+                    // before the parent's finish, rounded down, is a start before it.
+                    let fin = finished_ns[&pid] / 1_000_000 * 1_000_000;
+                    assert!(
+                        start >= fin,
+                        "job {id} started {} ms before its parent {pid} finished",
+                        (fin - start) / 1_000_000
+                    );
+                }
+            }
+        }
+        let rerun = starts.values().filter(|&&n| n > 1).count();
+        (jobs, runs, rerun)
+    }
+}

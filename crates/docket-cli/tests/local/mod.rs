@@ -453,6 +453,98 @@ pub async fn a_workflow_file_runs_through_exec_commands<D: Db>() {
     assert_eq!(out, serde_json::json!({"charge": {"receipt": "r-1"}}));
 }
 
+/// Two hundred random workflows of up to twenty nodes (some commands failing, `cancel` and
+/// `ignore` edges) run by three `docket work --exec` workers, one SIGKILLed every 1-2 s and
+/// replaced: every workflow ends, each node as the policies say, no node starts before its
+/// parents finished, a node its parent's failure cancelled never starts, and every edge is
+/// consumed.
+pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
+    let f = D::fresh().await;
+    let s = f.store().await;
+    s.migrate().await.unwrap();
+    let graphs = common::dags::random(7, 200, 20);
+    let ids = common::dags::enqueue(|a| f.run(a), f.dir(), &graphs);
+    D::exec(
+        &s,
+        "UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200",
+    )
+    .await;
+    let log = f.dir().join("exec.log");
+    let spawn = |n: usize| {
+        f.worker(
+            &[
+                "--queue",
+                "wf",
+                "--concurrency",
+                "8",
+                "--lease",
+                "2s",
+                "--poll",
+                "200ms",
+                "--exec",
+                &logged(&log, common::dags::COMMAND),
+            ],
+            Some(&f.dir().join(format!("w{n}.err"))),
+        )
+    };
+    let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
+    let left = || async {
+        D::scalar(
+            &s,
+            "SELECT count(*) FROM jobs WHERE state IN ('waiting', 'pending', 'running')",
+        )
+        .await
+    };
+    let mut rng = rand::thread_rng();
+    let mut kills = 0;
+    // The chaos interval, not a wait for anything.
+    while kills < 12 {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
+        if left().await == 0 {
+            break;
+        }
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        checker::assert_exit("victim", status, "", checker::Exit::Killed);
+        workers[victim] = spawn(3 + kills);
+        kills += 1;
+    }
+    eventually_explained(
+        Duration::from_secs(600),
+        "every workflow ended after the kills",
+        || async { left().await == 0 },
+        || format!("workers' stderr:\n{}", worker_log_tails(f.dir())),
+    )
+    .await;
+    for w in workers.iter() {
+        signal(w.id(), "TERM");
+    }
+    for w in workers.iter_mut() {
+        assert!(w.wait().unwrap().success(), "a survivor exited badly");
+    }
+    assert_no_worker_panicked(f.dir());
+    assert_eq!(
+        D::scalar(&s, "SELECT count(*) FROM job_deps WHERE state = 'waiting'").await,
+        0,
+        "every edge was consumed"
+    );
+    let (jobs, runs, rerun) = common::dags::check(
+        |a| f.run(a),
+        &graphs,
+        &ids,
+        &std::fs::read_to_string(&log).unwrap_or_default(),
+    );
+    assert!(
+        kills >= 2,
+        "only {kills} kills: the run was too short to mean anything"
+    );
+    println!(
+        "{jobs} workflow nodes on {}, {kills} SIGKILLs, {runs} runs logged, {rerun} nodes ran more than once",
+        D::NAME
+    );
+}
+
 /// One `#[tokio::test]` per case of this suite, for database type `$d` (a [`Db`]).
 #[macro_export]
 macro_rules! local_cli_suite {
@@ -461,7 +553,8 @@ macro_rules! local_cli_suite {
             a_paused_worker_cannot_overwrite_its_successor,
             the_dashboard_serves_this_engine,
             kill_minus_nine_workers_repeatedly,
-            a_workflow_file_runs_through_exec_commands
+            a_workflow_file_runs_through_exec_commands,
+            workflows_end_correctly_while_workers_are_killed
         );
     };
     (@cases $d:ty; $($case:ident),*) => {
