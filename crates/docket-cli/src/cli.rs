@@ -516,6 +516,36 @@ pub enum WorkflowsCommand {
     Enqueue(WorkflowFileArgs),
     /// The parents of a workflow node: name, job, state and output.
     Deps(WorkflowJobArgs),
+    /// The newest workflows: state and nodes by state.
+    List(WorkflowListArgs),
+    /// One workflow: its nodes (state, job, depth) and edges.
+    Show(WorkflowIdArgs),
+    /// Cancel every unfinished node of a workflow, parents first.
+    Cancel(WorkflowIdArgs),
+    /// Retry every dead or cancelled node of a workflow, parents first (each waits again for
+    /// its parents).
+    Retry(WorkflowIdArgs),
+}
+
+/// `docket workflows list`.
+#[derive(Debug, Args)]
+pub struct WorkflowListArgs {
+    /// How many, 1..=1000.
+    #[arg(long, default_value_t = 50)]
+    pub limit: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `docket workflows show|cancel|retry`.
+#[derive(Debug, Args)]
+pub struct WorkflowIdArgs {
+    /// The workflow's id.
+    pub id: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `docket workflows enqueue`.

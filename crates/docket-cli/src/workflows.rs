@@ -6,7 +6,9 @@ use comfy_table::Cell;
 use docket_core::workflow::Graph;
 use docket_core::{JobId, Store};
 
-use crate::cli::{WorkflowFileArgs, WorkflowJobArgs, WorkflowsCommand};
+use crate::cli::{
+    WorkflowFileArgs, WorkflowIdArgs, WorkflowJobArgs, WorkflowListArgs, WorkflowsCommand,
+};
 use crate::engine::Open;
 use crate::fail::CliError;
 use crate::output;
@@ -21,7 +23,120 @@ pub async fn run(ctx: &impl Open, cmd: WorkflowsCommand) -> anyhow::Result<()> {
     match cmd {
         WorkflowsCommand::Enqueue(a) => enqueue(ctx, a).await,
         WorkflowsCommand::Deps(a) => deps(ctx, a).await,
+        WorkflowsCommand::List(a) => list(ctx, a).await,
+        WorkflowsCommand::Show(a) => show(ctx, a).await,
+        WorkflowsCommand::Cancel(a) => act(ctx, a, false).await,
+        WorkflowsCommand::Retry(a) => act(ctx, a, true).await,
     }
+}
+
+/// A missing workflow said as one (the store names it as a job id).
+fn not_found(id: i64, e: docket_core::StoreError) -> anyhow::Error {
+    match e {
+        docket_core::StoreError::NotFound(_) => {
+            CliError::new(crate::cli::exit::NOT_FOUND, format!("no workflow {id}")).into()
+        }
+        e => e.into(),
+    }
+}
+
+fn counts(c: &[(docket_core::JobState, i64)]) -> String {
+    c.iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn list(ctx: &impl Open, a: WorkflowListArgs) -> anyhow::Result<()> {
+    docket_core::workflow::check_limit(a.limit).map_err(|e| CliError::invalid(e.to_string()))?;
+    let store = Open::existing(ctx, 1).await?;
+    let list = store.workflows(a.limit).await?;
+    if a.json {
+        return output::json(&list);
+    }
+    let mut t = output::table(&["id", "name", "state", "nodes", "by state", "created"]);
+    for w in &list {
+        t.add_row(vec![
+            Cell::new(w.id),
+            Cell::new(docket_core::validate::visible(&w.name)),
+            Cell::new(w.state),
+            Cell::new(w.nodes),
+            Cell::new(counts(&w.counts)),
+            Cell::new(output::time(&w.created_at)),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+async fn show(ctx: &impl Open, a: WorkflowIdArgs) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
+    let w = store.workflow(a.id).await.map_err(|e| not_found(a.id, e))?;
+    if a.json {
+        return output::json(&w);
+    }
+    println!(
+        "workflow {} {}: {} ({})",
+        w.summary.id,
+        docket_core::validate::visible(&w.summary.name),
+        w.summary.state,
+        counts(&w.summary.counts)
+    );
+    let depth = w.depths();
+    let name = |id: JobId| {
+        w.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .map(|n| docket_core::validate::visible(&n.name))
+            .unwrap_or_else(|| format!("job {id}"))
+    };
+    let mut t = output::table(&["node", "job", "state", "kind", "depth", "after"]);
+    for (i, n) in w.nodes.iter().enumerate() {
+        let after: Vec<String> = w
+            .edges
+            .iter()
+            .filter(|e| e.child == n.id)
+            .map(|e| format!("{} ({}, {})", name(e.parent), e.on_failure, e.state))
+            .collect();
+        t.add_row(vec![
+            Cell::new(docket_core::validate::visible(&n.name)),
+            Cell::new(n.id.0),
+            output::state_cell(n.state),
+            Cell::new(docket_core::validate::visible(&n.kind)),
+            Cell::new(depth[i]),
+            Cell::new(after.join(", ")),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+async fn act(ctx: &impl Open, a: WorkflowIdArgs, retry: bool) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
+    let n = if retry {
+        store.retry_workflow(a.id).await
+    } else {
+        store.cancel_workflow(a.id).await
+    }
+    .map_err(|e| not_found(a.id, e))?;
+    let action = if retry {
+        "workflow.retry"
+    } else {
+        "workflow.cancel"
+    };
+    crate::audit::record(
+        &store,
+        action,
+        a.id.to_string(),
+        serde_json::json!({ "nodes": n }),
+    )
+    .await;
+    if a.json {
+        return output::json(&serde_json::json!({ "workflow": a.id, "nodes": n }));
+    }
+    let verb = if retry { "retried" } else { "cancelled" };
+    println!("workflow {}: {n} nodes {verb}", a.id);
+    Ok(())
 }
 
 /// The graph in `path` (`-`: standard input), parsed and checked before any connection is

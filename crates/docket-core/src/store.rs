@@ -116,6 +116,63 @@ pub trait Store: Clone + Send + Sync + 'static {
         graph: &crate::workflow::Graph,
     ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
 
+    /// The newest `limit` workflows (1..=1000), newest first, with their nodes' counts.
+    fn workflows(
+        &self,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<crate::workflow::WorkflowSummary>>> + Send;
+
+    /// One workflow: its nodes and edges. `NotFound` names the workflow's id as a job id.
+    fn workflow(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<crate::workflow::WorkflowDetail>> + Send;
+
+    /// Cancels every unfinished node of workflow `id`, parents first (a waiting or pending
+    /// node ends cancelled, its dependents follow their policies; a running one is asked to
+    /// stop); returns how many nodes the cancel reached. Nodes that ended meanwhile are
+    /// skipped.
+    fn cancel_workflow(&self, id: i64) -> impl Future<Output = Result<u64>> + Send {
+        async move {
+            let w = self.workflow(id).await?;
+            let mut n = 0;
+            for i in topological(&w) {
+                let node = &w.nodes[i];
+                if matches!(
+                    node.state,
+                    JobState::Waiting | JobState::Pending | JobState::Running
+                ) {
+                    match self.cancel(node.id).await {
+                        Ok(_) => n += 1,
+                        Err(crate::StoreError::WrongState { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok(n)
+        }
+    }
+
+    /// Retries every dead or cancelled node of workflow `id`, parents first: each waits
+    /// again for what is unfinished above it (see [`Store::retry`]). Returns how many.
+    fn retry_workflow(&self, id: i64) -> impl Future<Output = Result<u64>> + Send {
+        async move {
+            let w = self.workflow(id).await?;
+            let mut n = 0;
+            for i in topological(&w) {
+                let node = &w.nodes[i];
+                if matches!(node.state, JobState::Dead | JobState::Cancelled) {
+                    match self.retry(node.id, 1).await {
+                        Ok(_) => n += 1,
+                        Err(crate::StoreError::WrongState { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok(n)
+        }
+    }
+
     /// A job's parents in its workflow: name, state and output (empty for a plain job).
     fn dep_outputs(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::DepOutput>>> + Send;
 
@@ -484,4 +541,12 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         limit: i64,
     ) -> impl Future<Output = Result<Vec<TickEnqueued>>> + Send;
+}
+
+/// `w`'s node indexes, parents before children (by depth).
+fn topological(w: &crate::workflow::WorkflowDetail) -> Vec<usize> {
+    let depth = w.depths();
+    let mut order: Vec<usize> = (0..w.nodes.len()).collect();
+    order.sort_by_key(|&i| (depth[i], i));
+    order
 }

@@ -141,6 +141,9 @@ macro_rules! store_impl {
                 -> $crate::core::WorkflowEnqueued = $crate::workflow::enqueue_workflow;
             dep_outputs(id: $crate::core::JobId) -> Vec<$crate::core::DepOutput>
                 = $crate::workflow::dep_outputs;
+            workflows(limit: i64) -> Vec<$crate::core::workflow::WorkflowSummary>
+                = $crate::workflow::workflows;
+            workflow(id: i64) -> $crate::core::workflow::WorkflowDetail = $crate::workflow::workflow;
             fail_many(owner: &str => owner.to_owned(), failures: &[$crate::core::Failure] => failures.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::fail_many;
             snooze_many(owner: &str => owner.to_owned(), snoozes: &[$crate::core::Snooze] => snoozes.to_vec())

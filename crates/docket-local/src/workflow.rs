@@ -13,7 +13,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use docket_core::local::{entry, push_error};
 use docket_core::mutants::{self, Mutant};
-use docket_core::workflow::{marked_metadata, Graph, NodeDone, OnFailure};
+use docket_core::workflow::{
+    marked_metadata, Graph, NodeDone, OnFailure, WorkflowDetail, WorkflowEdge, WorkflowNode,
+    WorkflowSummary,
+};
 use docket_core::*;
 
 use crate::args;
@@ -266,6 +269,70 @@ pub async fn prune<E: Engine>(e: &E, batch: i64) -> Result<u64> {
         }
     }
     Ok(total)
+}
+
+/// The newest `limit` workflows with their nodes' counts.
+pub async fn workflows<E: Engine>(e: &E, limit: i64) -> Result<Vec<WorkflowSummary>> {
+    docket_core::workflow::check_limit(limit)?;
+    let rows = e.reader().fetch_all("workflows_list", args![limit]).await?;
+    let mut list = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let state: Option<String> = r.get("state")?;
+        list.push((
+            r.get("id")?,
+            r.get("name")?,
+            rows::time(r, "created_at")?,
+            r.get("nodes")?,
+            state.map(|s| rows::state(&s)).transpose()?,
+            r.get("n")?,
+        ));
+    }
+    Ok(docket_core::workflow::summaries(list))
+}
+
+/// One workflow: its nodes and edges.
+pub async fn workflow<E: Engine>(e: &E, id: i64) -> Result<WorkflowDetail> {
+    let mut c = e.reader();
+    let nodes = c.fetch_all("workflow_nodes", args![id]).await?;
+    let edges = c.fetch_all("workflow_edges", args![id]).await?;
+    let Some(first) = nodes.first() else {
+        return Err(StoreError::NotFound(JobId(id)));
+    };
+    let mut out = Vec::new();
+    for r in &nodes {
+        let Some(job) = r.get::<Option<i64>>("id")? else {
+            continue;
+        };
+        out.push(WorkflowNode {
+            name: r.get("node")?,
+            id: JobId(job),
+            state: rows::state(&r.get::<String>("state")?)?,
+            kind: r.get("kind")?,
+        });
+    }
+    let summary = WorkflowSummary::of_nodes(
+        first.get("workflow_id")?,
+        first.get("name")?,
+        rows::time(first, "created_at")?,
+        first.get("nodes")?,
+        &out,
+    );
+    let edges = edges
+        .iter()
+        .map(|r| {
+            Ok(WorkflowEdge {
+                parent: JobId(r.get("parent_id")?),
+                child: JobId(r.get("child_id")?),
+                on_failure: r.get("on_failure")?,
+                state: r.get("state")?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(WorkflowDetail {
+        summary,
+        nodes: out,
+        edges,
+    })
 }
 
 /// A job's parents in its workflow, with their states and outputs.

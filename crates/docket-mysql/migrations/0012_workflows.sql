@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS job_deps (
     state       VARCHAR(16) NOT NULL DEFAULT 'waiting',
     PRIMARY KEY (parent_id, child_id),
     KEY job_deps_child (child_id),
+    KEY job_deps_workflow (workflow_id),
     CONSTRAINT job_deps_policy CHECK (on_failure IN ('cancel', 'ignore', 'hold')),
     CONSTRAINT job_deps_state CHECK (state IN ('waiting', 'satisfied', 'failed'))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin

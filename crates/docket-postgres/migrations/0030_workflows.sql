@@ -52,6 +52,8 @@ CREATE TABLE job_deps (
 );
 -- A child's parents (dependency outputs, why).
 CREATE INDEX job_deps_child_idx ON job_deps (child_id);
+-- A workflow's edges (its page).
+CREATE INDEX job_deps_workflow_idx ON job_deps (workflow_id);
 
 CREATE FUNCTION workflow_resolve(p_parent bigint, p_state text)
 RETURNS void

@@ -24,6 +24,7 @@ ALTER TABLE {{schema}}.job_deps ADD CONSTRAINT job_deps_on_failure_check CHECK (
 ALTER TABLE {{schema}}.job_deps ADD CONSTRAINT job_deps_pkey PRIMARY KEY (parent_id, child_id);
 ALTER TABLE {{schema}}.job_deps ADD CONSTRAINT job_deps_state_check CHECK ((state = ANY (ARRAY['waiting'::text, 'satisfied'::text, 'failed'::text])));
 CREATE INDEX job_deps_child_idx ON {{schema}}.job_deps USING btree (child_id);
+CREATE INDEX job_deps_workflow_idx ON {{schema}}.job_deps USING btree (workflow_id);
 
 CREATE TABLE {{schema}}.job_signals (
     job_id bigint NOT NULL,

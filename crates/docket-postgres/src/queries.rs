@@ -114,6 +114,9 @@ queries!(
     complete_nodes,
     dep_outputs,
     prune_workflows,
+    workflows_list,
+    workflow_nodes,
+    workflow_edges,
 );
 
 #[cfg(test)]

@@ -463,6 +463,14 @@ impl Store for PgStore {
         self.dep_outputs_impl(id).await
     }
 
+    async fn workflows(&self, limit: i64) -> Result<Vec<docket_core::workflow::WorkflowSummary>> {
+        self.workflows_impl(limit).await
+    }
+
+    async fn workflow(&self, id: i64) -> Result<docket_core::workflow::WorkflowDetail> {
+        self.workflow_impl(id).await
+    }
+
     async fn record_steps(
         &self,
         owner: &str,

@@ -4,7 +4,9 @@
 //! schema (`workflow_resolve()` and the trigger `jobs_workflow_ended`, migration 0030), so it
 //! holds whichever path ends a node.
 
-use docket_core::workflow::{Graph, NodeDone};
+use docket_core::workflow::{
+    Graph, NodeDone, WorkflowDetail, WorkflowEdge, WorkflowNode, WorkflowSummary,
+};
 use docket_core::*;
 use sqlx::{PgConnection, Row};
 
@@ -103,6 +105,93 @@ impl PgStore {
                 })
             })
             .collect()
+    }
+}
+
+impl PgStore {
+    pub(crate) async fn workflows_impl(&self, limit: i64) -> Result<Vec<WorkflowSummary>> {
+        docket_core::workflow::check_limit(limit)?;
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().workflows_list)
+                    .bind(limit)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)
+            })
+            .await?;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let state: Option<String> = r.try_get("state").map_err(db_err)?;
+            list.push((
+                r.try_get("id").map_err(db_err)?,
+                r.try_get("name").map_err(db_err)?,
+                r.try_get("created_at").map_err(db_err)?,
+                r.try_get("nodes").map_err(db_err)?,
+                state.map(|s| rows::state(&s)).transpose()?,
+                r.try_get("n").map_err(db_err)?,
+            ));
+        }
+        Ok(docket_core::workflow::summaries(list))
+    }
+
+    pub(crate) async fn workflow_impl(&self, id: i64) -> Result<WorkflowDetail> {
+        let (nodes, edges) = self
+            .run(async |c: &mut PgConnection| {
+                let nodes = self
+                    .query(&self.queries().workflow_nodes)
+                    .bind(id)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)?;
+                let edges = self
+                    .query(&self.queries().workflow_edges)
+                    .bind(id)
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(db_err)?;
+                Ok((nodes, edges))
+            })
+            .await?;
+        let Some(first) = nodes.first() else {
+            return Err(StoreError::NotFound(JobId(id)));
+        };
+        let mut out = Vec::new();
+        for r in &nodes {
+            let Some(job) = r.try_get::<Option<i64>, _>("id").map_err(db_err)? else {
+                continue;
+            };
+            let state = rows::state(&r.try_get::<String, _>("state").map_err(db_err)?)?;
+            out.push(WorkflowNode {
+                name: r.try_get("node").map_err(db_err)?,
+                id: JobId(job),
+                state,
+                kind: r.try_get("kind").map_err(db_err)?,
+            });
+        }
+        let summary = WorkflowSummary::of_nodes(
+            first.try_get("workflow_id").map_err(db_err)?,
+            first.try_get("name").map_err(db_err)?,
+            first.try_get("created_at").map_err(db_err)?,
+            first.try_get("nodes").map_err(db_err)?,
+            &out,
+        );
+        let edges = edges
+            .iter()
+            .map(|r| {
+                Ok(WorkflowEdge {
+                    parent: JobId(r.try_get("parent_id").map_err(db_err)?),
+                    child: JobId(r.try_get("child_id").map_err(db_err)?),
+                    on_failure: r.try_get("on_failure").map_err(db_err)?,
+                    state: r.try_get("state").map_err(db_err)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(WorkflowDetail {
+            summary,
+            nodes: out,
+            edges,
+        })
     }
 }
 

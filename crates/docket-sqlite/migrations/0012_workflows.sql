@@ -122,3 +122,5 @@ CREATE TABLE job_deps (
 ) WITHOUT ROWID;
 -- A child's parents.
 CREATE INDEX job_deps_child_idx ON job_deps (child_id);
+-- A workflow's edges (its page).
+CREATE INDEX job_deps_workflow_idx ON job_deps (workflow_id);

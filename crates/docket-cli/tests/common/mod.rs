@@ -378,7 +378,32 @@ esac"#;
     let o = run(&["jobs", "output", &email.to_string(), "--json"]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
-    v["output"].clone()
+    let output = v["output"].clone();
+    // The operator's view: the list, one workflow, a missing one.
+    let o = run(&["workflows", "list", "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let list: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    assert_eq!(list[0]["name"], "signup");
+    assert_eq!(list[0]["state"], "succeeded");
+    let wf = list[0]["id"].as_i64().unwrap().to_string();
+    let o = run(&["workflows", "show", &wf]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        out(&o).contains("succeeded") && out(&o).contains("charge (cancel, satisfied)"),
+        "{}",
+        out(&o)
+    );
+    let o = run(&["workflows", "show", "999999"]);
+    assert_eq!(code(&o), 4, "{}", err(&o));
+    assert!(err(&o).contains("no workflow 999999"), "{}", err(&o));
+    // Cancel and retry whole: nothing to cancel in a finished workflow, nothing to retry.
+    let o = run(&["workflows", "cancel", &wf, "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains(r#""nodes":0"#), "{}", out(&o));
+    let o = run(&["workflows", "retry", &wf, "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(out(&o).contains(r#""nodes":0"#), "{}", out(&o));
+    output
 }
 
 /// Random workflows for the chaos tests, their files, and the checks after the kills.

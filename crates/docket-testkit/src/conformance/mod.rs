@@ -140,6 +140,7 @@ macro_rules! conformance_suite {
             workflows::an_operator_cancel_of_a_waiting_node_is_applied_once,
             workflows::an_edge_is_consumed_once,
             workflows::finished_workflows_are_pruned,
+            workflows::a_workflow_is_read_cancelled_and_retried_whole,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

@@ -457,3 +457,72 @@ pub async fn finished_workflows_are_pruned<H: Harness>(h: &H) {
         .unwrap();
     assert_eq!(again.workflow_rows, 0);
 }
+
+/// A workflow reads back whole — its state, its nodes by state, its edges, each node's
+/// depth — and an operator cancels it and retries it whole, parents first: the retried
+/// nodes wait again for their parents and the workflow runs to success.
+pub async fn a_workflow_is_read_cancelled_and_retried_whole<H: Harness>(h: &H) {
+    use docket_core::workflow::WorkflowState;
+    let s = h.store();
+    let g = graph(
+        Workflow::new("ops")
+            .add("a", node("a"))
+            .add_after("b", node("b"), ["a"])
+            .add_after("c", node("c"), ["b"])
+            .add("d", node("d")),
+    );
+    let wf = s.enqueue_workflow(&g).await.unwrap();
+    let id = |n: &str| wf.job(n).unwrap();
+    let list = s.workflows(10).await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0].id, list[0].name.as_str(), list[0].nodes),
+        (wf.id, "ops", 4)
+    );
+    assert_eq!(list[0].state, WorkflowState::Running);
+    assert_eq!(
+        list[0].counts,
+        vec![(JobState::Waiting, 2), (JobState::Pending, 2)]
+    );
+    let w = s.workflow(wf.id).await.unwrap();
+    assert_eq!(w.summary, list[0]);
+    assert_eq!(
+        w.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        vec!["a", "b", "c", "d"]
+    );
+    assert_eq!(w.edges.len(), 2);
+    assert_eq!(w.depths(), vec![0, 1, 2, 0]);
+    assert!(matches!(
+        s.workflow(wf.id + 1000).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(s.workflows(0).await, Err(StoreError::Invalid(_))));
+
+    assert!(s.cancel_workflow(wf.id).await.unwrap() >= 2);
+    for n in ["a", "b", "c", "d"] {
+        assert_eq!(state(s, id(n)).await, JobState::Cancelled, "{n}");
+    }
+    assert_eq!(
+        s.workflow(wf.id).await.unwrap().summary.state,
+        WorkflowState::Cancelled
+    );
+    assert_eq!(s.retry_workflow(wf.id).await.unwrap(), 4);
+    assert_eq!(state(s, id("a")).await, JobState::Pending);
+    assert_eq!(state(s, id("b")).await, JobState::Waiting);
+    assert_eq!(state(s, id("c")).await, JobState::Waiting);
+    assert_eq!(state(s, id("d")).await, JobState::Pending);
+    for _ in 0..3 {
+        let batch = ready(s, "w").await;
+        assert!(!batch.is_empty(), "a node is ready at each level");
+        s.complete_nodes(
+            "w",
+            &batch.iter().map(|j| done(j, None)).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        s.workflow(wf.id).await.unwrap().summary.state,
+        WorkflowState::Succeeded
+    );
+}
