@@ -140,6 +140,41 @@ pub async fn job<S: Store>(
     Redirect::to(&app.href(&format!("/jobs/{id}"))).into_response()
 }
 
+/// `POST /workflows/{id}/{retry|cancel}`: the whole workflow, parents first.
+pub async fn workflow<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    Extension(Actor(actor)): Extension<Actor>,
+    Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    if let Err(r) = FormData::checked(&app, &headers, &body) {
+        return *r;
+    }
+    let Ok(id) = id.parse::<i64>() else {
+        return layout::bad_request(&app, "a workflow id is a number");
+    };
+    let done = match action.as_str() {
+        "retry" => app.store.retry_workflow(id).await,
+        "cancel" => app.store.cancel_workflow(id).await,
+        _ => return layout::bad_request(&app, "unknown action"),
+    };
+    let n = match done {
+        Ok(n) => n,
+        Err(e) => return layout::error(&app, &e),
+    };
+    audit(
+        &app,
+        &actor,
+        &format!("workflow.{action}"),
+        format!("workflow {id}"),
+        serde_json::json!({ "nodes": n }),
+    )
+    .await;
+    app.poke();
+    Redirect::to(&app.href(&format!("/workflows/{id}"))).into_response()
+}
+
 fn parse_limits(form: &FormData) -> Result<QueueLimits, String> {
     let int = |k: &str| -> Result<Option<i32>, String> {
         form.get(k)

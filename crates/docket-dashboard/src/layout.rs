@@ -43,6 +43,7 @@ const NAV: &[(&str, &str)] = &[
     ("/errors", "Errors"),
     ("/dead", "Dead"),
     ("/keys", "Keys"),
+    ("/workflows", "Workflows"),
     ("/workers", "Workers"),
     ("/cron", "Cron"),
     ("/audit", "Audit"),

@@ -203,6 +203,8 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         .route("/dead", get(pages::dead::page::<S>))
         .route("/errors", get(pages::errors::page::<S>))
         .route("/keys", get(pages::keys::page::<S>))
+        .route("/workflows", get(pages::workflows::list::<S>))
+        .route("/workflows/{id}", get(pages::workflows::page::<S>))
         .route("/errors/group", get(pages::errors::group_page::<S>))
         .route("/audit", get(pages::workers::audit::<S>))
         .route("/tasks/{id}", get(pages::dead::task::<S>))
@@ -214,6 +216,7 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
         r = r
             .route("/jobs/{id}/{action}", post(actions::job::<S>))
             .route("/queues/{queue}/{action}", post(actions::queue::<S>))
+            .route("/workflows/{id}/{action}", post(actions::workflow::<S>))
             .route("/cron/{name}/{action}", post(actions::cron::<S>))
             .route("/bulk", post(bulk::start::<S>));
     }

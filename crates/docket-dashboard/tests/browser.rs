@@ -179,6 +179,31 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     )
     .await
     .unwrap();
+    // A workflow for its pages: a charge, then a receipt and an audit entry, then a report.
+    let wf = s
+        .enqueue_workflow(
+            docket_core::workflow::Workflow::new("signup")
+                .add("charge", NewJob::new("billing-wf", "charge", json!({})))
+                .add_after(
+                    "receipt",
+                    NewJob::new("mail-wf", "receipt", json!({})),
+                    ["charge"],
+                )
+                .add_after(
+                    "audit",
+                    NewJob::new("mail-wf", "audit", json!({})),
+                    ["charge"],
+                )
+                .add_after(
+                    "report",
+                    NewJob::new("mail-wf", "report", json!({})),
+                    ["receipt", "audit"],
+                )
+                .graph(&docket_core::Limits::default())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     s.worker_beat(
         &WorkerBeat {
             owner: "web-1/worker-1".into(),
@@ -420,6 +445,19 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     wait_text(&c, "#workers", "web-1").await;
     shot(&c, "workers").await;
 
+    // A workflow's page draws its graph, each node a link to its job.
+    c.goto(&format!("{base}/workflows/{}", wf.id)).await.unwrap();
+    wait_text(&c, "#nodes", "receipt").await;
+    let linked = c
+        .execute(
+            "return document.querySelectorAll('#graph a rect.node').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(linked, json!(4), "four nodes drawn, each a link");
+    shot(&c, "workflow").await;
+
     // Accessibility: axe-core's WCAG 2.1 A and AA rules on every page, no critical or
     // serious violation.
     for path in [
@@ -432,6 +470,8 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
         "/workers".into(),
         "/cron".into(),
         "/audit".into(),
+        "/workflows".into(),
+        format!("/workflows/{}", wf.id),
     ] {
         c.goto(&format!("{base}{path}")).await.unwrap();
         wait_text(&c, "h1", "").await;

@@ -71,6 +71,39 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         .await
         .unwrap();
     assert_eq!(out.applied.len(), 1);
+    // A workflow whose names are hostile.
+    let wf = s
+        .enqueue_workflow(&docket_core::workflow::Graph {
+            name: "<script>alert(9)</script>".into(),
+            nodes: vec![
+                docket_core::workflow::Node {
+                    name: "<b>key</b>".into(),
+                    queue: "wfq".into(),
+                    kind: "send".into(),
+                    args: json!({}),
+                    metadata: json!({}),
+                    priority: 0,
+                    max_attempts: 3,
+                    backoff_base_ms: None,
+                    backoff_cap_ms: None,
+                    after: vec![],
+                },
+                docket_core::workflow::Node {
+                    name: "<img src=x>".into(),
+                    queue: "wfq".into(),
+                    kind: "send".into(),
+                    args: json!({}),
+                    metadata: json!({}),
+                    priority: 0,
+                    max_attempts: 3,
+                    backoff_base_ms: None,
+                    backoff_cap_ms: None,
+                    after: vec!["<b>key</b>".into()],
+                },
+            ],
+        })
+        .await
+        .unwrap();
     // A running job with hostile progress.
     let running = s
         .enqueue(&NewJob::new("prog", "send", json!({})))
@@ -128,6 +161,8 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
         "/workers".into(),
         "/cron".into(),
         "/audit".into(),
+        "/workflows".into(),
+        format!("/workflows/{}", wf.id),
     ] {
         let r = c.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
@@ -145,6 +180,21 @@ async fn every_page_renders_and_escapes_hostile_job_data() {
                 body.contains("&lt;script&gt;alert(3)"),
                 "the error shown, escaped"
             );
+        }
+        if path == format!("/workflows/{}", wf.id) {
+            assert!(body.contains("<svg id=\"graph\""), "the graph is drawn");
+            assert!(
+                body.contains("&lt;b&gt;key&lt;/b&gt;"),
+                "a node's name, escaped"
+            );
+            assert!(body.contains("waiting"), "the second node waits");
+            assert!(
+                body.contains(&format!("/jobs/{}", wf.job("<b>key</b>").unwrap().0)),
+                "a node links to its job"
+            );
+        }
+        if path == "/workflows" {
+            assert!(body.contains("&lt;script&gt;alert(9)"), "the name, escaped");
         }
         if path == format!("/jobs/{o}") {
             assert!(body.contains("<h2>Output</h2>"), "the output is shown");
@@ -1160,4 +1210,69 @@ async fn the_cron_page_pauses_resumes_and_runs_a_schedule_now() {
         .map(|a| a.action)
         .collect();
     assert_eq!(actions, ["cron.resume", "cron.run", "cron.pause"]);
+}
+
+/// A workflow's page cancels and retries the whole workflow: refused without the CSRF token,
+/// then applied parents first, audited, and shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_is_cancelled_and_retried_from_its_page() {
+    use docket_core::workflow::Workflow;
+    let db = TestDb::new().await;
+    let s = &db.store;
+    let g = Workflow::new("ops")
+        .add("a", NewJob::new("wfq", "k", json!({})))
+        .add_after("b", NewJob::new("wfq", "k", json!({})), ["a"])
+        .graph(&docket_core::Limits::default())
+        .unwrap()
+        .clone();
+    let wf = s.enqueue_workflow(&g).await.unwrap();
+    let base = serve(s.clone(), Options::default()).await;
+    let c = client();
+    let page = page_text(&base, &format!("/workflows/{}", wf.id)).await;
+    assert!(
+        page.contains("Cancel workflow") && page.contains("data-confirm"),
+        "{page}"
+    );
+    let token = csrf_of(&page);
+    let state = |n: &'static str| {
+        let id = wf.job(n).unwrap();
+        async move { s.get(id).await.unwrap().state }
+    };
+    let r = post(&c, format!("{base}/workflows/{}/cancel", wf.id), "").await;
+    assert_eq!(r.status(), 403, "no token");
+    assert_eq!(
+        state("a").await,
+        JobState::Pending,
+        "nothing refused was written"
+    );
+    let r = post(
+        &c,
+        format!("{base}/workflows/{}/cancel", wf.id),
+        format!("_csrf={token}"),
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(state("a").await, JobState::Cancelled);
+    assert_eq!(state("b").await, JobState::Cancelled);
+    assert_eq!(s.audit_log(1).await.unwrap()[0].action, "workflow.cancel");
+    let page = page_text(&base, &format!("/workflows/{}", wf.id)).await;
+    assert!(page.contains("class=\"state cancelled\""), "{page}");
+    let r = post(
+        &c,
+        format!("{base}/workflows/{}/retry", wf.id),
+        format!("_csrf={token}"),
+    )
+    .await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(state("a").await, JobState::Pending);
+    assert_eq!(state("b").await, JobState::Waiting, "b waits again for a");
+    assert_eq!(s.audit_log(1).await.unwrap()[0].action, "workflow.retry");
+    let r = c
+        .get(format!("{base}/workflows/999999"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = c.get(format!("{base}/workflows/x")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
 }

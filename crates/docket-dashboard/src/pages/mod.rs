@@ -7,3 +7,4 @@ pub mod jobs;
 pub mod keys;
 pub mod queues;
 pub mod workers;
+pub mod workflows;
