@@ -83,6 +83,11 @@ fn describe() {
         "Queue wait: claim time minus run_at, by the database's clock."
     );
     describe_histogram!(
+        "docket_workflow_dependency_wait_seconds",
+        Unit::Seconds,
+        "A workflow node's wait for its parents: enqueued to ready, by the database's clock."
+    );
+    describe_histogram!(
         "docket_claim_duration_seconds",
         Unit::Seconds,
         "Claim statement round trip."
@@ -108,6 +113,9 @@ pub fn build_info(version: &str, commit: &str) {
         .set(1.0);
 }
 
+/// Workflows the `docket_workflows` gauge counts: the newest, one bounded read.
+pub const MAX_WORKFLOWS_COUNTED: i64 = 1000;
+
 /// Queues with series of their own at most: whoever can enqueue can create queues, and each
 /// costs a handful of series; the rest are counted in `docket_queue_series_dropped`.
 pub const MAX_QUEUE_SERIES: usize = 500;
@@ -120,11 +128,12 @@ pub const MAX_QUEUE_SERIES: usize = 500;
 /// are simply gone. Label values (queue names are anyone's input) are escaped as the format
 /// requires.
 pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::StoreError> {
-    let (o, health, workers, table) = tokio::try_join!(
+    let (o, health, workers, table, flows) = tokio::try_join!(
         store.overview(GAUGE_CAP),
         store.queue_health(GAUGE_CAP),
         store.workers(),
-        store.table_health()
+        store.table_health(),
+        store.workflows(MAX_WORKFLOWS_COUNTED)
     )?;
     let health: std::collections::BTreeMap<&str, &docket_core::QueueHealth> =
         health.iter().map(|h| (h.queue.as_str(), h)).collect();
@@ -162,6 +171,19 @@ pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::Store
         ] {
             t.sample(&[("queue", &q.queue), ("state", state)], v as f64);
         }
+    }
+    t.family(
+        "docket_workflows",
+        "Workflows by state (running, succeeded, failed, cancelled), of the newest 1000.",
+    );
+    for st in [
+        docket_core::workflow::WorkflowState::Running,
+        docket_core::workflow::WorkflowState::Succeeded,
+        docket_core::workflow::WorkflowState::Failed,
+        docket_core::workflow::WorkflowState::Cancelled,
+    ] {
+        let n = flows.iter().filter(|w| w.state == st).count();
+        t.sample(&[("state", st.as_str())], n as f64);
     }
     t.family(
         "docket_queue_retrying_jobs",

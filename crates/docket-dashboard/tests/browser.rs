@@ -446,7 +446,9 @@ async fn an_operator_filters_retries_replays_and_pauses_in_a_real_browser() {
     shot(&c, "workers").await;
 
     // A workflow's page draws its graph, each node a link to its job.
-    c.goto(&format!("{base}/workflows/{}", wf.id)).await.unwrap();
+    c.goto(&format!("{base}/workflows/{}", wf.id))
+        .await
+        .unwrap();
     wait_text(&c, "#nodes", "receipt").await;
     let linked = c
         .execute(

@@ -31,6 +31,14 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     jobs.push(NewJob::new("m", "bad", json!({})).max_attempts(1));
     jobs.push(NewJob::new("m", "again", json!({})).max_attempts(3));
     s.enqueue_many(&jobs).await.unwrap();
+    // And a workflow of two nodes: the second waits for the first.
+    let g = docket_core::workflow::Workflow::new("two")
+        .add("a", NewJob::new("m", "ok", json!({"i": "a"})))
+        .add_after("b", NewJob::new("m", "ok", json!({"i": "b"})), ["a"])
+        .graph(&docket_core::Limits::default())
+        .unwrap()
+        .clone();
+    s.enqueue_workflow(&g).await.unwrap();
 
     let mut r = Registry::default();
     r.register_fn("ok", |_, _| async { Ok(()) });
@@ -67,7 +75,7 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
         let done = db
             .scalar("SELECT count(*) FROM {schema}.jobs WHERE state IN ('succeeded', 'dead')")
             .await;
-        done == 7
+        done == 9
     })
     .await;
     shutdown.graceful.cancel();
@@ -91,10 +99,10 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
         .unwrap();
     let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
     assert_eq!(v(r#"docket_jobs_enqueued_total{queue="m",kind="ok"}"#), 5.0);
-    assert_eq!(v(r#"docket_jobs_claimed_total{queue="m",kind="ok"}"#), 5.0);
+    assert_eq!(v(r#"docket_jobs_claimed_total{queue="m",kind="ok"}"#), 7.0);
     assert_eq!(
         v(r#"docket_jobs_completed_total{queue="m",kind="ok",outcome="succeeded"}"#),
-        5.0
+        7.0
     );
     assert_eq!(
         v(r#"docket_jobs_completed_total{queue="m",kind="bad",outcome="dead"}"#),
@@ -124,14 +132,21 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     assert_eq!(v("docket_database_gauges_ok"), 1.0);
     assert_eq!(
         v(r#"docket_job_run_seconds_count{queue="m",kind="ok"}"#),
-        5.0
+        7.0
     );
     assert!(text.contains(r#"docket_job_run_seconds_bucket{queue="m",kind="ok",le="0.005"}"#));
     assert_eq!(
         v(r#"docket_job_queue_wait_seconds_count{queue="m"}"#),
-        8.0,
-        "7 jobs, one twice"
+        10.0,
+        "9 jobs, one twice"
     );
+    assert_eq!(
+        v(r#"docket_workflow_dependency_wait_seconds_count{queue="m"}"#),
+        1.0,
+        "one node waited for a parent"
+    );
+    assert_eq!(v(r#"docket_workflows{state="succeeded"}"#), 1.0);
+    assert_eq!(v(r#"docket_workflows{state="running"}"#), 0.0);
     assert!(v(r#"docket_claim_duration_seconds_count{queue="m"}"#) >= 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="dead"}"#), 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="pending"}"#), 0.0);
@@ -141,7 +156,7 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     assert!(text.contains("# HELP docket_jobs_completed_total"));
     assert!(text.contains("# TYPE docket_job_run_seconds histogram"));
 
-    // The samples the worker flushed when it stopped: 6 succeeded, 2 failed, 8 waits.
+    // The samples the worker flushed when it stopped: 8 succeeded, 2 failed, 10 waits.
     let samples = s.samples(Duration::from_secs(3600)).await.unwrap();
     let total = |f: fn(&Sample) -> i64| {
         samples
@@ -150,9 +165,9 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
             .map(f)
             .sum::<i64>()
     };
-    assert_eq!(total(|x| x.succeeded), 6, "{samples:?}");
+    assert_eq!(total(|x| x.succeeded), 8, "{samples:?}");
     assert_eq!(total(|x| x.failed), 2);
-    assert_eq!(total(|x| x.wait_count), 8);
+    assert_eq!(total(|x| x.wait_count), 10);
 
     // The worker's own endpoint (what `docket work --metrics-listen` serves).
     let m = serve_router(docket_dashboard::metrics::router(

@@ -169,6 +169,11 @@ impl Telemetry {
         let (q, k) = (labels.queue.to_string(), labels.kind.to_string());
         counter!("docket_jobs_claimed_total", "queue" => q.clone(), "kind" => k).increment(1);
         histogram!("docket_job_queue_wait_seconds", "queue" => q.clone()).record(secs(wait));
+        if job.run_at > job.created_at && docket_core::workflow::marker(&job.metadata).is_some() {
+            // A node with parents becomes ready (run_at) when its last edge is consumed.
+            histogram!("docket_workflow_dependency_wait_seconds", "queue" => q.clone())
+                .record(secs(job.run_at - job.created_at));
+        }
         self.add(&labels.queue, claimed_at, |a| {
             a.wait_ms_sum += wait.num_milliseconds();
             a.wait_count += 1;
