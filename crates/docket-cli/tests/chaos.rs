@@ -327,21 +327,7 @@ async fn workflows_end_correctly_while_workers_are_killed() {
         )
         .await
     };
-    let mut rng = rand::thread_rng();
-    let mut kills = 0;
-    // The chaos interval, not a wait for anything.
-    while kills < 12 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
-        if left().await == 0 {
-            break;
-        }
-        let victim = rng.gen_range(0..workers.len());
-        signal(workers[victim].id(), "KILL");
-        let status = workers[victim].wait().unwrap();
-        checker::assert_exit("victim", status, "", checker::Exit::Killed);
-        workers[victim] = spawn(3 + kills);
-        kills += 1;
-    }
+    let kills = kill_randomly(&mut workers, spawn, 12, left).await;
     eventually(
         Duration::from_secs(600),
         "every workflow ended after the kills",

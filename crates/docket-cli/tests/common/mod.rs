@@ -406,6 +406,43 @@ esac"#;
     output
 }
 
+/// Every 1-2 s (the chaos interval, not a wait for anything) SIGKILLs a random worker of
+/// `workers` and replaces it with `spawn(n)`, until `max` kills or until `left()` says no
+/// work is left; each victim must have died of the signal. Returns the kills dealt.
+pub async fn kill_randomly<F, Fut>(
+    workers: &mut [Proc],
+    spawn: impl Fn(usize) -> Proc,
+    max: usize,
+    left: F,
+) -> usize
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = i64>,
+{
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let first = workers.len();
+    let mut kills = 0;
+    while kills < max {
+        tokio::time::sleep(std::time::Duration::from_millis(rng.gen_range(1000..2000))).await;
+        if left().await == 0 {
+            break;
+        }
+        let victim = rng.gen_range(0..workers.len());
+        signal(workers[victim].id(), "KILL");
+        let status = workers[victim].wait().unwrap();
+        docket_testkit::checker::assert_exit(
+            "victim",
+            status,
+            "",
+            docket_testkit::checker::Exit::Killed,
+        );
+        workers[victim] = spawn(first + kills);
+        kills += 1;
+    }
+    kills
+}
+
 /// Random workflows for the chaos tests, their files, and the checks after the kills.
 pub mod dags {
     use std::collections::HashMap;

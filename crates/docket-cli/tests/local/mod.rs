@@ -9,8 +9,6 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
-
 use docket_core::{JobState, Store};
 use docket_testkit::checker;
 
@@ -334,25 +332,12 @@ pub async fn kill_minus_nine_workers_repeatedly<D: Db>() {
         )
     };
     let mut workers: Vec<Proc> = (0..3).map(spawn).collect();
-    let mut kills = 0;
     let started = Instant::now();
-    let mut rng = rand::thread_rng();
     let left =
         || async { D::scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await };
     // At most 20 kills, then the survivors finish: the test measures faults, not how fast
     // the machine spawns the jobs' processes (three each) next to the other tests.
-    while kills < 20 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
-        if left().await == 0 {
-            break;
-        }
-        let victim = rng.gen_range(0..workers.len());
-        signal(workers[victim].id(), "KILL");
-        let status = workers[victim].wait().unwrap();
-        checker::assert_exit("victim", status, "", checker::Exit::Killed);
-        workers[victim] = spawn(3 + kills);
-        kills += 1;
-    }
+    let kills = common::kill_randomly(&mut workers, spawn, 20, left).await;
     // A stall says why: the workers' own logs (a write refused, a lock never freed).
     eventually_explained(
         Duration::from_secs(600),
@@ -495,21 +480,7 @@ pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
         )
         .await
     };
-    let mut rng = rand::thread_rng();
-    let mut kills = 0;
-    // The chaos interval, not a wait for anything.
-    while kills < 12 {
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2000))).await;
-        if left().await == 0 {
-            break;
-        }
-        let victim = rng.gen_range(0..workers.len());
-        signal(workers[victim].id(), "KILL");
-        let status = workers[victim].wait().unwrap();
-        checker::assert_exit("victim", status, "", checker::Exit::Killed);
-        workers[victim] = spawn(3 + kills);
-        kills += 1;
-    }
+    let kills = common::kill_randomly(&mut workers, spawn, 12, left).await;
     eventually_explained(
         Duration::from_secs(600),
         "every workflow ended after the kills",
