@@ -87,6 +87,9 @@ pub enum Mutant {
     /// Workflows: a parent that ends without success leaves the children of its `cancel`
     /// edges waiting for ever instead of cancelling them.
     WorkflowCancelNotApplied,
+    /// Workflows: a spawn is written without the spawning node's fence: a stale attempt adds
+    /// nodes to the workflow.
+    WorkflowStaleSpawns,
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
@@ -150,6 +153,7 @@ impl Mutant {
         Mutant::WorkflowStaleUnblocks,
         Mutant::WorkflowDoubleDecrement,
         Mutant::WorkflowCancelNotApplied,
+        Mutant::WorkflowStaleSpawns,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
@@ -193,6 +197,7 @@ impl Mutant {
             Mutant::WorkflowStaleUnblocks => "workflow_stale_unblocks",
             Mutant::WorkflowDoubleDecrement => "workflow_double_decrement",
             Mutant::WorkflowCancelNotApplied => "workflow_cancel_not_applied",
+            Mutant::WorkflowStaleSpawns => "workflow_stale_spawns",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",
@@ -311,6 +316,14 @@ impl Mutant {
                 "ELSIF e.on_failure = 'cancel' THEN",
                 "ELSIF false THEN",
             )],
+            Mutant::WorkflowStaleSpawns => &[
+                (
+                    "spawn_nodes",
+                    "WHERE j.id = p_id AND j.attempt = p_attempt",
+                    "WHERE j.id = p_id",
+                ),
+                ("spawn_nodes", FENCE, "true"),
+            ],
             _ => &[],
         }
     }

@@ -173,6 +173,21 @@ pub trait Store: Clone + Send + Sync + 'static {
         }
     }
 
+    /// Adds `graph` to the workflow of the running node `lease` (fenced exactly as a step:
+    /// same attempt, same owner, lease unexpired): every root of the graph runs after that
+    /// node, and the node's dependents still waiting wait for every sink of the graph too.
+    /// Once per `step` name (1 to 115 bytes): the spawn is recorded as the node's step
+    /// `docket:spawn:<step>`, so a later run of the node gets the same jobs back instead of
+    /// spawning again. `LeaseLost` (nothing written) when the claim no longer holds; refused
+    /// for a job outside a workflow and for a name its workflow already has.
+    fn spawn_nodes(
+        &self,
+        owner: &str,
+        lease: Lease,
+        step: &str,
+        graph: &crate::workflow::Graph,
+    ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
+
     /// A job's parents in its workflow: name, state and output (empty for a plain job).
     fn dep_outputs(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::DepOutput>>> + Send;
 

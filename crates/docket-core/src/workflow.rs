@@ -695,6 +695,25 @@ pub fn summaries(rows: Vec<ListRow>) -> Vec<WorkflowSummary> {
     out
 }
 
+/// The step that records a spawn named `step`, checked: `docket:spawn:<step>`.
+pub fn spawn_step(step: &str) -> Result<String, ValidationError> {
+    crate::steps::check_user_name(step)?;
+    let name = format!("{}spawn:{step}", crate::steps::RESERVED_PREFIX);
+    crate::steps::check_name(&name)?;
+    Ok(name)
+}
+
+/// The jobs a recorded spawn created, from its step's output (`{node: job id}`).
+pub fn spawned(workflow: i64, output: &serde_json::Value) -> Option<WorkflowEnqueued> {
+    let map = output.as_object()?;
+    let mut jobs: Vec<(String, JobId)> = map
+        .iter()
+        .map(|(k, v)| Some((k.clone(), JobId(v.as_i64()?))))
+        .collect::<Option<_>>()?;
+    jobs.sort_by_key(|(_, id)| *id);
+    Some(WorkflowEnqueued { id: workflow, jobs })
+}
+
 /// Checks a list's limit.
 pub fn check_limit(limit: i64) -> Result<(), ValidationError> {
     if (1..=1000).contains(&limit) {

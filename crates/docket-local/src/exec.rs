@@ -325,7 +325,8 @@ macro_rules! statements {
             "workflow_insert", "workflow_node", "dep_insert", "deps_of_parent", "dep_consume",
             "child_satisfied", "child_cancel", "node_row", "children_lock", "dep_outputs",
             "deps_rearm", "node_rewait", "deps_waiting_count", "workflows_prune",
-            "workflows_prune_empty", "workflows_list", "workflow_nodes", "workflow_edges"
+            "workflows_prune_empty", "workflows_list", "workflow_nodes", "workflow_edges",
+            "workflow_names_taken", "workflow_grow", "child_grow"
             $(, $extra)*
         );
     };

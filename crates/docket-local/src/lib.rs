@@ -144,6 +144,9 @@ macro_rules! store_impl {
             workflows(limit: i64) -> Vec<$crate::core::workflow::WorkflowSummary>
                 = $crate::workflow::workflows;
             workflow(id: i64) -> $crate::core::workflow::WorkflowDetail = $crate::workflow::workflow;
+            spawn_nodes(owner: &str => owner.to_owned(), lease: $crate::core::Lease => lease,
+                        step: &str => step.to_owned(), graph: &$crate::core::workflow::Graph => graph.clone())
+                -> $crate::core::WorkflowEnqueued = $crate::workflow::spawn_nodes;
             fail_many(owner: &str => owner.to_owned(), failures: &[$crate::core::Failure] => failures.to_vec())
                 -> $crate::core::BatchOutcome = $crate::writes::fail_many;
             snooze_many(owner: &str => owner.to_owned(), snoozes: &[$crate::core::Snooze] => snoozes.to_vec())

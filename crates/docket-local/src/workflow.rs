@@ -34,14 +34,45 @@ pub async fn enqueue_on<C: Conn>(
     graph: &Graph,
     due: &mut BTreeSet<String>,
 ) -> Result<WorkflowEnqueued> {
+    enqueue_into(c, limits, now, graph, due, None).await
+}
+
+/// [`enqueue_on`], or with `spawner` = (workflow, running node): the graph goes into that
+/// workflow, every root after the node, and the node's waiting dependents after every sink.
+async fn enqueue_into<C: Conn>(
+    c: &mut C,
+    limits: &Limits,
+    now: i64,
+    graph: &Graph,
+    due: &mut BTreeSet<String>,
+    spawner: Option<(i64, i64)>,
+) -> Result<WorkflowEnqueued> {
     graph.validate(limits)?;
     let count = i64::try_from(graph.nodes.len()).unwrap_or(i64::MAX);
-    let wf = match c
-        .insert("workflow_insert", args![&graph.name, count, now])
-        .await?
-    {
-        Inserted::Id(id) => id,
-        Inserted::Duplicate => return Err(corrupt("workflows has no unique key to meet")),
+    let wf = match spawner {
+        Some((wf, _)) => {
+            let names: Vec<String> = graph.nodes.iter().map(|n| n.name.clone()).collect();
+            let taken: i64 = c
+                .fetch_one("workflow_names_taken", args![wf, &names[..]])
+                .await?
+                .get("n")?;
+            if taken > 0 {
+                return Err(ValidationError::Other {
+                    what: "workflow",
+                    reason: "a spawned node is named like a node of the workflow".into(),
+                }
+                .into());
+            }
+            c.execute("workflow_grow", args![wf, count]).await?;
+            wf
+        }
+        None => match c
+            .insert("workflow_insert", args![&graph.name, count, now])
+            .await?
+        {
+            Inserted::Id(id) => id,
+            Inserted::Duplicate => return Err(corrupt("workflows has no unique key to meet")),
+        },
     };
     let mut out = WorkflowEnqueued {
         id: wf,
@@ -52,7 +83,9 @@ pub async fn enqueue_on<C: Conn>(
     for node in &graph.nodes {
         let mut job = node.job();
         job.metadata = marked_metadata(node, wf);
-        let parents = i64::try_from(node.after.len()).unwrap_or(i64::MAX);
+        // A spawned root waits for the spawning node.
+        let parents =
+            i64::try_from(node.after.len().max(usize::from(spawner.is_some()))).unwrap_or(i64::MAX);
         // Only roots are due: a waiting node's queue is not woken for it.
         let sink = if parents == 0 {
             &mut *due
@@ -76,6 +109,101 @@ pub async fn enqueue_on<C: Conn>(
             .await?;
         }
     }
+    if let Some((_, spawner)) = spawner {
+        let sinks: Vec<i64> = graph
+            .nodes
+            .iter()
+            .filter(|n| {
+                !graph
+                    .nodes
+                    .iter()
+                    .any(|m| m.after.iter().any(|d| d.node() == n.name))
+            })
+            .map(|n| index[n.name.as_str()])
+            .collect();
+        // The spawner's waiting dependents (in id order) wait for every sink too.
+        let dependents = c.fetch_all("deps_of_parent", args![spawner]).await?;
+        for d in &dependents {
+            let child: i64 = d.get("child_id")?;
+            for &sink in &sinks {
+                c.execute("dep_insert", args![sink, child, wf, "cancel"])
+                    .await?;
+            }
+            let n = i64::try_from(sinks.len()).unwrap_or(i64::MAX);
+            c.execute("child_grow", args![child, n]).await?;
+        }
+        for node in graph.nodes.iter().filter(|n| n.after.is_empty()) {
+            let root = index[node.name.as_str()];
+            c.execute("dep_insert", args![spawner, root, wf, "cancel"])
+                .await?;
+        }
+    }
+    Ok(out)
+}
+
+/// Adds `graph` to the workflow of the running node `lease`, fenced by its claim and once
+/// per `step` (recorded as the node's step `docket:spawn:<step>`). PostgreSQL:
+/// `spawn_nodes()` (migration 0030).
+pub async fn spawn_nodes<E: Engine>(
+    e: &E,
+    owner: &str,
+    lease: &Lease,
+    step: &str,
+    graph: &Graph,
+) -> Result<WorkflowEnqueued> {
+    graph.validate(e.limits())?;
+    let name = docket_core::workflow::spawn_step(step)?;
+    let lease = *lease;
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    let held = tx
+        .fetch_optional("step_fence", args![lease.id.0, lease.attempt, owner, now])
+        .await?
+        .is_some();
+    if !held && !mutants::active(Mutant::WorkflowStaleSpawns) {
+        drop(tx);
+        return Err(crate::writes::lease_lost(e, lease).await?.into());
+    }
+    let Some(row) = tx.fetch_optional("node_row", args![lease.id.0]).await? else {
+        return Err(StoreError::NotFound(lease.id));
+    };
+    let Some(wf) = row.get::<Option<i64>>("workflow_id")? else {
+        return Err(ValidationError::Other {
+            what: "workflow",
+            reason: "only a workflow node can spawn nodes".into(),
+        }
+        .into());
+    };
+    if let Some(r) = tx
+        .fetch_optional("step_get", args![lease.id.0, &name])
+        .await?
+    {
+        let output = rows::json(&r, "output")?;
+        return docket_core::workflow::spawned(wf, &output)
+            .ok_or_else(|| corrupt(format!("the spawn step {name:?} holds no job ids")));
+    }
+    let mut due = BTreeSet::new();
+    let out = enqueue_into(
+        &mut tx,
+        e.limits(),
+        now,
+        graph,
+        &mut due,
+        Some((wf, lease.id.0)),
+    )
+    .await?;
+    let ids: serde_json::Map<String, serde_json::Value> = out
+        .jobs
+        .iter()
+        .map(|(n, id)| (n.clone(), id.0.into()))
+        .collect();
+    let text = serde_json::Value::Object(ids).to_string();
+    tx.execute(
+        "step_insert",
+        args![lease.id.0, &name, lease.attempt, &text, now],
+    )
+    .await?;
+    tx.commit().await?;
     Ok(out)
 }
 

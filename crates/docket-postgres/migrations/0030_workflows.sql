@@ -212,10 +212,15 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION enqueue_workflow(p_graph jsonb)
+-- The graph's check and write, for a new workflow (p_parent NULL) or spawned into the
+-- workflow p_wf by its running node p_parent: then every root of the graph runs after the
+-- parent, and the parent's dependents still waiting also wait for every sink of the graph
+-- (so what came after the parent comes after what it spawned).
+CREATE FUNCTION enqueue_graph(p_graph jsonb, p_parent bigint, p_wf bigint)
 RETURNS TABLE (workflow_id bigint, node text, job_id bigint)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
+    v_sink boolean[];
     v_name text;
     v_nodes jsonb;
     v_n integer;
@@ -420,12 +425,30 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: a cycle through node %', quote_literal(v_names[v_i])
             USING ERRCODE = v_bad;
     END IF;
-    -- Written: the workflow, its jobs (in the graph's order), its edges.
-    INSERT INTO workflows (name, nodes) VALUES (v_name, v_n) RETURNING id INTO v_wf;
+    -- Written: the workflow (or its new nodes' count), its jobs (in the graph's order), its
+    -- edges.
+    IF p_parent IS NULL THEN
+        INSERT INTO workflows (name, nodes) VALUES (v_name, v_n) RETURNING id INTO v_wf;
+    ELSE
+        v_wf := p_wf;
+        IF EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = v_wf AND j.node = ANY (v_names)) THEN
+            RAISE EXCEPTION 'workflow refused: a spawned node is named like a node of the workflow'
+                USING ERRCODE = v_bad;
+        END IF;
+        UPDATE workflows SET nodes = nodes + v_n WHERE id = v_wf;
+    END IF;
     v_indeg := array_fill(0, ARRAY[v_n]);
+    v_sink := array_fill(true, ARRAY[v_n]);
     FOR v_k IN 1 .. cardinality(v_to) LOOP
         v_indeg[v_to[v_k]] := v_indeg[v_to[v_k]] + 1;
+        v_sink[v_from[v_k]] := false;
     END LOOP;
+    IF p_parent IS NOT NULL THEN
+        -- Every root waits for the spawning node.
+        FOR v_i IN 1 .. v_n LOOP
+            IF v_indeg[v_i] = 0 THEN v_indeg[v_i] := 1; END IF;
+        END LOOP;
+    END IF;
     v_ids := '{}';
     FOR v_i IN 1 .. v_n LOOP
         v_node := v_nodes->(v_i - 1);
@@ -449,13 +472,84 @@ BEGIN
     INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
     SELECT v_ids[f], v_ids[t], v_wf, p
     FROM unnest(v_from, v_to, v_pol) AS e(f, t, p);
-    -- Roots are ready now: wake the workers of their queues.
-    PERFORM pg_notify(current_schema() || '_wakeup', q)
-    FROM (SELECT DISTINCT coalesce(n->>'queue', 'default') AS q
-          FROM jsonb_array_elements(v_nodes) WITH ORDINALITY AS x(n, i)
-          WHERE v_indeg[i::integer] = 0) AS r;
+    IF p_parent IS NOT NULL THEN
+        -- The parent's waiting dependents, locked in id order, wait for every sink too.
+        PERFORM 1 FROM jobs AS c
+        WHERE c.id IN (SELECT d.child_id FROM job_deps AS d
+                       WHERE d.parent_id = p_parent AND d.state = 'waiting')
+        ORDER BY c.id FOR UPDATE;
+        INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
+        SELECT v_ids[s], d.child_id, v_wf, 'cancel'
+        FROM generate_subscripts(v_ids, 1) AS s
+        CROSS JOIN job_deps AS d
+        WHERE v_sink[s] AND d.parent_id = p_parent AND d.state = 'waiting';
+        UPDATE jobs AS c
+        SET deps_waiting = c.deps_waiting + (SELECT count(*) FROM unnest(v_sink) AS k WHERE k)
+        WHERE c.id IN (SELECT d.child_id FROM job_deps AS d
+                       WHERE d.parent_id = p_parent AND d.state = 'waiting')
+          AND c.state = 'waiting';
+        -- And the roots after the parent.
+        INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
+        SELECT p_parent, v_ids[i], v_wf, 'cancel'
+        FROM generate_subscripts(v_ids, 1) AS i
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_to) AS t WHERE t = i);
+    ELSE
+        -- Roots are ready now: wake the workers of their queues.
+        PERFORM pg_notify(current_schema() || '_wakeup', q)
+        FROM (SELECT DISTINCT coalesce(n->>'queue', 'default') AS q
+              FROM jsonb_array_elements(v_nodes) WITH ORDINALITY AS x(n, i)
+              WHERE v_indeg[i::integer] = 0) AS r;
+    END IF;
     RETURN QUERY
     SELECT v_wf, v_names[i], v_ids[i] FROM generate_subscripts(v_ids, 1) AS i;
+END
+$$;
+
+CREATE FUNCTION enqueue_workflow(p_graph jsonb)
+RETURNS TABLE (workflow_id bigint, node text, job_id bigint)
+LANGUAGE sql VOLATILE AS $$
+    SELECT * FROM enqueue_graph(p_graph, NULL, NULL)
+$$;
+
+-- A running node adds a graph to its own workflow (ctx.spawn), fenced by its claim (attempt,
+-- owner, unexpired lease, the row locked) and once per step name: the spawn is recorded as
+-- the step 'docket:spawn:<name>' with the new jobs' ids, so a later run of the node gets the
+-- same jobs back instead of spawning again. No row: the claim no longer holds.
+CREATE FUNCTION spawn_nodes(p_id bigint, p_attempt integer, p_owner text, p_step text,
+    p_graph jsonb)
+RETURNS TABLE (workflow_id bigint, node text, job_id bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_wf bigint;
+    v_done jsonb;
+    v_names text[];
+    v_ids bigint[];
+    v_name text := 'docket:spawn:' || p_step;
+BEGIN
+    SELECT j.workflow_id INTO v_wf FROM jobs AS j
+    WHERE j.id = p_id AND j.attempt = p_attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_wf IS NULL THEN
+        RAISE EXCEPTION 'workflow refused: only a workflow node can spawn nodes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.output INTO v_done FROM job_steps AS s WHERE s.job_id = p_id AND s.name = v_name;
+    IF FOUND THEN
+        RETURN QUERY SELECT v_wf, k, (v_done->>k)::bigint FROM jsonb_object_keys(v_done) AS k;
+        RETURN;
+    END IF;
+    SELECT array_agg(g.node ORDER BY g.job_id), array_agg(g.job_id ORDER BY g.job_id)
+    INTO v_names, v_ids
+    FROM enqueue_graph(p_graph, p_id, v_wf) AS g;
+    INSERT INTO job_steps (job_id, name, attempt, output)
+    SELECT p_id, v_name, p_attempt, jsonb_object_agg(x.n, x.i) FROM unnest(v_names, v_ids) AS x(n, i);
+    RETURN QUERY SELECT v_wf, x.n, x.i FROM unnest(v_names, v_ids) AS x(n, i);
 END
 $$;
 
@@ -565,6 +659,8 @@ BEGIN
         'jobs_workflow_ended()',
         'complete_nodes_fenced(bigint[], integer[], jsonb[], text)',
         'enqueue_workflow(jsonb)',
+        'enqueue_graph(jsonb, bigint, bigint)',
+        'spawn_nodes(bigint, integer, text, text, jsonb)',
         'prune_workflows(bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());

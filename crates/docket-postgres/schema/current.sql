@@ -754,189 +754,14 @@ AS $function$
         CASE WHEN p_concurrency_key IS NULL THEN NULL ELSE ARRAY[p_concurrency_key] END) e
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_jobs(p_queues text[], p_kinds text[], p_args jsonb[], p_priorities smallint[], p_run_ats timestamp with time zone[], p_delays_ms bigint[], p_max_attempts integer[], p_unique_keys text[], p_metadata jsonb[], p_backoff_base_ms bigint[], p_backoff_cap_ms bigint[], p_ordering_keys text[], p_concurrency_keys text[])
- RETURNS TABLE(ord integer, id bigint, duplicate boolean)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO '{{schema}}', 'pg_temp'
-AS $function$
-DECLARE
-    bad bigint;
-    ids bigint[];
-    dups boolean[];
-BEGIN
-    IF p_ordering_keys IS NULL AND p_concurrency_keys IS NULL THEN
-        RETURN QUERY SELECT * FROM enqueue_many(p_queues, p_kinds, p_args, p_priorities, p_run_ats,
-            p_delays_ms, p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms);
-        RETURN;
-    END IF;
-    SELECT t.o INTO bad FROM unnest(p_ordering_keys, p_concurrency_keys) WITH ORDINALITY AS t(ok, ck, o)
-    WHERE octet_length(t.ok) NOT BETWEEN 1 AND 512 OR octet_length(t.ck) NOT BETWEEN 1 AND 512 LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'docket: invalid job at position %: ordering and concurrency keys must be 1-512 bytes', bad
-            USING ERRCODE = '22023';
-    END IF;
-    SELECT array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord) INTO ids, dups
-    FROM enqueue_many(p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
-                      p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms) e;
-    UPDATE jobs j SET ordering_key = t.ok, concurrency_key = t.ck
-    FROM unnest(ids, dups, p_ordering_keys, p_concurrency_keys) AS t(i, d, ok, ck)
-    WHERE j.id = t.i AND NOT t.d AND (t.ok IS NOT NULL OR t.ck IS NOT NULL);
-    RETURN QUERY SELECT g::integer, ids[g], dups[g] FROM generate_series(1, cardinality(ids)) AS g;
-END
-$function$;
-
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queues text[], p_kinds text[], p_args jsonb[], p_priorities smallint[] DEFAULT NULL::smallint[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays_ms bigint[] DEFAULT NULL::bigint[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_backoff_base_ms bigint[] DEFAULT NULL::bigint[], p_backoff_cap_ms bigint[] DEFAULT NULL::bigint[])
- RETURNS TABLE(ord integer, id bigint, duplicate boolean)
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO '{{schema}}', 'pg_temp'
-AS $function$
-DECLARE
-    n integer := coalesce(cardinality(p_queues), 0);
-    ids bigint[];
-    dups boolean[];
-    bad record;
-    bad_name text;
-    existing bigint;
-    tries integer;
-    -- Resolved once: pg_get_serial_sequence per row cost 8 us a row (catalog lookups).
-    seq regclass := pg_get_serial_sequence('jobs', 'id')::regclass;
-BEGIN
-    IF n = 0 THEN RETURN; END IF;
-    IF coalesce(cardinality(p_kinds), 0) <> n OR coalesce(cardinality(p_args), 0) <> n THEN
-        RAISE EXCEPTION 'docket: queues, kinds and args must have the same length' USING ERRCODE = '22023';
-    END IF;
-
-    -- Names: one regular expression per distinct value (OFFSET 0 keeps the planner from
-    -- pushing the test below the DISTINCT, which would run it on every row again).
-    SELECT format('queue name %L (1-64 of A-Z a-z 0-9 _ . -)', left(q, 80)) INTO bad_name
-    FROM (SELECT DISTINCT q FROM unnest(p_queues) q OFFSET 0) d
-    WHERE q IS NULL OR q !~ '^[A-Za-z0-9_.-]{1,64}$' LIMIT 1;
-    IF bad_name IS NULL THEN
-        SELECT format('kind %L (1-128 of A-Z a-z 0-9 _ . : / -)', left(k, 140)) INTO bad_name
-        FROM (SELECT DISTINCT k FROM unnest(p_kinds) k OFFSET 0) d
-        WHERE k IS NULL OR k !~ '^[A-Za-z0-9_.:/-]{1,128}$' LIMIT 1;
-    END IF;
-    IF bad_name IS NOT NULL THEN
-        RAISE EXCEPTION 'docket: invalid job: %', bad_name USING ERRCODE = '22023';
-    END IF;
-
-    -- Everything else per row, with cheap tests only.
-    SELECT t.o, t.a, t.pr, t.ma, t.uk, t.md, t.dl, t.ra INTO bad
-    FROM unnest(p_args, p_priorities, p_max_attempts, p_unique_keys, p_metadata, p_delays_ms, p_run_ats)
-         WITH ORDINALITY AS t(a, pr, ma, uk, md, dl, ra, o)
-    WHERE t.a IS NULL OR octet_length(t.a::text) > 262144
-       OR t.pr NOT BETWEEN -100 AND 100
-       OR t.ma NOT BETWEEN 1 AND 1000
-       OR octet_length(t.uk) NOT BETWEEN 1 AND 512
-       OR (t.md IS NOT NULL AND (jsonb_typeof(t.md) <> 'object' OR octet_length(t.md::text) > 16384))
-       OR t.dl NOT BETWEEN 0 AND 315360000000
-       OR NOT isfinite(t.ra) OR t.ra < '1970-01-01' OR t.ra >= '10000-01-01'
-       OR (t.ra IS NOT NULL AND t.dl IS NOT NULL)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'docket: invalid job at position %: %', bad.o, CASE
-            WHEN bad.a IS NULL THEN 'args is NULL'
-            WHEN octet_length(bad.a::text) > 262144 THEN format('args is %s bytes, over the limit of 262144 bytes', octet_length(bad.a::text))
-            WHEN bad.ra IS NOT NULL AND bad.dl IS NOT NULL
-                THEN 'run_at and delay are both given: give one (the other is ignored otherwise)'
-            WHEN bad.pr NOT BETWEEN -100 AND 100 THEN format('priority %s outside -100..100', bad.pr)
-            WHEN bad.ma NOT BETWEEN 1 AND 1000 THEN format('max_attempts %s outside 1..1000', bad.ma)
-            WHEN octet_length(bad.uk) NOT BETWEEN 1 AND 512 THEN 'unique key must be 1-512 bytes'
-            WHEN bad.dl NOT BETWEEN 0 AND 315360000000 THEN 'delay must be 0 to 10 years'
-            WHEN NOT isfinite(bad.ra) OR bad.ra < '1970-01-01' OR bad.ra >= '10000-01-01'
-                THEN format('run_at %s is outside 1970-01-01 .. 9999-12-31', bad.ra)
-            ELSE 'metadata must be a JSON object of at most 16384 bytes' END
-            USING ERRCODE = '22023';
-    END IF;
-
-    -- Ids first: result i is input i without relying on RETURNING order.
-    SELECT array_agg(nextval(seq)) INTO ids FROM generate_series(1, n);
-
-    IF p_unique_keys IS NULL THEN
-        INSERT INTO jobs (id, queue, kind, args, priority, run_at, max_attempts, metadata,
-                          backoff_base_ms, backoff_cap_ms)
-        SELECT t.i, t.q, t.k, t.a, coalesce(t.pr, 0),
-               coalesce(t.ra, now() + coalesce(t.dl, 0) * interval '1 millisecond'),
-               coalesce(t.ma, 25), coalesce(t.md, '{}'), t.bb, t.bc
-        FROM unnest(ids, p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
-                    p_max_attempts, p_metadata, p_backoff_base_ms, p_backoff_cap_ms)
-             AS t(i, q, k, a, pr, ra, dl, ma, md, bb, bc);
-        dups := array_fill(false, ARRAY[n]);
-    ELSE
-        -- Unique keys: a row whose key is held by a live job returns that job's id with
-        -- duplicate = true. Concurrent enqueues of one key wait on each other in the unique
-        -- index (ON CONFLICT); the holder is looked up in a later statement so it sees the
-        -- winner's commit.
-        WITH ins AS (
-            INSERT INTO jobs (id, queue, kind, args, priority, run_at, max_attempts, unique_key,
-                              metadata, backoff_base_ms, backoff_cap_ms)
-            SELECT t.i, t.q, t.k, t.a, coalesce(t.pr, 0),
-                   coalesce(t.ra, now() + coalesce(t.dl, 0) * interval '1 millisecond'),
-                   coalesce(t.ma, 25), t.uk, coalesce(t.md, '{}'), t.bb, t.bc
-            FROM unnest(ids, p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
-                        p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms)
-                 WITH ORDINALITY AS t(i, q, k, a, pr, ra, dl, ma, uk, md, bb, bc, o)
-            ORDER BY t.o
-            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
-            DO NOTHING
-            RETURNING jobs.id
-        )
-        SELECT array_agg(ins.id IS NULL ORDER BY t.o) INTO dups
-        FROM unnest(ids) WITH ORDINALITY AS t(i, o) LEFT JOIN ins ON ins.id = t.i;
-
-        FOR i IN 1..n LOOP
-            CONTINUE WHEN NOT dups[i];
-            tries := 0;
-            LOOP
-                SELECT j.id INTO existing FROM jobs j
-                WHERE j.unique_key = p_unique_keys[i] AND j.state IN ('pending', 'running');
-                IF FOUND THEN
-                    ids[i] := existing;
-                    EXIT;
-                END IF;
-                INSERT INTO jobs (queue, kind, args, priority, run_at, max_attempts, unique_key,
-                                  metadata, backoff_base_ms, backoff_cap_ms)
-                VALUES (p_queues[i], p_kinds[i], p_args[i], coalesce(p_priorities[i], 0),
-                        coalesce(p_run_ats[i], now() + coalesce(p_delays_ms[i], 0) * interval '1 millisecond'),
-                        coalesce(p_max_attempts[i], 25), p_unique_keys[i], coalesce(p_metadata[i], '{}'),
-                        p_backoff_base_ms[i], p_backoff_cap_ms[i])
-                ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
-                DO NOTHING
-                RETURNING jobs.id INTO existing;
-                IF FOUND THEN
-                    ids[i] := existing;
-                    dups[i] := false;
-                    EXIT;
-                END IF;
-                tries := tries + 1;
-                IF tries > 20 THEN
-                    RAISE EXCEPTION 'docket: unique key % is contended; try again', left(p_unique_keys[i], 80)
-                        USING ERRCODE = '40001';
-                END IF;
-            END LOOP;
-        END LOOP;
-    END IF;
-
-    -- One wake-up per queue that got a due job (NOTIFY is delivered at commit, and identical
-    -- notifications in one transaction are folded by the server).
-    PERFORM pg_notify(current_schema() || '_wakeup', w.q)
-    FROM (SELECT DISTINCT t.q
-          FROM unnest(p_queues, p_run_ats, p_delays_ms, dups) AS t(q, ra, dl, dup)
-          WHERE NOT t.dup AND coalesce(t.ra <= now(), coalesce(t.dl, 0) = 0)) w;
-
-    RETURN QUERY SELECT g, ids[g], dups[g] FROM generate_series(1, n) AS g;
-END
-$function$;
-
-CREATE OR REPLACE FUNCTION {{schema}}.enqueue_workflow(p_graph jsonb)
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_graph(p_graph jsonb, p_parent bigint, p_wf bigint)
  RETURNS TABLE(workflow_id bigint, node text, job_id bigint)
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 DECLARE
+    v_sink boolean[];
     v_name text;
     v_nodes jsonb;
     v_n integer;
@@ -1141,12 +966,30 @@ BEGIN
         RAISE EXCEPTION 'workflow refused: a cycle through node %', quote_literal(v_names[v_i])
             USING ERRCODE = v_bad;
     END IF;
-    -- Written: the workflow, its jobs (in the graph's order), its edges.
-    INSERT INTO workflows (name, nodes) VALUES (v_name, v_n) RETURNING id INTO v_wf;
+    -- Written: the workflow (or its new nodes' count), its jobs (in the graph's order), its
+    -- edges.
+    IF p_parent IS NULL THEN
+        INSERT INTO workflows (name, nodes) VALUES (v_name, v_n) RETURNING id INTO v_wf;
+    ELSE
+        v_wf := p_wf;
+        IF EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = v_wf AND j.node = ANY (v_names)) THEN
+            RAISE EXCEPTION 'workflow refused: a spawned node is named like a node of the workflow'
+                USING ERRCODE = v_bad;
+        END IF;
+        UPDATE workflows SET nodes = nodes + v_n WHERE id = v_wf;
+    END IF;
     v_indeg := array_fill(0, ARRAY[v_n]);
+    v_sink := array_fill(true, ARRAY[v_n]);
     FOR v_k IN 1 .. cardinality(v_to) LOOP
         v_indeg[v_to[v_k]] := v_indeg[v_to[v_k]] + 1;
+        v_sink[v_from[v_k]] := false;
     END LOOP;
+    IF p_parent IS NOT NULL THEN
+        -- Every root waits for the spawning node.
+        FOR v_i IN 1 .. v_n LOOP
+            IF v_indeg[v_i] = 0 THEN v_indeg[v_i] := 1; END IF;
+        END LOOP;
+    END IF;
     v_ids := '{}';
     FOR v_i IN 1 .. v_n LOOP
         v_node := v_nodes->(v_i - 1);
@@ -1170,14 +1013,222 @@ BEGIN
     INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
     SELECT v_ids[f], v_ids[t], v_wf, p
     FROM unnest(v_from, v_to, v_pol) AS e(f, t, p);
-    -- Roots are ready now: wake the workers of their queues.
-    PERFORM pg_notify(current_schema() || '_wakeup', q)
-    FROM (SELECT DISTINCT coalesce(n->>'queue', 'default') AS q
-          FROM jsonb_array_elements(v_nodes) WITH ORDINALITY AS x(n, i)
-          WHERE v_indeg[i::integer] = 0) AS r;
+    IF p_parent IS NOT NULL THEN
+        -- The parent's waiting dependents, locked in id order, wait for every sink too.
+        PERFORM 1 FROM jobs AS c
+        WHERE c.id IN (SELECT d.child_id FROM job_deps AS d
+                       WHERE d.parent_id = p_parent AND d.state = 'waiting')
+        ORDER BY c.id FOR UPDATE;
+        INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
+        SELECT v_ids[s], d.child_id, v_wf, 'cancel'
+        FROM generate_subscripts(v_ids, 1) AS s
+        CROSS JOIN job_deps AS d
+        WHERE v_sink[s] AND d.parent_id = p_parent AND d.state = 'waiting';
+        UPDATE jobs AS c
+        SET deps_waiting = c.deps_waiting + (SELECT count(*) FROM unnest(v_sink) AS k WHERE k)
+        WHERE c.id IN (SELECT d.child_id FROM job_deps AS d
+                       WHERE d.parent_id = p_parent AND d.state = 'waiting')
+          AND c.state = 'waiting';
+        -- And the roots after the parent.
+        INSERT INTO job_deps (parent_id, child_id, workflow_id, on_failure)
+        SELECT p_parent, v_ids[i], v_wf, 'cancel'
+        FROM generate_subscripts(v_ids, 1) AS i
+        WHERE NOT EXISTS (SELECT 1 FROM unnest(v_to) AS t WHERE t = i);
+    ELSE
+        -- Roots are ready now: wake the workers of their queues.
+        PERFORM pg_notify(current_schema() || '_wakeup', q)
+        FROM (SELECT DISTINCT coalesce(n->>'queue', 'default') AS q
+              FROM jsonb_array_elements(v_nodes) WITH ORDINALITY AS x(n, i)
+              WHERE v_indeg[i::integer] = 0) AS r;
+    END IF;
     RETURN QUERY
     SELECT v_wf, v_names[i], v_ids[i] FROM generate_subscripts(v_ids, 1) AS i;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_jobs(p_queues text[], p_kinds text[], p_args jsonb[], p_priorities smallint[], p_run_ats timestamp with time zone[], p_delays_ms bigint[], p_max_attempts integer[], p_unique_keys text[], p_metadata jsonb[], p_backoff_base_ms bigint[], p_backoff_cap_ms bigint[], p_ordering_keys text[], p_concurrency_keys text[])
+ RETURNS TABLE(ord integer, id bigint, duplicate boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    bad bigint;
+    ids bigint[];
+    dups boolean[];
+BEGIN
+    IF p_ordering_keys IS NULL AND p_concurrency_keys IS NULL THEN
+        RETURN QUERY SELECT * FROM enqueue_many(p_queues, p_kinds, p_args, p_priorities, p_run_ats,
+            p_delays_ms, p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms);
+        RETURN;
+    END IF;
+    SELECT t.o INTO bad FROM unnest(p_ordering_keys, p_concurrency_keys) WITH ORDINALITY AS t(ok, ck, o)
+    WHERE octet_length(t.ok) NOT BETWEEN 1 AND 512 OR octet_length(t.ck) NOT BETWEEN 1 AND 512 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'docket: invalid job at position %: ordering and concurrency keys must be 1-512 bytes', bad
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(e.id ORDER BY e.ord), array_agg(e.duplicate ORDER BY e.ord) INTO ids, dups
+    FROM enqueue_many(p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
+                      p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms) e;
+    UPDATE jobs j SET ordering_key = t.ok, concurrency_key = t.ck
+    FROM unnest(ids, dups, p_ordering_keys, p_concurrency_keys) AS t(i, d, ok, ck)
+    WHERE j.id = t.i AND NOT t.d AND (t.ok IS NOT NULL OR t.ck IS NOT NULL);
+    RETURN QUERY SELECT g::integer, ids[g], dups[g] FROM generate_series(1, cardinality(ids)) AS g;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_many(p_queues text[], p_kinds text[], p_args jsonb[], p_priorities smallint[] DEFAULT NULL::smallint[], p_run_ats timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], p_delays_ms bigint[] DEFAULT NULL::bigint[], p_max_attempts integer[] DEFAULT NULL::integer[], p_unique_keys text[] DEFAULT NULL::text[], p_metadata jsonb[] DEFAULT NULL::jsonb[], p_backoff_base_ms bigint[] DEFAULT NULL::bigint[], p_backoff_cap_ms bigint[] DEFAULT NULL::bigint[])
+ RETURNS TABLE(ord integer, id bigint, duplicate boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    n integer := coalesce(cardinality(p_queues), 0);
+    ids bigint[];
+    dups boolean[];
+    bad record;
+    bad_name text;
+    existing bigint;
+    tries integer;
+    -- Resolved once: pg_get_serial_sequence per row cost 8 us a row (catalog lookups).
+    seq regclass := pg_get_serial_sequence('jobs', 'id')::regclass;
+BEGIN
+    IF n = 0 THEN RETURN; END IF;
+    IF coalesce(cardinality(p_kinds), 0) <> n OR coalesce(cardinality(p_args), 0) <> n THEN
+        RAISE EXCEPTION 'docket: queues, kinds and args must have the same length' USING ERRCODE = '22023';
+    END IF;
+
+    -- Names: one regular expression per distinct value (OFFSET 0 keeps the planner from
+    -- pushing the test below the DISTINCT, which would run it on every row again).
+    SELECT format('queue name %L (1-64 of A-Z a-z 0-9 _ . -)', left(q, 80)) INTO bad_name
+    FROM (SELECT DISTINCT q FROM unnest(p_queues) q OFFSET 0) d
+    WHERE q IS NULL OR q !~ '^[A-Za-z0-9_.-]{1,64}$' LIMIT 1;
+    IF bad_name IS NULL THEN
+        SELECT format('kind %L (1-128 of A-Z a-z 0-9 _ . : / -)', left(k, 140)) INTO bad_name
+        FROM (SELECT DISTINCT k FROM unnest(p_kinds) k OFFSET 0) d
+        WHERE k IS NULL OR k !~ '^[A-Za-z0-9_.:/-]{1,128}$' LIMIT 1;
+    END IF;
+    IF bad_name IS NOT NULL THEN
+        RAISE EXCEPTION 'docket: invalid job: %', bad_name USING ERRCODE = '22023';
+    END IF;
+
+    -- Everything else per row, with cheap tests only.
+    SELECT t.o, t.a, t.pr, t.ma, t.uk, t.md, t.dl, t.ra INTO bad
+    FROM unnest(p_args, p_priorities, p_max_attempts, p_unique_keys, p_metadata, p_delays_ms, p_run_ats)
+         WITH ORDINALITY AS t(a, pr, ma, uk, md, dl, ra, o)
+    WHERE t.a IS NULL OR octet_length(t.a::text) > 262144
+       OR t.pr NOT BETWEEN -100 AND 100
+       OR t.ma NOT BETWEEN 1 AND 1000
+       OR octet_length(t.uk) NOT BETWEEN 1 AND 512
+       OR (t.md IS NOT NULL AND (jsonb_typeof(t.md) <> 'object' OR octet_length(t.md::text) > 16384))
+       OR t.dl NOT BETWEEN 0 AND 315360000000
+       OR NOT isfinite(t.ra) OR t.ra < '1970-01-01' OR t.ra >= '10000-01-01'
+       OR (t.ra IS NOT NULL AND t.dl IS NOT NULL)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'docket: invalid job at position %: %', bad.o, CASE
+            WHEN bad.a IS NULL THEN 'args is NULL'
+            WHEN octet_length(bad.a::text) > 262144 THEN format('args is %s bytes, over the limit of 262144 bytes', octet_length(bad.a::text))
+            WHEN bad.ra IS NOT NULL AND bad.dl IS NOT NULL
+                THEN 'run_at and delay are both given: give one (the other is ignored otherwise)'
+            WHEN bad.pr NOT BETWEEN -100 AND 100 THEN format('priority %s outside -100..100', bad.pr)
+            WHEN bad.ma NOT BETWEEN 1 AND 1000 THEN format('max_attempts %s outside 1..1000', bad.ma)
+            WHEN octet_length(bad.uk) NOT BETWEEN 1 AND 512 THEN 'unique key must be 1-512 bytes'
+            WHEN bad.dl NOT BETWEEN 0 AND 315360000000 THEN 'delay must be 0 to 10 years'
+            WHEN NOT isfinite(bad.ra) OR bad.ra < '1970-01-01' OR bad.ra >= '10000-01-01'
+                THEN format('run_at %s is outside 1970-01-01 .. 9999-12-31', bad.ra)
+            ELSE 'metadata must be a JSON object of at most 16384 bytes' END
+            USING ERRCODE = '22023';
+    END IF;
+
+    -- Ids first: result i is input i without relying on RETURNING order.
+    SELECT array_agg(nextval(seq)) INTO ids FROM generate_series(1, n);
+
+    IF p_unique_keys IS NULL THEN
+        INSERT INTO jobs (id, queue, kind, args, priority, run_at, max_attempts, metadata,
+                          backoff_base_ms, backoff_cap_ms)
+        SELECT t.i, t.q, t.k, t.a, coalesce(t.pr, 0),
+               coalesce(t.ra, now() + coalesce(t.dl, 0) * interval '1 millisecond'),
+               coalesce(t.ma, 25), coalesce(t.md, '{}'), t.bb, t.bc
+        FROM unnest(ids, p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
+                    p_max_attempts, p_metadata, p_backoff_base_ms, p_backoff_cap_ms)
+             AS t(i, q, k, a, pr, ra, dl, ma, md, bb, bc);
+        dups := array_fill(false, ARRAY[n]);
+    ELSE
+        -- Unique keys: a row whose key is held by a live job returns that job's id with
+        -- duplicate = true. Concurrent enqueues of one key wait on each other in the unique
+        -- index (ON CONFLICT); the holder is looked up in a later statement so it sees the
+        -- winner's commit.
+        WITH ins AS (
+            INSERT INTO jobs (id, queue, kind, args, priority, run_at, max_attempts, unique_key,
+                              metadata, backoff_base_ms, backoff_cap_ms)
+            SELECT t.i, t.q, t.k, t.a, coalesce(t.pr, 0),
+                   coalesce(t.ra, now() + coalesce(t.dl, 0) * interval '1 millisecond'),
+                   coalesce(t.ma, 25), t.uk, coalesce(t.md, '{}'), t.bb, t.bc
+            FROM unnest(ids, p_queues, p_kinds, p_args, p_priorities, p_run_ats, p_delays_ms,
+                        p_max_attempts, p_unique_keys, p_metadata, p_backoff_base_ms, p_backoff_cap_ms)
+                 WITH ORDINALITY AS t(i, q, k, a, pr, ra, dl, ma, uk, md, bb, bc, o)
+            ORDER BY t.o
+            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+            DO NOTHING
+            RETURNING jobs.id
+        )
+        SELECT array_agg(ins.id IS NULL ORDER BY t.o) INTO dups
+        FROM unnest(ids) WITH ORDINALITY AS t(i, o) LEFT JOIN ins ON ins.id = t.i;
+
+        FOR i IN 1..n LOOP
+            CONTINUE WHEN NOT dups[i];
+            tries := 0;
+            LOOP
+                SELECT j.id INTO existing FROM jobs j
+                WHERE j.unique_key = p_unique_keys[i] AND j.state IN ('pending', 'running');
+                IF FOUND THEN
+                    ids[i] := existing;
+                    EXIT;
+                END IF;
+                INSERT INTO jobs (queue, kind, args, priority, run_at, max_attempts, unique_key,
+                                  metadata, backoff_base_ms, backoff_cap_ms)
+                VALUES (p_queues[i], p_kinds[i], p_args[i], coalesce(p_priorities[i], 0),
+                        coalesce(p_run_ats[i], now() + coalesce(p_delays_ms[i], 0) * interval '1 millisecond'),
+                        coalesce(p_max_attempts[i], 25), p_unique_keys[i], coalesce(p_metadata[i], '{}'),
+                        p_backoff_base_ms[i], p_backoff_cap_ms[i])
+                ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('pending', 'running')
+                DO NOTHING
+                RETURNING jobs.id INTO existing;
+                IF FOUND THEN
+                    ids[i] := existing;
+                    dups[i] := false;
+                    EXIT;
+                END IF;
+                tries := tries + 1;
+                IF tries > 20 THEN
+                    RAISE EXCEPTION 'docket: unique key % is contended; try again', left(p_unique_keys[i], 80)
+                        USING ERRCODE = '40001';
+                END IF;
+            END LOOP;
+        END LOOP;
+    END IF;
+
+    -- One wake-up per queue that got a due job (NOTIFY is delivered at commit, and identical
+    -- notifications in one transaction are folded by the server).
+    PERFORM pg_notify(current_schema() || '_wakeup', w.q)
+    FROM (SELECT DISTINCT t.q
+          FROM unnest(p_queues, p_run_ats, p_delays_ms, dups) AS t(q, ra, dl, dup)
+          WHERE NOT t.dup AND coalesce(t.ra <= now(), coalesce(t.dl, 0) = 0)) w;
+
+    RETURN QUERY SELECT g, ids[g], dups[g] FROM generate_series(1, n) AS g;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.enqueue_workflow(p_graph jsonb)
+ RETURNS TABLE(workflow_id bigint, node text, job_id bigint)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    SELECT * FROM enqueue_graph(p_graph, NULL, NULL)
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[], p_messages text[], p_delays_ms bigint[], p_owner text)
@@ -1910,6 +1961,46 @@ AS $function$
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
     RETURNING j.id, j.attempt
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.spawn_nodes(p_id bigint, p_attempt integer, p_owner text, p_step text, p_graph jsonb)
+ RETURNS TABLE(workflow_id bigint, node text, job_id bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_wf bigint;
+    v_done jsonb;
+    v_names text[];
+    v_ids bigint[];
+    v_name text := 'docket:spawn:' || p_step;
+BEGIN
+    SELECT j.workflow_id INTO v_wf FROM jobs AS j
+    WHERE j.id = p_id AND j.attempt = p_attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_wf IS NULL THEN
+        RAISE EXCEPTION 'workflow refused: only a workflow node can spawn nodes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.output INTO v_done FROM job_steps AS s WHERE s.job_id = p_id AND s.name = v_name;
+    IF FOUND THEN
+        RETURN QUERY SELECT v_wf, k, (v_done->>k)::bigint FROM jsonb_object_keys(v_done) AS k;
+        RETURN;
+    END IF;
+    SELECT array_agg(g.node ORDER BY g.job_id), array_agg(g.job_id ORDER BY g.job_id)
+    INTO v_names, v_ids
+    FROM enqueue_graph(p_graph, p_id, v_wf) AS g;
+    INSERT INTO job_steps (job_id, name, attempt, output)
+    SELECT p_id, v_name, p_attempt, jsonb_object_agg(x.n, x.i) FROM unnest(v_names, v_ids) AS x(n, i);
+    RETURN QUERY SELECT v_wf, x.n, x.i FROM unnest(v_names, v_ids) AS x(n, i);
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.unblock_keys(p_batch integer)

@@ -117,6 +117,7 @@ queries!(
     workflows_list,
     workflow_nodes,
     workflow_edges,
+    spawn_nodes,
 );
 
 #[cfg(test)]

@@ -471,6 +471,16 @@ impl Store for PgStore {
         self.workflow_impl(id).await
     }
 
+    async fn spawn_nodes(
+        &self,
+        owner: &str,
+        lease: Lease,
+        step: &str,
+        graph: &docket_core::workflow::Graph,
+    ) -> Result<WorkflowEnqueued> {
+        self.spawn_nodes_impl(owner, lease, step, graph).await
+    }
+
     async fn record_steps(
         &self,
         owner: &str,

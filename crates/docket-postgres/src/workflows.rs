@@ -52,6 +52,50 @@ impl PgStore {
         Ok(out)
     }
 
+    pub(crate) async fn spawn_nodes_impl(
+        &self,
+        owner: &str,
+        lease: Lease,
+        step: &str,
+        graph: &Graph,
+    ) -> Result<WorkflowEnqueued> {
+        graph.validate(self.limits())?;
+        docket_core::workflow::spawn_step(step)?;
+        let text = serde_json::to_value(graph).map_err(|e| StoreError::Database(e.into()))?;
+        let rows = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().spawn_nodes)
+                    .bind(lease.id.0)
+                    .bind(lease.attempt)
+                    .bind(owner)
+                    .bind(step)
+                    .bind(text.clone())
+                    .fetch_all(&mut *c)
+                    .await
+                    .map_err(workflow_err)
+            })
+            .await?;
+        if rows.is_empty() {
+            let lost = self.explain_lost(vec![lease]).await?;
+            return Err(StoreError::LeaseLost(
+                lost.into_iter().next().expect("one lease"),
+            ));
+        }
+        let mut out = WorkflowEnqueued {
+            id: 0,
+            jobs: Vec::with_capacity(rows.len()),
+        };
+        for r in &rows {
+            out.id = r.try_get("workflow_id").map_err(db_err)?;
+            out.jobs.push((
+                r.try_get("node").map_err(db_err)?,
+                JobId(r.try_get("job_id").map_err(db_err)?),
+            ));
+        }
+        out.jobs.sort_by_key(|(_, id)| *id);
+        Ok(out)
+    }
+
     pub(crate) async fn complete_nodes_impl(
         &self,
         owner: &str,

@@ -3,5 +3,6 @@
 -- writer is alone, a plain read.
 -- Parameters: ?1 parent job ids (a list).
 SELECT id FROM jobs
-WHERE id IN (SELECT child_id FROM job_deps WHERE parent_id IN (?1) AND state = 'waiting')
+WHERE id IN (SELECT child_id FROM job_deps
+             WHERE parent_id IN (SELECT value FROM json_each(?1)) AND state = 'waiting')
 ORDER BY id

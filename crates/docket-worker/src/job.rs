@@ -191,6 +191,46 @@ impl JobContext {
         docket_core::workflow::marker(&self.metadata)
     }
 
+    /// Adds `children` to this node's workflow, each running after this node, and `then`
+    /// (if given) after all of them; this node's own dependents wait for `then` (or for every
+    /// child) too. Fenced by this run's claim — a stale attempt spawns nothing — and once per
+    /// `name`: a later run of this node gets the same jobs back instead of spawning again (the
+    /// spawn is recorded as a step). Children's names must be new to the workflow. Returns
+    /// the spawned nodes' jobs.
+    pub async fn spawn(
+        &self,
+        name: &str,
+        children: Vec<(String, docket_core::NewJob)>,
+        then: Option<(String, docket_core::NewJob)>,
+    ) -> Result<docket_core::WorkflowEnqueued, JobError> {
+        if self.workflow().is_none() {
+            return Err(JobError::discard("only a workflow node can spawn nodes"));
+        }
+        let names: Vec<String> = children.iter().map(|(n, _)| n.clone()).collect();
+        let mut w = docket_core::workflow::Workflow::new(name);
+        for (n, job) in children {
+            w = w.add(n, job);
+        }
+        if let Some((n, job)) = then {
+            w = w.add_after(n, job, names);
+        }
+        let graph = w
+            .graph(&docket_core::Limits::default())
+            .map_err(|e| JobError::discard(format!("spawn {name:?}: {e}")))?
+            .clone();
+        let lease = docket_core::Lease {
+            id: self.id,
+            attempt: self.fence,
+        };
+        match self.steps.spawn(lease, name, &graph).await {
+            Ok(out) => Ok(out),
+            Err(docket_core::StoreError::Invalid(e)) => {
+                Err(JobError::discard(format!("spawn {name:?}: {e}")))
+            }
+            Err(e) => Err(JobError::retry(format!("spawn {name:?}: {e}"))),
+        }
+    }
+
     /// Every parent of this workflow node: name, job, state and output (empty for a plain
     /// job). A node runs once each parent has succeeded — or ended on an edge whose policy is
     /// `ignore`, so a parent here may be dead or cancelled, without an output.

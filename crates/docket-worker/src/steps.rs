@@ -36,6 +36,13 @@ pub(crate) trait StepStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<serde_json::Value>, StoreError>>;
     /// The job's parents in its workflow (empty for a plain job).
     fn deps(&self, id: JobId) -> BoxFuture<'_, Result<Vec<docket_core::DepOutput>, StoreError>>;
+    /// Adds a graph to the workflow of the node `lease` holds (see `Store::spawn_nodes`).
+    fn spawn<'a>(
+        &'a self,
+        lease: Lease,
+        step: &'a str,
+        graph: &'a docket_core::workflow::Graph,
+    ) -> BoxFuture<'a, Result<docket_core::WorkflowEnqueued, StoreError>>;
 }
 
 /// The most steps one batch carries, and the most output bytes (a batch is one statement:
@@ -191,6 +198,15 @@ impl<S: Store> StepStore for Arc<StepBatcher<S>> {
 
     fn deps(&self, id: JobId) -> BoxFuture<'_, Result<Vec<docket_core::DepOutput>, StoreError>> {
         Box::pin(self.store.dep_outputs(id))
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        lease: Lease,
+        step: &'a str,
+        graph: &'a docket_core::workflow::Graph,
+    ) -> BoxFuture<'a, Result<docket_core::WorkflowEnqueued, StoreError>> {
+        Box::pin(self.store.spawn_nodes(&self.owner, lease, step, graph))
     }
 }
 

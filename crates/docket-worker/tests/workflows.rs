@@ -63,6 +63,45 @@ fn registry<S: Store>(ran: Ran) -> Registry<S> {
             Ok(())
         }
     });
+    let log = ran.clone();
+    r.register_fn("fan", move |_, ctx: JobContext| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push("fan".into());
+            let leaf = |i: i64| NewJob::new("q", "leaf", json!({ "i": i }));
+            ctx.spawn(
+                "leaves",
+                (1..=3).map(|i| (format!("leaf{i}"), leaf(i))).collect(),
+                Some(("sum".into(), NewJob::new("q", "sum", json!({})))),
+            )
+            .await?;
+            Ok(())
+        }
+    });
+    let log = ran.clone();
+    r.register_fn("leaf", move |args, ctx: JobContext| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push("leaf".into());
+            ctx.set_output(&args["i"].as_i64().unwrap_or(0))?;
+            Ok(())
+        }
+    });
+    let log = ran.clone();
+    r.register_fn("sum", move |_, ctx: JobContext| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push("sum".into());
+            let total: i64 = ctx
+                .deps()
+                .await?
+                .iter()
+                .filter_map(|d| d.output.as_ref().and_then(|v| v.as_i64()))
+                .sum();
+            ctx.set_output(&total)?;
+            Ok(())
+        }
+    });
     let log = ran;
     r.register_fn("fails", move |_, _| {
         let log = log.clone();
@@ -83,6 +122,8 @@ async fn a_workflow_runs_through_a_worker_with_the_defaults<H: Harness>() {
         .add_after("email", job("email", json!({})), ["charge"])
         .add("risky", job("fails", json!({})))
         .add_after("after_risky", job("email", json!({})), ["risky"])
+        .add("fanout", job("fan", json!({})))
+        .add_after("after_fanout", job("join", json!({})), ["fanout"])
         .add_after(
             "join",
             job("join", json!({})),
@@ -108,9 +149,15 @@ async fn a_workflow_runs_through_a_worker_with_the_defaults<H: Harness>() {
     let task = tokio::spawn(async move { w.run(sd).await.expect("run") });
     let s2 = s.clone();
     let join = id("join");
-    docket_testkit::eventually(Duration::from_secs(50), "the join finishes", move || {
+    let after_fanout = id("after_fanout");
+    docket_testkit::eventually(Duration::from_secs(50), "the joins finish", move || {
         let s = s2.clone();
-        async move { s.get(join).await.is_ok_and(|j| j.state.is_terminal()) }
+        async move {
+            s.get(join).await.is_ok_and(|j| j.state.is_terminal())
+                && s.get(after_fanout)
+                    .await
+                    .is_ok_and(|j| j.state.is_terminal())
+        }
     })
     .await;
     shutdown.graceful.cancel();
@@ -138,6 +185,18 @@ async fn a_workflow_runs_through_a_worker_with_the_defaults<H: Harness>() {
             "email=succeeded".to_string(),
             "risky=dead".to_string()
         ])
+    );
+    // The fan-out: three leaves and their sum ran after it, and its old dependent after
+    // the sum (the spawn made it wait for the join too).
+    let w = s.workflow(wf.id).await.unwrap();
+    let spawned = |n: &str| w.nodes.iter().find(|x| x.name == n).map(|x| x.id).unwrap();
+    assert_eq!(s.output::<i64>(spawned("sum")).await.unwrap(), Some(6));
+    let sum_end = s.get(spawned("sum")).await.unwrap().finished_at;
+    let after = s.get(id("after_fanout")).await.unwrap();
+    assert_eq!(after.state, JobState::Succeeded);
+    assert!(
+        after.attempted_at >= sum_end,
+        "the old dependent ran after the spawned join"
     );
     // Each node started after its parents, and a cancelled dependent never started.
     let ran = ran.lock().unwrap().clone();

@@ -141,6 +141,7 @@ macro_rules! conformance_suite {
             workflows::an_edge_is_consumed_once,
             workflows::finished_workflows_are_pruned,
             workflows::a_workflow_is_read_cancelled_and_retried_whole,
+            workflows::a_running_node_spawns_once_under_its_claim,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]

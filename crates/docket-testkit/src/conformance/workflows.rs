@@ -526,3 +526,104 @@ pub async fn a_workflow_is_read_cancelled_and_retried_whole<H: Harness>(h: &H) {
         WorkflowState::Succeeded
     );
 }
+
+/// A running node spawns children and a node after them into its workflow: under its claim
+/// only (a stale attempt spawns nothing and writes nothing), once per name (a second call
+/// returns the same jobs), its own dependents then wait for the spawned join too, and the
+/// whole runs in order: the node, its children, the join, then its old dependent.
+pub async fn a_running_node_spawns_once_under_its_claim<H: Harness>(h: &H) {
+    let s = h.store();
+    let g = graph(Workflow::new("spawn").add("s", node("s")).add_after(
+        "after",
+        node("after"),
+        ["s"],
+    ));
+    let wf = s.enqueue_workflow(&g).await.unwrap();
+    let id = |n: &str| wf.job(n).unwrap();
+    let fan = graph(
+        Workflow::new("fan")
+            .add("x1", node("x1"))
+            .add("x2", node("x2"))
+            .add_after("join", node("join"), ["x1", "x2"]),
+    );
+    // A stale claim first: claimed, expired, reaped, claimed again by another worker.
+    let old = claim(s, "q", 1, "w1", Duration::from_secs(5)).await;
+    assert_eq!(old[0].id, id("s"));
+    h.advance(Duration::from_secs(6)).await;
+    s.reap(10).await.unwrap();
+    h.advance(Duration::from_secs(3600)).await;
+    let new = claim(s, "q", 1, "w2", LONG).await;
+    assert_eq!(new[0].id, id("s"));
+    let before = all(s).await.len();
+    let e = s
+        .spawn_nodes("w1", lease(&old[0]), "fan", &fan)
+        .await
+        .expect_err("a stale attempt spawns nothing");
+    assert!(matches!(e, StoreError::LeaseLost(_)), "{e:?}");
+    assert_eq!(all(s).await.len(), before, "nothing was written");
+
+    let spawned = s
+        .spawn_nodes("w2", lease(&new[0]), "fan", &fan)
+        .await
+        .unwrap();
+    assert_eq!(spawned.id, wf.id);
+    assert_eq!(
+        spawned
+            .jobs
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        vec!["x1", "x2", "join"]
+    );
+    let again = s
+        .spawn_nodes("w2", lease(&new[0]), "fan", &fan)
+        .await
+        .unwrap();
+    assert_eq!(again, spawned, "once per name");
+    assert_eq!(all(s).await.len(), before + 3);
+    let clash = graph(Workflow::new("clash").add("after", node("dup")));
+    assert!(matches!(
+        s.spawn_nodes("w2", lease(&new[0]), "clash", &clash).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let sid = |n: &str| spawned.job(n).unwrap();
+    for n in ["x1", "x2", "join"] {
+        assert_eq!(state(s, sid(n)).await, JobState::Waiting, "{n}");
+    }
+    assert!(
+        claim(s, "q", 10, "w3", LONG).await.is_empty(),
+        "all wait for s"
+    );
+
+    s.complete_nodes("w2", &[done(&new[0], None)])
+        .await
+        .unwrap();
+    let xs = ready(s, "w2").await;
+    assert_eq!(
+        xs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![sid("x1"), sid("x2")]
+    );
+    assert_eq!(
+        state(s, id("after")).await,
+        JobState::Waiting,
+        "after waits for the join"
+    );
+    s.complete_nodes("w2", &xs.iter().map(|j| done(j, None)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let join = ready(s, "w2").await;
+    assert_eq!(
+        join.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![sid("join")]
+    );
+    s.complete_nodes("w2", &[done(&join[0], None)])
+        .await
+        .unwrap();
+    let last = ready(s, "w2").await;
+    assert_eq!(
+        last.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![id("after")]
+    );
+    let w = s.workflow(wf.id).await.unwrap();
+    assert_eq!(w.summary.nodes, 5, "the workflow counts its spawned nodes");
+}
