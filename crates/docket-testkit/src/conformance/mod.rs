@@ -41,6 +41,7 @@ pub mod signals;
 mod sqlite;
 pub mod steps;
 pub mod why;
+pub mod workflow_model;
 pub mod workflows;
 
 use std::future::Future;
@@ -147,6 +148,11 @@ macro_rules! conformance_suite {
         #[test]
         fn store_matches_the_state_machine_model() {
             $crate::conformance::model::run::<$h>();
+        }
+        /// The model-based test of workflows over this engine (`conformance::workflow_model`).
+        #[test]
+        fn workflows_match_the_model() {
+            $crate::conformance::workflow_model::run::<$h>();
         }
     };
     (@cases $h:ty; $($module:ident :: $case:ident),* $(,)?) => {

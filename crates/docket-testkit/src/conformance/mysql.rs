@@ -53,7 +53,15 @@ impl Harness for MySqlHarness {
     }
 
     async fn reset(&self) {
-        for t in ["jobs", "queues", "key_limits", "job_steps", "job_signals"] {
+        for t in [
+            "jobs",
+            "queues",
+            "key_limits",
+            "job_steps",
+            "job_signals",
+            "job_deps",
+            "workflows",
+        ] {
             self.exec(&format!("TRUNCATE TABLE {t}")).await;
         }
     }

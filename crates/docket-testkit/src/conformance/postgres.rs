@@ -34,7 +34,7 @@ impl Harness for PgHarness {
 
     async fn reset(&self) {
         self.db
-            .exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits, {schema}.job_steps, {schema}.job_signals RESTART IDENTITY")
+            .exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits, {schema}.job_steps, {schema}.job_signals, {schema}.job_deps, {schema}.workflows RESTART IDENTITY")
             .await;
     }
 

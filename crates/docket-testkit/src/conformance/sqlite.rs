@@ -65,7 +65,7 @@ impl Harness for SqliteHarness {
     async fn reset(&self) {
         self.exec(
             "DELETE FROM jobs; DELETE FROM queues; DELETE FROM key_limits; DELETE FROM job_steps;
-             DELETE FROM job_signals;
+             DELETE FROM job_signals; DELETE FROM job_deps; DELETE FROM workflows;
              DELETE FROM sqlite_sequence WHERE name = 'jobs'",
         )
         .await;
