@@ -327,7 +327,7 @@ async fn workflows_end_correctly_while_workers_are_killed() {
         )
         .await
     };
-    let kills = kill_randomly(&mut workers, spawn, 12, left).await;
+    let kills = kill_randomly(&mut workers, spawn, 12, &log, left).await;
     eventually(
         Duration::from_secs(600),
         "every workflow ended after the kills",

@@ -406,13 +406,16 @@ esac"#;
     output
 }
 
-/// Every 1-2 s (the chaos interval, not a wait for anything) SIGKILLs a random worker of
-/// `workers` and replaces it with `spawn(n)`, until `max` kills or until `left()` says no
-/// work is left; each victim must have died of the signal. Returns the kills dealt.
+/// SIGKILLs a random worker of `workers` each time the execution log `log` has grown by a
+/// random 40 to 120 lines (20 to 60 runs started or ended) since the last kill — so every
+/// kill lands while jobs run, however fast the machine — and replaces it with `spawn(n)`,
+/// until `max` kills or until `left()` says no work is left; each victim must have died of
+/// the signal. Returns the kills dealt.
 pub async fn kill_randomly<F, Fut>(
     workers: &mut [Proc],
     spawn: impl Fn(usize) -> Proc,
     max: usize,
+    log: &Path,
     left: F,
 ) -> usize
 where
@@ -420,12 +423,33 @@ where
     Fut: std::future::Future<Output = i64>,
 {
     use rand::Rng;
+    let lines = || {
+        std::fs::read_to_string(log)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
     let mut rng = rand::thread_rng();
     let first = workers.len();
     let mut kills = 0;
     while kills < max {
-        tokio::time::sleep(std::time::Duration::from_millis(rng.gen_range(1000..2000))).await;
-        if left().await == 0 {
+        let due = lines() + rng.gen_range(40..120);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let flag = &done;
+        eventually(
+            std::time::Duration::from_secs(120),
+            "the workers make progress between kills",
+            || {
+                let finished = left();
+                let grown = lines() >= due;
+                async move {
+                    let none_left = finished.await == 0;
+                    flag.store(none_left, std::sync::atomic::Ordering::Relaxed);
+                    grown || none_left
+                }
+            },
+        )
+        .await;
+        if done.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
         let victim = rng.gen_range(0..workers.len());

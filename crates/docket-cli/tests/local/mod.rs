@@ -337,7 +337,7 @@ pub async fn kill_minus_nine_workers_repeatedly<D: Db>() {
         || async { D::scalar(&s, "SELECT count(*) FROM jobs WHERE state <> 'succeeded'").await };
     // At most 20 kills, then the survivors finish: the test measures faults, not how fast
     // the machine spawns the jobs' processes (three each) next to the other tests.
-    let kills = common::kill_randomly(&mut workers, spawn, 20, left).await;
+    let kills = common::kill_randomly(&mut workers, spawn, 20, &log, left).await;
     // A stall says why: the workers' own logs (a write refused, a lock never freed).
     eventually_explained(
         Duration::from_secs(600),
@@ -480,7 +480,7 @@ pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
         )
         .await
     };
-    let kills = common::kill_randomly(&mut workers, spawn, 12, left).await;
+    let kills = common::kill_randomly(&mut workers, spawn, 12, &log, left).await;
     eventually_explained(
         Duration::from_secs(600),
         "every workflow ended after the kills",
