@@ -40,13 +40,6 @@ fn not_found(id: i64, e: docket_core::StoreError) -> anyhow::Error {
     }
 }
 
-fn counts(c: &[(docket_core::JobState, i64)]) -> String {
-    c.iter()
-        .map(|(s, n)| format!("{n} {s}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 async fn list(ctx: &impl Open, a: WorkflowListArgs) -> anyhow::Result<()> {
     docket_core::workflow::check_limit(a.limit).map_err(|e| CliError::invalid(e.to_string()))?;
     let store = Open::existing(ctx, 1).await?;
@@ -61,7 +54,7 @@ async fn list(ctx: &impl Open, a: WorkflowListArgs) -> anyhow::Result<()> {
             Cell::new(docket_core::validate::visible(&w.name)),
             Cell::new(w.state),
             Cell::new(w.nodes),
-            Cell::new(counts(&w.counts)),
+            Cell::new(w.counts_text()),
             Cell::new(output::time(&w.created_at)),
         ]);
     }
@@ -80,7 +73,7 @@ async fn show(ctx: &impl Open, a: WorkflowIdArgs) -> anyhow::Result<()> {
         w.summary.id,
         docket_core::validate::visible(&w.summary.name),
         w.summary.state,
-        counts(&w.summary.counts)
+        w.summary.counts_text()
     );
     let depth = w.depths();
     let name = |id: JobId| {

@@ -34,20 +34,20 @@ pub async fn enqueue_on<C: Conn>(
     graph: &Graph,
     due: &mut BTreeSet<String>,
 ) -> Result<WorkflowEnqueued> {
-    enqueue_into(c, limits, now, graph, due, None).await
+    graph.validate(limits)?;
+    enqueue_into(c, now, graph, due, None).await
 }
 
-/// [`enqueue_on`], or with `spawner` = (workflow, running node): the graph goes into that
-/// workflow, every root after the node, and the node's waiting dependents after every sink.
+/// [`enqueue_on`] of a graph already checked, or with `spawner` = (workflow, running node):
+/// the graph goes into that workflow, every root after the node, and the node's waiting
+/// dependents after every sink.
 async fn enqueue_into<C: Conn>(
     c: &mut C,
-    limits: &Limits,
     now: i64,
     graph: &Graph,
     due: &mut BTreeSet<String>,
     spawner: Option<(i64, i64)>,
 ) -> Result<WorkflowEnqueued> {
-    graph.validate(limits)?;
     let count = i64::try_from(graph.nodes.len()).unwrap_or(i64::MAX);
     let wf = match spawner {
         Some((wf, _)) => {
@@ -183,15 +183,7 @@ pub async fn spawn_nodes<E: Engine>(
             .ok_or_else(|| corrupt(format!("the spawn step {name:?} holds no job ids")));
     }
     let mut due = BTreeSet::new();
-    let out = enqueue_into(
-        &mut tx,
-        e.limits(),
-        now,
-        graph,
-        &mut due,
-        Some((wf, lease.id.0)),
-    )
-    .await?;
+    let out = enqueue_into(&mut tx, now, graph, &mut due, Some((wf, lease.id.0))).await?;
     let ids: serde_json::Map<String, serde_json::Value> = out
         .jobs
         .iter()
@@ -213,7 +205,7 @@ pub async fn enqueue_workflow<E: Engine>(e: &E, graph: &Graph) -> Result<Workflo
     let mut tx = e.begin().await?;
     let now = tx.now();
     let mut due = BTreeSet::new();
-    let out = enqueue_on(&mut tx, e.limits(), now, graph, &mut due).await?;
+    let out = enqueue_into(&mut tx, now, graph, &mut due, None).await?;
     tx.commit().await?;
     for q in due {
         e.hint(Wake::Queue(q));

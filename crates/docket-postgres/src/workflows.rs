@@ -23,6 +23,15 @@ impl PgStore {
         graph: &Graph,
     ) -> Result<WorkflowEnqueued> {
         graph.validate(self.limits())?;
+        self.insert_workflow(conn, graph).await
+    }
+
+    /// A checked graph written by `enqueue_workflow()` on `conn`.
+    async fn insert_workflow(
+        &self,
+        conn: &mut PgConnection,
+        graph: &Graph,
+    ) -> Result<WorkflowEnqueued> {
         let text = serde_json::to_value(graph).map_err(|e| StoreError::Database(e.into()))?;
         let rows = self
             .query(&self.queries().enqueue_workflow)
@@ -30,24 +39,14 @@ impl PgStore {
             .fetch_all(&mut *conn)
             .await
             .map_err(workflow_err)?;
-        let mut out = WorkflowEnqueued {
-            id: 0,
-            jobs: Vec::with_capacity(rows.len()),
-        };
-        for r in &rows {
-            out.id = r.try_get("workflow_id").map_err(db_err)?;
-            out.jobs.push((
-                r.try_get("node").map_err(db_err)?,
-                JobId(r.try_get("job_id").map_err(db_err)?),
-            ));
-        }
-        Ok(out)
+        enqueued(&rows)
     }
 
     pub(crate) async fn enqueue_workflow_impl(&self, graph: &Graph) -> Result<WorkflowEnqueued> {
+        // Checked before a transaction is opened for it, and once.
         graph.validate(self.limits())?;
         let mut tx = self.begin_bounded().await?;
-        let out = self.enqueue_workflow_tx(&mut tx, graph).await?;
+        let out = self.insert_workflow(&mut tx, graph).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(out)
     }
@@ -81,17 +80,7 @@ impl PgStore {
                 lost.into_iter().next().expect("one lease"),
             ));
         }
-        let mut out = WorkflowEnqueued {
-            id: 0,
-            jobs: Vec::with_capacity(rows.len()),
-        };
-        for r in &rows {
-            out.id = r.try_get("workflow_id").map_err(db_err)?;
-            out.jobs.push((
-                r.try_get("node").map_err(db_err)?,
-                JobId(r.try_get("job_id").map_err(db_err)?),
-            ));
-        }
+        let mut out = enqueued(&rows)?;
         out.jobs.sort_by_key(|(_, id)| *id);
         Ok(out)
     }
@@ -237,6 +226,22 @@ impl PgStore {
             edges,
         })
     }
+}
+
+/// The rows of `enqueue_workflow()` or `spawn_nodes()` (workflow_id, node, job_id).
+fn enqueued(rows: &[sqlx::postgres::PgRow]) -> Result<WorkflowEnqueued> {
+    let mut out = WorkflowEnqueued {
+        id: 0,
+        jobs: Vec::with_capacity(rows.len()),
+    };
+    for r in rows {
+        out.id = r.try_get("workflow_id").map_err(db_err)?;
+        out.jobs.push((
+            r.try_get("node").map_err(db_err)?,
+            JobId(r.try_get("job_id").map_err(db_err)?),
+        ));
+    }
+    Ok(out)
 }
 
 /// The function's refusals ("workflow refused: …") as the library's own.

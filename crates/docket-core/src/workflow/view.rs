@@ -77,6 +77,15 @@ pub struct WorkflowSummary {
 }
 
 impl WorkflowSummary {
+    /// The nodes by state as people read them: "3 waiting, 1 pending".
+    pub fn counts_text(&self) -> String {
+        self.counts
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The summary of a workflow whose nodes still in the table are `nodes`.
     pub fn of_nodes(
         id: i64,

@@ -22,13 +22,6 @@ pub const MAX_LISTED: i64 = 200;
 /// of boxes says nothing the counts do not).
 pub const MAX_DRAWN: usize = 300;
 
-fn counts(c: &[(docket_core::JobState, i64)]) -> String {
-    c.iter()
-        .map(|(s, n)| format!("{n} {s}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// `GET /workflows`.
 pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
@@ -48,7 +41,7 @@ pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                         td { (docket_core::validate::visible(&w.name)) }
                         td { span class={"state " (w.state)} { (w.state) } }
                         td.n { (w.nodes) }
-                        td { (counts(&w.counts)) }
+                        td { (w.counts_text()) }
                         td { (layout::time(&w.created_at)) }
                     }
                 }
@@ -146,7 +139,7 @@ pub async fn page<S: Store>(
     let act = |a: &str| format!("/workflows/{id}/{a}");
     let body = html! {
         h1 { "Workflow " (id) " " span #state class={"state " (w.summary.state)} { (w.summary.state) } }
-        p { (docket_core::validate::visible(&w.summary.name)) " · " (w.summary.nodes) " nodes · " (counts(&w.summary.counts)) " · created " (layout::time(&w.summary.created_at)) }
+        p { (docket_core::validate::visible(&w.summary.name)) " · " (w.summary.nodes) " nodes · " (w.summary.counts_text()) " · created " (layout::time(&w.summary.created_at)) }
         @if !app.opts.read_only {
             div.bar #actions {
                 (confirm_button(&app, &act("retry"), "Retry failed nodes", "", &format!("Retry every dead or cancelled node of workflow {id}? Each waits again for its parents.")))
