@@ -317,6 +317,14 @@ pub async fn exec_job(spec: ExecSpec, args: serde_json::Value, ctx: JobContext) 
             .env("DOCKET_WORKFLOW_ID", wf.to_string())
             .env("DOCKET_NODE", node);
     }
+    if let Some(b) = ctx.batch() {
+        // A batch's callback: the batch, why it fired and the counts, as one JSON value
+        // (numbers and the batch's checked name; no job data).
+        cmd.env(
+            "DOCKET_BATCH",
+            serde_json::to_string(&b).unwrap_or_default(),
+        );
+    }
     cmd.arg("-c")
         .arg(&spec.cmd)
         .env("DOCKET_JOB_ID", ctx.id.to_string())

@@ -92,6 +92,9 @@ pub enum ValidationError {
     /// A workflow graph refused (the node named); nothing was written.
     #[error("workflow refused: {0}")]
     Workflow(#[from] crate::workflow::WorkflowError),
+    /// A batch refused, or an operation its state forbids; nothing was written.
+    #[error("batch refused: {0}")]
+    Batch(#[from] crate::batches::BatchError),
     /// One job of a batch is invalid; nothing of the batch was written.
     #[error("job #{index} of the batch (0-based): {error}")]
     InBatch {
@@ -152,6 +155,12 @@ impl StoreError {
     /// True when retrying the same call later may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<crate::batches::BatchError> for StoreError {
+    fn from(e: crate::batches::BatchError) -> Self {
+        StoreError::Invalid(ValidationError::Batch(e))
     }
 }
 

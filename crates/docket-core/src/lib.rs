@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batches;
 pub mod bulk;
 pub mod control;
 pub mod duration;
@@ -55,6 +56,7 @@ pub mod why;
 pub mod workers;
 pub mod workflow;
 
+pub use batches::{Batch, BatchOpened, BatchResult, BatchSpec, BatchStatus};
 pub use control::*;
 pub use engine::{InTransaction, ListenSupport, Listener, NoListener, Wake};
 pub use error::{LeaseLost, LostReason, StoreError, ValidationError};

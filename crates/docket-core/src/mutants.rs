@@ -90,6 +90,9 @@ pub enum Mutant {
     /// Workflows: a spawn is written without the spawning node's fence: a stale attempt adds
     /// nodes to the workflow.
     WorkflowStaleSpawns,
+    /// Batches: a callback that already fired is enqueued again when the batch settles
+    /// again (a member retried after the batch ended).
+    BatchCallbackTwice,
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
@@ -154,6 +157,7 @@ impl Mutant {
         Mutant::WorkflowDoubleDecrement,
         Mutant::WorkflowCancelNotApplied,
         Mutant::WorkflowStaleSpawns,
+        Mutant::BatchCallbackTwice,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
@@ -198,6 +202,7 @@ impl Mutant {
             Mutant::WorkflowDoubleDecrement => "workflow_double_decrement",
             Mutant::WorkflowCancelNotApplied => "workflow_cancel_not_applied",
             Mutant::WorkflowStaleSpawns => "workflow_stale_spawns",
+            Mutant::BatchCallbackTwice => "batch_callback_twice",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",
@@ -324,6 +329,11 @@ impl Mutant {
                 ),
                 ("spawn_nodes", FENCE, "true"),
             ],
+            Mutant::BatchCallbackTwice => &[(
+                "batch_settle",
+                "ELSE w.on_success_job END IS NOT NULL;",
+                "ELSE w.on_success_job END IS NOT NULL AND false;",
+            )],
             _ => &[],
         }
     }

@@ -188,6 +188,41 @@ pub trait Store: Clone + Send + Sync + 'static {
         graph: &crate::workflow::Graph,
     ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
 
+    /// Opens a batch atomically: its row, its first members (pending at once, nodes `#1`,
+    /// `#2`, … of the batch's workflow) and, unless the spec keeps it open, its close. The
+    /// spec is checked first ([`crate::batches::BatchSpec::validate`]); a refused batch
+    /// writes nothing. Once closed and every member has ended, each callback whose occasion
+    /// holds is enqueued in the transaction that ended the last member — at most once each.
+    fn open_batch(
+        &self,
+        spec: &crate::batches::BatchSpec,
+    ) -> impl Future<Output = Result<crate::batches::BatchOpened>> + Send;
+
+    /// Adds members to open batch `id`, atomically; refused (nothing written) once it is
+    /// closed, past [`crate::batches::MAX_MEMBERS`], or for a workflow that is not a batch.
+    fn add_to_batch(
+        &self,
+        id: i64,
+        jobs: &[crate::batches::JobSpec],
+    ) -> impl Future<Output = Result<Vec<JobId>>> + Send;
+
+    /// Closes batch `id` (again: nothing changes); when every member has already ended its
+    /// callbacks are enqueued now. Returns the batch as it stands after.
+    fn close_batch(
+        &self,
+        id: i64,
+    ) -> impl Future<Output = Result<crate::batches::BatchStatus>> + Send;
+
+    /// One batch. `NotFound` names its id as a job id; a workflow that is not a batch is
+    /// refused.
+    fn batch(&self, id: i64) -> impl Future<Output = Result<crate::batches::BatchStatus>> + Send;
+
+    /// The newest `limit` batches (1..=1000), newest first.
+    fn batches(
+        &self,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<crate::batches::BatchStatus>>> + Send;
+
     /// A job's parents in its workflow: name, state and output (empty for a plain job).
     fn dep_outputs(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::DepOutput>>> + Send;
 

@@ -326,7 +326,9 @@ macro_rules! statements {
             "child_satisfied", "child_cancel", "node_row", "children_lock", "dep_outputs",
             "deps_rearm", "node_rewait", "deps_waiting_count", "workflows_prune",
             "workflows_prune_empty", "workflows_list", "workflow_nodes", "workflow_edges",
-            "workflow_names_taken", "workflow_grow", "child_grow"
+            "workflow_names_taken", "workflow_grow", "child_grow", "batch_insert", "batch_lock",
+            "batch_member", "batch_grow", "batch_close", "batch_tally", "batch_row", "batch_list",
+            "batch_ended", "batch_fired", "job_batch", "workflow_kind"
             $(, $extra)*
         );
     };

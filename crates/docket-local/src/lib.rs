@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batches;
 pub mod claim;
 pub mod controls;
 pub mod engine;
@@ -144,6 +145,13 @@ macro_rules! store_impl {
             workflows(limit: i64) -> Vec<$crate::core::workflow::WorkflowSummary>
                 = $crate::workflow::workflows;
             workflow(id: i64) -> $crate::core::workflow::WorkflowDetail = $crate::workflow::workflow;
+            open_batch(spec: &$crate::core::batches::BatchSpec => spec.clone())
+                -> $crate::core::batches::BatchOpened = $crate::batches::open;
+            add_to_batch(id: i64, jobs: &[$crate::core::batches::JobSpec] => jobs.to_vec())
+                -> Vec<$crate::core::JobId> = $crate::batches::add;
+            close_batch(id: i64) -> $crate::core::batches::BatchStatus = $crate::batches::close;
+            batch(id: i64) -> $crate::core::batches::BatchStatus = $crate::batches::batch;
+            batches(limit: i64) -> Vec<$crate::core::batches::BatchStatus> = $crate::batches::batches;
             spawn_nodes(owner: &str => owner.to_owned(), lease: $crate::core::Lease => lease,
                         step: &str => step.to_owned(), graph: &$crate::core::workflow::Graph => graph.clone())
                 -> $crate::core::WorkflowEnqueued = $crate::workflow::spawn_nodes;

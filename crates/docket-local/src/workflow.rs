@@ -281,6 +281,8 @@ pub async fn resolve<C: Conn>(
     state: JobState,
     ready: &mut BTreeSet<String>,
 ) -> Result<()> {
+    // A batch's member (a node without edges) is counted first.
+    crate::batches::moved(c, now, parent, JobState::Running, state, ready).await?;
     // A worklist, not recursion: a long chain cancelled from its root.
     let mut work = vec![(parent.0, state)];
     while let Some((p, st)) = work.pop() {

@@ -464,6 +464,8 @@ pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<J
     tx.execute("retry", args![id.0, now, extra_attempts])
         .await?;
     crate::workflow::rearm(&mut tx, id).await?;
+    let mut due = std::collections::BTreeSet::new();
+    crate::batches::moved(&mut tx, now, id, state, JobState::Pending, &mut due).await?;
     tx.commit().await?;
     e.hint(Wake::Queue(queue));
     get(e, id).await
@@ -540,8 +542,15 @@ pub async fn skip<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
             None,
         ),
     );
-    tx.execute("skip", args![id.0, now, &errors]).await?;
+    let n = tx.execute("skip", args![id.0, now, &errors]).await?;
+    let mut due = std::collections::BTreeSet::new();
+    if n == 1 {
+        crate::batches::moved(&mut tx, now, id, state, JobState::Cancelled, &mut due).await?;
+    }
     tx.commit().await?;
+    for q in due {
+        e.hint(Wake::Queue(q));
+    }
     get(e, id).await
 }
 

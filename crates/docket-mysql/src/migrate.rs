@@ -53,6 +53,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "workflows",
         include_str!("../migrations/0012_workflows.sql"),
     ),
+    (
+        13,
+        "batches",
+        include_str!("../migrations/0013_batches.sql"),
+    ),
 ];
 
 /// The newest version.

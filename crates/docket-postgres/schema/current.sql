@@ -78,7 +78,8 @@ CREATE TABLE {{schema}}.jobs (
     progress_at timestamp with time zone,
     workflow_id bigint,
     node text,
-    deps_waiting integer
+    deps_waiting integer,
+    batch_id bigint
 );
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
@@ -109,6 +110,8 @@ CREATE INDEX jobs_ordering_idx ON {{schema}}.jobs USING btree (ordering_key, id)
 CREATE INDEX jobs_retrying_idx ON {{schema}}.jobs USING btree (id) WHERE ((state = 'pending'::text) AND (errors <> '[]'::jsonb));
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {{schema}}.jobs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (state = ANY (ARRAY['pending'::text, 'running'::text])));
 CREATE INDEX jobs_workflow_idx ON {{schema}}.jobs USING btree (workflow_id, node) WHERE (workflow_id IS NOT NULL);
+CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.batch_id IS NOT NULL) AND (old.state = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text])))) EXECUTE FUNCTION {{schema}}.jobs_batch_tally();
+CREATE TRIGGER jobs_batch_tally AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN (((old.batch_id IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND ((old.state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) OR (new.state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text]))))) EXECUTE FUNCTION {{schema}}.jobs_batch_tally();
 CREATE TRIGGER jobs_input_rules AFTER INSERT OR UPDATE OF queue, kind, args, metadata, errors, priority, max_attempts, backoff_base_ms, backoff_cap_ms, ordering_key, concurrency_key, unique_key ON {{schema}}.jobs FOR EACH ROW WHEN (((((octet_length(new.queue) >= 1) AND (octet_length(new.queue) <= 64)) IS FALSE) OR (((octet_length(new.kind) >= 1) AND (octet_length(new.kind) <= 128)) IS FALSE) OR ((new.max_attempts > 0) IS FALSE) OR (((new.priority >= '-100'::integer) AND (new.priority <= 100)) IS FALSE) OR ((octet_length((new.args)::text) <= 262144) IS FALSE) OR ((jsonb_typeof(new.metadata) = 'object'::text) IS FALSE) OR ((octet_length((new.metadata)::text) <= 16384) IS FALSE) OR ((jsonb_typeof(new.errors) = 'array'::text) IS FALSE) OR ((octet_length((new.errors)::text) <= 262144) IS FALSE) OR (((octet_length(new.unique_key) >= 1) AND (octet_length(new.unique_key) <= 512)) IS FALSE) OR (((octet_length(new.ordering_key) >= 1) AND (octet_length(new.ordering_key) <= 512)) IS FALSE) OR (((octet_length(new.concurrency_key) >= 1) AND (octet_length(new.concurrency_key) <= 512)) IS FALSE) OR ((octet_length((new.args)::text) > 1024) AND {{schema}}.jsonb_has_long_number(new.args)) OR ((octet_length((new.metadata)::text) > 1024) AND {{schema}}.jsonb_has_long_number(new.metadata)) OR ((COALESCE(((new.backoff_base_ms >= 1) AND (new.backoff_base_ms <= 604800000)), true) AND COALESCE(((new.backoff_cap_ms >= COALESCE(new.backoff_base_ms, (1)::bigint)) AND (new.backoff_cap_ms <= '2592000000'::bigint)), true)) IS FALSE))) EXECUTE FUNCTION {{schema}}.jobs_input_rejected();
 CREATE TRIGGER jobs_release_keys AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN ((((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
 CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.state = 'running'::text) AND ((old.ordering_key IS NOT NULL) OR (old.concurrency_key IS NOT NULL)))) EXECUTE FUNCTION {{schema}}.jobs_release_keys();
@@ -284,11 +287,22 @@ CREATE TABLE {{schema}}.workflows (
     id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
     name text NOT NULL,
     nodes integer NOT NULL,
-    created_at timestamp with time zone NOT NULL DEFAULT now()
+    created_at timestamp with time zone NOT NULL DEFAULT now(),
+    callbacks jsonb,
+    closed_at timestamp with time zone,
+    ended_at timestamp with time zone,
+    unfinished integer NOT NULL DEFAULT 0,
+    succeeded integer NOT NULL DEFAULT 0,
+    dead integer NOT NULL DEFAULT 0,
+    cancelled integer NOT NULL DEFAULT 0,
+    on_success_job bigint,
+    on_complete_job bigint,
+    on_failure_job bigint
 );
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_name_check CHECK (((octet_length(name) >= 1) AND (octet_length(name) <= 128)));
-ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 1) AND (nodes <= 20000)));
+ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_nodes_check CHECK (((nodes >= 0) AND (nodes <= 100000))) NOT VALID;
 ALTER TABLE {{schema}}.workflows ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
+CREATE INDEX workflows_batches_idx ON {{schema}}.workflows USING btree (id) WHERE (callbacks IS NOT NULL);
 
 CREATE OR REPLACE FUNCTION {{schema}}.backoff_delay(p_attempt integer, p_base_ms bigint, p_cap_ms bigint)
  RETURNS interval
@@ -299,6 +313,224 @@ AS $function$
         least(coalesce(p_cap_ms, 3600000)::float8,
               coalesce(p_base_ms, 10000)::float8 * power(2::float8, least(greatest(p_attempt, 1) - 1, 40)))
         * (0.75 + random() * 0.5)) / 1000.0)
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.batch_add(p_batch bigint, p_jobs jsonb)
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    w record;
+    v_n integer;
+    v_i integer;
+    v_ids bigint[] := '{}';
+BEGIN
+    IF jsonb_typeof(p_jobs) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'batch refused: the jobs must be a JSON array'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT id, nodes, closed_at, callbacks INTO w FROM workflows WHERE id = p_batch FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'batch % not found', p_batch USING ERRCODE = 'no_data_found';
+    ELSIF w.callbacks IS NULL THEN
+        RAISE EXCEPTION 'workflow % is not a batch', p_batch USING ERRCODE = 'wrong_object_type';
+    ELSIF w.closed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'batch % is closed: nothing can be added to it', p_batch
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    v_n := jsonb_array_length(p_jobs);
+    IF w.nodes + v_n > 100000 THEN
+        RAISE EXCEPTION 'batch refused: % members, over the limit of 100000 per batch',
+            w.nodes + v_n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_i IN 1 .. v_n LOOP
+        v_ids := v_ids || batch_job_insert(p_jobs->(v_i - 1), 'job #' || (v_i - 1),
+            jsonb_build_object('docket:workflow', jsonb_build_object(
+                'id', p_batch, 'node', '#' || (w.nodes + v_i), 'batch', true)),
+            p_batch, '#' || (w.nodes + v_i));
+    END LOOP;
+    UPDATE workflows SET nodes = nodes + v_n, unfinished = unfinished + v_n,
+                         ended_at = CASE WHEN v_n > 0 THEN NULL ELSE ended_at END
+    WHERE id = p_batch;
+    RETURN v_ids;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.batch_close(p_batch bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    w record;
+BEGIN
+    SELECT id, callbacks INTO w FROM workflows WHERE id = p_batch FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'batch % not found', p_batch USING ERRCODE = 'no_data_found';
+    ELSIF w.callbacks IS NULL THEN
+        RAISE EXCEPTION 'workflow % is not a batch', p_batch USING ERRCODE = 'wrong_object_type';
+    END IF;
+    UPDATE workflows SET closed_at = coalesce(closed_at, now()) WHERE id = p_batch;
+    PERFORM batch_settle(p_batch);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.batch_job_insert(p_job jsonb, p_what text, p_meta jsonb, p_batch bigint, p_node text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_key text;
+    v_id bigint;
+    v_bad text := 'invalid_parameter_value';
+BEGIN
+    IF jsonb_typeof(p_job) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'batch refused: %: a job is a JSON object', p_what USING ERRCODE = v_bad;
+    END IF;
+    FOR v_key IN SELECT jsonb_object_keys(p_job) LOOP
+        IF v_key NOT IN ('queue', 'kind', 'args', 'metadata', 'priority', 'max_attempts',
+                         'backoff_base_ms', 'backoff_cap_ms') THEN
+            RAISE EXCEPTION 'batch refused: %: unknown field %', p_what, quote_literal(v_key)
+                USING ERRCODE = v_bad;
+        END IF;
+    END LOOP;
+    IF jsonb_typeof(coalesce(p_job->'queue', '"default"')) <> 'string'
+       OR coalesce(p_job->>'queue', 'default') !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
+        RAISE EXCEPTION 'batch refused: %: invalid queue name: use 1-64 characters from A-Z a-z 0-9 _ . -',
+            p_what USING ERRCODE = v_bad;
+    END IF;
+    IF jsonb_typeof(p_job->'kind') IS DISTINCT FROM 'string'
+       OR (p_job->>'kind') !~ '^[A-Za-z0-9_.:/-]{1,128}$' THEN
+        RAISE EXCEPTION 'batch refused: %: invalid kind: use 1-128 characters from A-Z a-z 0-9 _ . : / -',
+            p_what USING ERRCODE = v_bad;
+    END IF;
+    IF p_job ? 'metadata' AND (jsonb_typeof(p_job->'metadata') <> 'object'
+                               OR (p_job->'metadata') ? 'docket:workflow'
+                               OR (p_job->'metadata') ? 'docket:batch') THEN
+        RAISE EXCEPTION 'batch refused: %: metadata must be a JSON object without the keys docket:workflow and docket:batch',
+            p_what USING ERRCODE = v_bad;
+    END IF;
+    FOR v_key IN SELECT unnest(ARRAY['priority', 'max_attempts', 'backoff_base_ms', 'backoff_cap_ms']) LOOP
+        IF p_job ? v_key AND (jsonb_typeof(p_job->v_key) <> 'number'
+                              OR (p_job->>v_key) !~ '^-?[0-9]{1,12}$') THEN
+            RAISE EXCEPTION 'batch refused: %: % must be an integer', p_what, v_key
+                USING ERRCODE = v_bad;
+        END IF;
+    END LOOP;
+    IF coalesce((p_job->>'priority')::bigint, 0) NOT BETWEEN -100 AND 100 THEN
+        RAISE EXCEPTION 'batch refused: %: priority % is out of range -100..=100', p_what,
+            p_job->>'priority' USING ERRCODE = v_bad;
+    END IF;
+    IF coalesce((p_job->>'max_attempts')::bigint, 25) NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'batch refused: %: max_attempts % is out of range 1..=1000', p_what,
+            p_job->>'max_attempts' USING ERRCODE = v_bad;
+    END IF;
+    INSERT INTO jobs (queue, kind, args, priority, max_attempts, metadata, backoff_base_ms,
+                      backoff_cap_ms, state, workflow_id, node, deps_waiting, batch_id)
+    VALUES (coalesce(p_job->>'queue', 'default'), p_job->>'kind',
+            coalesce(p_job->'args', '{}'::jsonb),
+            coalesce((p_job->>'priority')::integer, 0)::smallint,
+            coalesce((p_job->>'max_attempts')::integer, 25),
+            coalesce(p_job->'metadata', '{}'::jsonb) || p_meta,
+            (p_job->>'backoff_base_ms')::bigint, (p_job->>'backoff_cap_ms')::bigint,
+            'pending', CASE WHEN p_node IS NOT NULL THEN p_batch END, p_node,
+            CASE WHEN p_node IS NOT NULL THEN 0 END,
+            CASE WHEN p_node IS NOT NULL THEN p_batch END)
+    RETURNING id INTO v_id;
+    PERFORM pg_notify(current_schema() || '_wakeup', coalesce(p_job->>'queue', 'default'));
+    RETURN v_id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.batch_open(p_name text, p_callbacks jsonb, p_jobs jsonb, p_close boolean)
+ RETURNS TABLE(batch_id bigint, job_ids bigint[])
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_key text;
+    v_id bigint;
+    v_ids bigint[];
+    v_bad text := 'invalid_parameter_value';
+BEGIN
+    IF p_name IS NULL OR octet_length(p_name) NOT BETWEEN 1 AND 128 OR p_name ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'batch refused: invalid batch name: use 1-128 bytes without control characters'
+            USING ERRCODE = v_bad;
+    END IF;
+    IF jsonb_typeof(coalesce(p_callbacks, '{}')) <> 'object' THEN
+        RAISE EXCEPTION 'batch refused: the callbacks must be a JSON object' USING ERRCODE = v_bad;
+    END IF;
+    FOR v_key IN SELECT jsonb_object_keys(coalesce(p_callbacks, '{}')) LOOP
+        IF v_key NOT IN ('on_success', 'on_complete', 'on_failure') THEN
+            RAISE EXCEPTION 'batch refused: unknown callback % (on_success, on_complete or on_failure)',
+                quote_literal(v_key) USING ERRCODE = v_bad;
+        END IF;
+        BEGIN
+            PERFORM batch_job_insert(p_callbacks->v_key, v_key, '{}', NULL, NULL);
+            RAISE EXCEPTION 'trial insert undone' USING ERRCODE = 'DKTRY';
+        EXCEPTION
+            WHEN SQLSTATE 'DKTRY' THEN NULL;
+            WHEN check_violation OR numeric_value_out_of_range THEN
+                RAISE EXCEPTION 'batch refused: %: %', v_key, SQLERRM USING ERRCODE = v_bad;
+        END;
+    END LOOP;
+    INSERT INTO workflows (name, nodes, callbacks)
+    VALUES (p_name, 0, coalesce(p_callbacks, '{}'))
+    RETURNING id INTO v_id;
+    v_ids := batch_add(v_id, coalesce(p_jobs, '[]'));
+    IF p_close THEN
+        PERFORM batch_close(v_id);
+    END IF;
+    RETURN QUERY SELECT v_id, v_ids;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.batch_settle(p_batch bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    w record;
+    v_cb text;
+    v_job bigint;
+    v_failed boolean;
+BEGIN
+    SELECT * INTO w FROM workflows WHERE id = p_batch AND callbacks IS NOT NULL;
+    IF NOT FOUND OR w.closed_at IS NULL OR w.unfinished > 0 THEN
+        RETURN;
+    END IF;
+    IF w.ended_at IS NULL THEN
+        UPDATE workflows SET ended_at = now() WHERE id = p_batch;
+    END IF;
+    v_failed := w.dead + w.cancelled > 0;
+    FOREACH v_cb IN ARRAY ARRAY['on_complete', 'on_failure', 'on_success'] LOOP
+        CONTINUE WHEN NOT w.callbacks ? v_cb;
+        CONTINUE WHEN v_cb = 'on_failure' AND NOT v_failed;
+        CONTINUE WHEN v_cb = 'on_success' AND v_failed;
+        -- Once each: a callback that fired is never enqueued again.
+        CONTINUE WHEN CASE v_cb WHEN 'on_complete' THEN w.on_complete_job
+                                WHEN 'on_failure' THEN w.on_failure_job
+                                ELSE w.on_success_job END IS NOT NULL;
+        v_job := batch_job_insert(w.callbacks->v_cb, v_cb,
+            jsonb_build_object('docket:batch', jsonb_build_object(
+                'id', w.id, 'name', w.name, 'callback', v_cb, 'total', w.nodes,
+                'succeeded', w.succeeded, 'dead', w.dead, 'cancelled', w.cancelled)),
+            NULL, NULL);
+        UPDATE workflows
+        SET on_complete_job = CASE WHEN v_cb = 'on_complete' THEN v_job ELSE on_complete_job END,
+            on_failure_job = CASE WHEN v_cb = 'on_failure' THEN v_job ELSE on_failure_job END,
+            on_success_job = CASE WHEN v_cb = 'on_success' THEN v_job ELSE on_success_job END
+        WHERE id = p_batch;
+    END LOOP;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.bucket_tokens(p_tokens double precision, p_refilled_at timestamp with time zone, p_rate integer, p_period_ms bigint)
@@ -1328,6 +1560,42 @@ AS $function$
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
     RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.jobs_batch_tally()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_batch bigint;
+    v_from text;
+    v_to text;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        -- A running member deleted is one completed by delete; an unfinished one removed
+        -- counts as cancelled.
+        v_batch := OLD.batch_id;
+        v_to := CASE WHEN OLD.state = 'running' THEN 'succeeded' ELSE 'cancelled' END;
+    ELSE
+        v_batch := NEW.batch_id;
+        v_from := CASE WHEN OLD.state IN ('succeeded', 'dead', 'cancelled') THEN OLD.state END;
+        v_to := CASE WHEN NEW.state IN ('succeeded', 'dead', 'cancelled') THEN NEW.state END;
+    END IF;
+    UPDATE workflows
+    SET unfinished = unfinished + (v_from IS NOT NULL)::integer - (v_to IS NOT NULL)::integer,
+        succeeded = succeeded + (v_to IS NOT DISTINCT FROM 'succeeded')::integer
+                              - (v_from IS NOT DISTINCT FROM 'succeeded')::integer,
+        dead = dead + (v_to IS NOT DISTINCT FROM 'dead')::integer
+                    - (v_from IS NOT DISTINCT FROM 'dead')::integer,
+        cancelled = cancelled + (v_to IS NOT DISTINCT FROM 'cancelled')::integer
+                              - (v_from IS NOT DISTINCT FROM 'cancelled')::integer,
+        ended_at = CASE WHEN v_to IS NULL THEN NULL ELSE ended_at END
+    WHERE id = v_batch;
+    PERFORM batch_settle(v_batch);
+    RETURN NULL;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_input_rejected()

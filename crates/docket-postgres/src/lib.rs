@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod batches;
 pub mod connect;
 pub mod controls;
 pub mod engine;

@@ -118,6 +118,11 @@ queries!(
     workflow_nodes,
     workflow_edges,
     spawn_nodes,
+    batch_open,
+    batch_add,
+    batch_close,
+    batch_list,
+    workflow_kind,
 );
 
 #[cfg(test)]

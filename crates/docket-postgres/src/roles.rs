@@ -62,6 +62,8 @@ const ENQUEUE: &str =
     "enqueue(text, text, jsonb, smallint, timestamptz, integer, text, jsonb, text, text)";
 const SIGNAL: &str = "signal(bigint, text, jsonb)";
 const ENQUEUE_WORKFLOW: &str = "enqueue_workflow(jsonb)";
+const BATCHES: &str =
+    "batch_open(text, jsonb, jsonb, boolean), \"{s}\".batch_add(bigint, jsonb), \"{s}\".batch_close(bigint)";
 const ENQUEUE_JOBS: &str = "enqueue_jobs(text[], text[], jsonb[], smallint[], timestamptz[], bigint[], integer[], text[], jsonb[], bigint[], bigint[], text[], text[])";
 
 /// The grant script for `schema`: creates the group roles when missing (NOLOGIN), revokes
@@ -70,6 +72,7 @@ pub fn grant_script(schema: &str, roles: &Roles) -> Result<String, ValidationErr
     validate::schema(schema)?;
     roles.validate()?;
     let (s, a, w, o) = (schema, &roles.app, &roles.worker, &roles.operator);
+    let batches = BATCHES.replace("{s}", s);
     let keep_jobs =
         if docket_core::mutants::active(docket_core::mutants::Mutant::GrantKeepsJobWrites) {
             String::new()
@@ -90,7 +93,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA \"{s}\" FROM PUBLIC;
 GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
 -- Application: enqueue through the validating definer functions, nothing else.
 REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
-GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL}, \"{s}\".{ENQUEUE_WORKFLOW} TO \"{a}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL}, \"{s}\".{ENQUEUE_WORKFLOW}, \"{s}\".{batches} TO \"{a}\";
 -- Worker: the runtime's reads and writes; a job row only through the functions that are
 -- the state machine's transitions (claim, the fenced completions, reap, prune, controls:
 -- migration 0016), never by a statement of its own.
@@ -103,7 +106,8 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".key_handovers FROM \"{w}\";
 -- (migration 0019).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps, \"{s}\".job_signals FROM \"{w}\";
 -- Workflows and their edges only through enqueue_workflow(), the trigger that ends a node and
--- prune_workflows() (migration 0030).
+-- prune_workflows() (migration 0030); batches through batch_open/add/close() and the trigger
+-- that counts their members (migration 0031).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".workflows, \"{s}\".job_deps FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.

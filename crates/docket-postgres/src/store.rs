@@ -471,6 +471,33 @@ impl Store for PgStore {
         self.workflow_impl(id).await
     }
 
+    async fn open_batch(
+        &self,
+        spec: &docket_core::batches::BatchSpec,
+    ) -> Result<docket_core::batches::BatchOpened> {
+        self.open_batch_impl(spec).await
+    }
+
+    async fn add_to_batch(
+        &self,
+        id: i64,
+        jobs: &[docket_core::batches::JobSpec],
+    ) -> Result<Vec<JobId>> {
+        self.add_to_batch_impl(id, jobs).await
+    }
+
+    async fn close_batch(&self, id: i64) -> Result<docket_core::batches::BatchStatus> {
+        self.close_batch_impl(id).await
+    }
+
+    async fn batch(&self, id: i64) -> Result<docket_core::batches::BatchStatus> {
+        self.batch_impl(id).await
+    }
+
+    async fn batches(&self, limit: i64) -> Result<Vec<docket_core::batches::BatchStatus>> {
+        self.batches_impl(limit).await
+    }
+
     async fn spawn_nodes(
         &self,
         owner: &str,

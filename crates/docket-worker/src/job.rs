@@ -191,6 +191,12 @@ impl JobContext {
         docket_core::workflow::marker(&self.metadata)
     }
 
+    /// What this job is told when it is a batch's callback: the batch, why the callback
+    /// fired and its members' counts.
+    pub fn batch(&self) -> Option<docket_core::BatchResult> {
+        docket_core::BatchResult::of(&self.metadata)
+    }
+
     /// Adds `children` to this node's workflow, each running after this node, and `then`
     /// (if given) after all of them; this node's own dependents wait for `then` (or for every
     /// child) too. Fenced by this run's claim — a stale attempt spawns nothing — and once per
@@ -205,6 +211,13 @@ impl JobContext {
     ) -> Result<docket_core::WorkflowEnqueued, JobError> {
         if self.workflow().is_none() {
             return Err(JobError::discard("only a workflow node can spawn nodes"));
+        }
+        if docket_core::batches::is_member(&self.metadata) {
+            // A spawned node would not be counted among the batch's members, so the batch
+            // could settle before it ran.
+            return Err(JobError::discard(
+                "a batch's member cannot spawn nodes (add members to an open batch instead)",
+            ));
         }
         let names: Vec<String> = children.iter().map(|(n, _)| n.clone()).collect();
         let mut w = docket_core::workflow::Workflow::new(name);

@@ -26,6 +26,7 @@
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
 
+pub mod batches;
 pub mod cancel;
 pub mod controls;
 pub mod fencing;
@@ -143,6 +144,10 @@ macro_rules! conformance_suite {
             workflows::finished_workflows_are_pruned,
             workflows::a_workflow_is_read_cancelled_and_retried_whole,
             workflows::a_running_node_spawns_once_under_its_claim,
+            batches::a_batch_fires_its_callbacks_when_every_member_ended,
+            batches::a_batch_callback_fires_once_per_occasion,
+            batches::an_open_batch_takes_members_until_closed,
+            batches::a_refused_batch_writes_nothing,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]
