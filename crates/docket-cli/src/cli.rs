@@ -85,6 +85,9 @@ pub enum Command {
     /// Graphs of jobs: a node runs once its parents have succeeded.
     #[command(subcommand)]
     Workflows(WorkflowsCommand),
+    /// Sets of jobs whose callbacks run once every member has ended.
+    #[command(subcommand)]
+    Batches(crate::batches::BatchesCommand),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader;

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod audit;
+mod batches;
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
@@ -283,6 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(c) => controls::keys(&ctx, c).await,
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Workflows(c) => workflows::run(&ctx, c).await,
+        Command::Batches(c) => crate::batches::run(&ctx, c).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

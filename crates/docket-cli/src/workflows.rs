@@ -132,9 +132,9 @@ async fn act(ctx: &impl Open, a: WorkflowIdArgs, retry: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// The graph in `path` (`-`: standard input), parsed and checked before any connection is
-/// opened: a bad file writes nothing and says what is wrong.
-pub fn read_graph(path: &str) -> anyhow::Result<Graph> {
+/// The text of `path` (`-`: standard input), at most 16 MiB (`what` names what the file
+/// should hold).
+pub fn read_bounded(path: &str, what: &str) -> anyhow::Result<String> {
     let reader: Box<dyn Read> = if path == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -150,11 +150,18 @@ pub fn read_graph(path: &str) -> anyhow::Result<Graph> {
         .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?;
     if text.len() as u64 > MAX_FILE_BYTES {
         return Err(CliError::invalid(format!(
-            "{path} is over {} MiB; a workflow file holds one graph",
+            "{path} is over {} MiB; {what}",
             MAX_FILE_BYTES / 1024 / 1024
         ))
         .into());
     }
+    Ok(text)
+}
+
+/// The graph in `path` (`-`: standard input), parsed and checked before any connection is
+/// opened: a bad file writes nothing and says what is wrong.
+pub fn read_graph(path: &str) -> anyhow::Result<Graph> {
+    let text = read_bounded(path, "a workflow file holds one graph")?;
     let nothing = "nothing was enqueued";
     let graph = Graph::from_json(&text)
         .map_err(|e| CliError::invalid(format!("{path}: {e}")).hint(nothing))?;

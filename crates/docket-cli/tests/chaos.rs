@@ -289,7 +289,10 @@ async fn a_connection_cut_while_the_worker_starts_is_ridden_out() {
 /// `ignore` edges) run by three `docket work --exec` workers — half of them deleting plain
 /// successes — one SIGKILLed every 1-2 s and replaced: every workflow ends, each node as the
 /// policies say, no node starts before its parents finished, a node its parent's failure
-/// cancelled never starts, and every edge is consumed.
+/// cancelled never starts, and every edge is consumed. Beside them 50 random batches (half
+/// grown while open, then closed; one member in ten failing): each ends as its members did
+/// and each callback due runs as exactly one job, told the counts, after every member
+/// finished (`common::batch_chaos`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflows_end_correctly_while_workers_are_killed() {
     let db = TestDb::new().await;
@@ -298,11 +301,14 @@ async fn workflows_end_correctly_while_workers_are_killed() {
     let log = dir.join("exec.log");
     let graphs = dags::random(11, 200, 20);
     let ids = dags::enqueue(|a| cli.run(a), &dir, &graphs);
+    let batches = batch_chaos::random(12, 50, 12);
+    let batch_ids = batch_chaos::open(|a| cli.run(a), &dir, &batches);
+    let cb_log = dir.join("callbacks.log");
     db.exec("UPDATE {schema}.jobs SET backoff_base_ms = 100, backoff_cap_ms = 200")
         .await;
     let spawn = |n: usize| {
         let err = log.with_extension(format!("{n}.err"));
-        let exec = logged(&log, dags::COMMAND);
+        let exec = logged(&log, &batch_chaos::command(&cb_log));
         let mut args = vec![
             "--queue",
             "wf",
@@ -347,17 +353,25 @@ async fn workflows_end_correctly_while_workers_are_killed() {
         0,
         "every edge was consumed"
     );
-    let (jobs, runs, rerun) = dags::check(
+    let seen = dags::observe(
         |a| cli.run(a),
-        &graphs,
-        &ids,
         &std::fs::read_to_string(&log).unwrap_or_default(),
+    );
+    let (jobs, runs, rerun) = dags::check(&graphs, &ids, &seen);
+    let callbacks = batch_chaos::check(
+        |a| cli.run(a),
+        &batches,
+        &batch_ids,
+        &std::fs::read_to_string(&cb_log).unwrap_or_default(),
+        &seen.finished_ns,
+        &seen.first_start,
     );
     assert!(
         kills >= 2,
         "only {kills} kills: the run was too short to mean anything"
     );
     println!(
-        "{jobs} workflow nodes on PostgreSQL, {kills} SIGKILLs, {runs} runs logged, {rerun} nodes ran more than once"
+        "{jobs} workflow nodes and {} batches ({callbacks} callbacks) on PostgreSQL, {kills} SIGKILLs, {runs} runs logged, {rerun} jobs ran more than once",
+        batches.len()
     );
 }

@@ -419,6 +419,30 @@ async fn a_workflow_file_runs_through_exec_commands() {
     assert_eq!(out, serde_json::json!({"charge": {"receipt": "r-1"}}));
 }
 
+/// `docket batches` and a batch's callbacks through `docket work --exec` (see
+/// `common::batch_chaos::batch_through_the_cli`).
+#[tokio::test]
+async fn a_batch_file_runs_through_exec_commands() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let dir = tempfile::tempdir().unwrap();
+    let told = batch_chaos::batch_through_the_cli(|a| cli.run(a), dir.path());
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(told[0]["callback"], "on_complete");
+    assert_eq!(told[1]["callback"], "on_failure");
+    for t in &told {
+        assert_eq!(
+            (
+                t["total"].as_i64(),
+                t["succeeded"].as_i64(),
+                t["dead"].as_i64()
+            ),
+            (Some(3), Some(2), Some(1))
+        );
+        assert_eq!(t["name"], "import");
+    }
+}
+
 /// The lease is lost while the command runs: it gets SIGTERM, and SIGKILL when it ignores it.
 #[tokio::test]
 async fn a_lost_lease_terminates_then_kills_the_command() {

@@ -1,6 +1,8 @@
 //! Helpers for tests that run real `docket` processes.
 #![allow(dead_code)]
 
+pub mod batch_chaos;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -571,16 +573,18 @@ pub mod dags {
     /// The command every worker runs (logged as `start|end JOB FENCE NANOS`).
     pub const COMMAND: &str = r#"case "$DOCKET_KIND" in fail) exit 65;; *) sleep 0.02;; esac"#;
 
-    /// After the run: every node ended as [`expected`]; no node started before each of its
-    /// parents had finished (the log's first start of the child against the parent's
-    /// `finished_at` from `docket jobs list`); a node a `cancel` edge cancelled never started.
-    /// Returns (jobs, runs logged, jobs that ran more than once).
-    pub fn check(
-        run: impl Fn(&[&str]) -> Output,
-        graphs: &[Vec<Node>],
-        ids: &[Vec<i64>],
-        log: &str,
-    ) -> (usize, usize, usize) {
+    /// What the run left: each job's state and `finished_at` (from `docket jobs list` of
+    /// queue `wf`), and from the execution log each job's first start and its starts.
+    pub struct Observed {
+        pub state: HashMap<i64, String>,
+        pub finished_ns: HashMap<i64, i128>,
+        pub first_start: HashMap<i64, i128>,
+        pub starts: HashMap<i64, usize>,
+        pub runs: usize,
+    }
+
+    /// Reads what the run left (see [`Observed`]).
+    pub fn observe(run: impl Fn(&[&str]) -> Output, log: &str) -> Observed {
         let o = run(&[
             "jobs", "list", "--queue", "wf", "--limit", "100000", "--json",
         ]);
@@ -609,6 +613,27 @@ pub mod dags {
                 *e = (*e).min(ns);
             }
         }
+        Observed {
+            state,
+            finished_ns,
+            first_start,
+            starts,
+            runs,
+        }
+    }
+
+    /// After the run: every node ended as [`expected`]; no node started before each of its
+    /// parents had finished (the log's first start of the child against the parent's
+    /// `finished_at`); a node a `cancel` edge cancelled never started.
+    /// Returns (jobs, runs logged, jobs that ran more than once).
+    pub fn check(graphs: &[Vec<Node>], ids: &[Vec<i64>], seen: &Observed) -> (usize, usize, usize) {
+        let Observed {
+            state,
+            finished_ns,
+            first_start,
+            starts,
+            runs,
+        } = seen;
         let mut jobs = 0;
         for (g, gids) in graphs.iter().zip(ids) {
             let want = expected(g);
@@ -641,6 +666,6 @@ pub mod dags {
             }
         }
         let rerun = starts.values().filter(|&&n| n > 1).count();
-        (jobs, runs, rerun)
+        (jobs, *runs, rerun)
     }
 }

@@ -438,17 +438,38 @@ pub async fn a_workflow_file_runs_through_exec_commands<D: Db>() {
     assert_eq!(out, serde_json::json!({"charge": {"receipt": "r-1"}}));
 }
 
+/// `docket batches` end to end, and a batch's callbacks told `DOCKET_BATCH` (see
+/// `common::batch_chaos::batch_through_the_cli`).
+pub async fn a_batch_file_runs_through_exec_commands<D: Db>() {
+    let f = D::fresh().await;
+    let told = common::batch_chaos::batch_through_the_cli(|a| f.run(a), f.dir());
+    let callbacks: Vec<&str> = told
+        .iter()
+        .map(|t| t["callback"].as_str().unwrap())
+        .collect();
+    assert_eq!(callbacks, vec!["on_complete", "on_failure"]);
+    assert!(
+        told.iter().all(|t| t["total"] == 3 && t["dead"] == 1),
+        "{told:?}"
+    );
+}
+
 /// Two hundred random workflows of up to twenty nodes (some commands failing, `cancel` and
 /// `ignore` edges) run by three `docket work --exec` workers, one SIGKILLed every 1-2 s and
 /// replaced: every workflow ends, each node as the policies say, no node starts before its
 /// parents finished, a node its parent's failure cancelled never starts, and every edge is
-/// consumed.
+/// consumed. Beside them 50 random batches: each ends as its members did and each callback
+/// due runs as exactly one job, told the counts, after every member finished
+/// (`common::batch_chaos`).
 pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
     let f = D::fresh().await;
     let s = f.store().await;
     s.migrate().await.unwrap();
     let graphs = common::dags::random(7, 200, 20);
     let ids = common::dags::enqueue(|a| f.run(a), f.dir(), &graphs);
+    let batches = common::batch_chaos::random(8, 50, 12);
+    let batch_ids = common::batch_chaos::open(|a| f.run(a), f.dir(), &batches);
+    let cb_log = f.dir().join("callbacks.log");
     D::exec(
         &s,
         "UPDATE jobs SET backoff_base_ms = 100, backoff_cap_ms = 200",
@@ -467,7 +488,7 @@ pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
                 "--poll",
                 "200ms",
                 "--exec",
-                &logged(&log, common::dags::COMMAND),
+                &logged(&log, &common::batch_chaos::command(&cb_log)),
             ],
             Some(&f.dir().join(format!("w{n}.err"))),
         )
@@ -500,18 +521,26 @@ pub async fn workflows_end_correctly_while_workers_are_killed<D: Db>() {
         0,
         "every edge was consumed"
     );
-    let (jobs, runs, rerun) = common::dags::check(
+    let seen = common::dags::observe(
         |a| f.run(a),
-        &graphs,
-        &ids,
         &std::fs::read_to_string(&log).unwrap_or_default(),
+    );
+    let (jobs, runs, rerun) = common::dags::check(&graphs, &ids, &seen);
+    let callbacks = common::batch_chaos::check(
+        |a| f.run(a),
+        &batches,
+        &batch_ids,
+        &std::fs::read_to_string(&cb_log).unwrap_or_default(),
+        &seen.finished_ns,
+        &seen.first_start,
     );
     assert!(
         kills >= 2,
         "only {kills} kills: the run was too short to mean anything"
     );
     println!(
-        "{jobs} workflow nodes on {}, {kills} SIGKILLs, {runs} runs logged, {rerun} nodes ran more than once",
+        "{jobs} workflow nodes and {} batches ({callbacks} callbacks) on {}, {kills} SIGKILLs, {runs} runs logged, {rerun} jobs ran more than once",
+        batches.len(),
         D::NAME
     );
 }
@@ -525,6 +554,7 @@ macro_rules! local_cli_suite {
             the_dashboard_serves_this_engine,
             kill_minus_nine_workers_repeatedly,
             a_workflow_file_runs_through_exec_commands,
+            a_batch_file_runs_through_exec_commands,
             workflows_end_correctly_while_workers_are_killed
         );
     };
