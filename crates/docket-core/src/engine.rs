@@ -119,6 +119,24 @@ pub trait InTransaction: Store {
         graph: &crate::workflow::Graph,
     ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
 
+    /// Opens a batch inside the caller's transaction on `conn` (see
+    /// [`crate::Store::open_batch`]): it and its first members exist iff that transaction
+    /// commits.
+    fn open_batch_in(
+        &self,
+        conn: &mut Self::Conn,
+        spec: &crate::batches::BatchSpec,
+    ) -> impl Future<Output = Result<crate::batches::BatchOpened>> + Send;
+
+    /// Adds members to an open batch inside the caller's transaction on `conn` (see
+    /// [`crate::Store::add_to_batch`]).
+    fn add_to_batch_in(
+        &self,
+        conn: &mut Self::Conn,
+        id: i64,
+        jobs: &[crate::batches::JobSpec],
+    ) -> impl Future<Output = Result<Vec<crate::JobId>>> + Send;
+
     /// Enqueues inside the caller's transaction on `conn`.
     fn enqueue_in(
         &self,

@@ -31,21 +31,44 @@ pub async fn open<E: Engine>(e: &E, spec: &BatchSpec) -> Result<BatchOpened> {
     spec.validate(e.limits())?;
     let mut tx = e.begin().await?;
     let now = tx.now();
+    let mut due = BTreeSet::new();
+    let out = open_checked(&mut tx, now, spec, &mut due).await?;
+    tx.commit().await?;
+    hint(e, due);
+    Ok(out)
+}
+
+/// [`open`] on `c` (inside the caller's transaction) at database time `now`; the queues
+/// with members due go to `due`, for the caller to hint once it commits.
+pub async fn open_on<C: Conn>(
+    c: &mut C,
+    limits: &Limits,
+    now: i64,
+    spec: &BatchSpec,
+    due: &mut BTreeSet<String>,
+) -> Result<BatchOpened> {
+    spec.validate(limits)?;
+    open_checked(c, now, spec, due).await
+}
+
+async fn open_checked<C: Conn>(
+    c: &mut C,
+    now: i64,
+    spec: &BatchSpec,
+    due: &mut BTreeSet<String>,
+) -> Result<BatchOpened> {
     let callbacks = spec.callbacks_json().to_string();
-    let id = match tx
+    let id = match c
         .insert("batch_insert", args![&spec.name, now, &callbacks])
         .await?
     {
         Inserted::Id(id) => id,
         Inserted::Duplicate => return Err(corrupt("workflows has no unique key to meet")),
     };
-    let mut due = BTreeSet::new();
-    let jobs = add_on(&mut tx, now, id, &spec.jobs, &mut due).await?;
+    let jobs = add_on(c, now, id, &spec.jobs, due).await?;
     if spec.close {
-        close_on(&mut tx, now, id, &mut due).await?;
+        close_on(c, now, id, due).await?;
     }
-    tx.commit().await?;
-    hint(e, due);
     Ok(BatchOpened { id, jobs })
 }
 
@@ -59,6 +82,19 @@ pub async fn add<E: Engine>(e: &E, id: i64, jobs: &[JobSpec]) -> Result<Vec<JobI
     tx.commit().await?;
     hint(e, due);
     Ok(out)
+}
+
+/// [`add`] on `c` (inside the caller's transaction), like [`open_on`].
+pub async fn add_checked_on<C: Conn>(
+    c: &mut C,
+    limits: &Limits,
+    now: i64,
+    id: i64,
+    jobs: &[JobSpec],
+    due: &mut BTreeSet<String>,
+) -> Result<Vec<JobId>> {
+    check_jobs(jobs, limits)?;
+    add_on(c, now, id, jobs, due).await
 }
 
 /// Closes batch `id` (settling it when every member already ended) and reads it back.

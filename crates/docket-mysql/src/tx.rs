@@ -209,6 +209,43 @@ impl InTransaction for MySqlStore {
         Ok(out)
     }
 
+    async fn open_batch_in(
+        &self,
+        conn: &mut MySqlTx,
+        spec: &docket_core::batches::BatchSpec,
+    ) -> Result<docket_core::batches::BatchOpened> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(conn.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        let limits = docket_local::Engine::limits(self);
+        let out = docket_local::batches::open_on(&mut c, limits, now, spec, &mut due).await?;
+        // The members' queues are woken when the transaction commits, as for enqueue_in.
+        let first = out.jobs.first().map(|id| id.0).unwrap_or_default();
+        for q in due {
+            conn.enqueued.push((first, q));
+        }
+        Ok(out)
+    }
+
+    async fn add_to_batch_in(
+        &self,
+        conn: &mut MySqlTx,
+        id: i64,
+        jobs: &[docket_core::batches::JobSpec],
+    ) -> Result<Vec<JobId>> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(conn.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        let limits = docket_local::Engine::limits(self);
+        let out =
+            docket_local::batches::add_checked_on(&mut c, limits, now, id, jobs, &mut due).await?;
+        let first = out.first().map(|id| id.0).unwrap_or_default();
+        for q in due {
+            conn.enqueued.push((first, q));
+        }
+        Ok(out)
+    }
+
     async fn enqueue_in(&self, conn: &mut MySqlTx, job: &NewJob) -> Result<Enqueued> {
         conn.enqueue(job).await
     }

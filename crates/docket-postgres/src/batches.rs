@@ -16,20 +16,27 @@ use crate::store::PgStore;
 impl PgStore {
     pub(crate) async fn open_batch_impl(&self, spec: &BatchSpec) -> Result<BatchOpened> {
         spec.validate(self.limits())?;
-        let callbacks = spec.callbacks_json();
+        self.run(async |c: &mut PgConnection| self.open_batch_on(c, spec).await)
+            .await
+    }
+
+    /// A checked batch opened by `batch_open()` on `conn` (perhaps inside the caller's
+    /// transaction).
+    pub(crate) async fn open_batch_on(
+        &self,
+        conn: &mut PgConnection,
+        spec: &BatchSpec,
+    ) -> Result<BatchOpened> {
         let jobs = serde_json::to_value(&spec.jobs).map_err(|e| StoreError::Database(e.into()))?;
         let row = self
-            .run(async |c: &mut PgConnection| {
-                self.query(&self.queries().batch_open)
-                    .bind(&spec.name)
-                    .bind(callbacks.clone())
-                    .bind(jobs.clone())
-                    .bind(spec.close)
-                    .fetch_one(&mut *c)
-                    .await
-                    .map_err(|e| batch_err(e, 0))
-            })
-            .await?;
+            .query(&self.queries().batch_open)
+            .bind(&spec.name)
+            .bind(spec.callbacks_json())
+            .bind(jobs)
+            .bind(spec.close)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| batch_err(e, 0))?;
         let ids: Vec<i64> = row.try_get("job_ids").map_err(db_err)?;
         Ok(BatchOpened {
             id: row.try_get("batch_id").map_err(db_err)?,
@@ -39,17 +46,25 @@ impl PgStore {
 
     pub(crate) async fn add_to_batch_impl(&self, id: i64, jobs: &[JobSpec]) -> Result<Vec<JobId>> {
         check_jobs(jobs, self.limits())?;
+        self.run(async |c: &mut PgConnection| self.add_to_batch_on(c, id, jobs).await)
+            .await
+    }
+
+    /// Checked members added by `batch_add()` on `conn`.
+    pub(crate) async fn add_to_batch_on(
+        &self,
+        conn: &mut PgConnection,
+        id: i64,
+        jobs: &[JobSpec],
+    ) -> Result<Vec<JobId>> {
         let text = serde_json::to_value(jobs).map_err(|e| StoreError::Database(e.into()))?;
         let row = self
-            .run(async |c: &mut PgConnection| {
-                self.query(&self.queries().batch_add)
-                    .bind(id)
-                    .bind(text.clone())
-                    .fetch_one(&mut *c)
-                    .await
-                    .map_err(|e| batch_err(e, id))
-            })
-            .await?;
+            .query(&self.queries().batch_add)
+            .bind(id)
+            .bind(text)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| batch_err(e, id))?;
         let ids: Vec<i64> = row.try_get("job_ids").map_err(db_err)?;
         Ok(ids.into_iter().map(JobId).collect())
     }

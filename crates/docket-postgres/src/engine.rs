@@ -221,6 +221,25 @@ impl InTransaction for PgStore {
         self.enqueue_workflow_tx(conn, graph).await
     }
 
+    async fn open_batch_in(
+        &self,
+        conn: &mut PgConnection,
+        spec: &docket_core::batches::BatchSpec,
+    ) -> Result<docket_core::batches::BatchOpened> {
+        spec.validate(self.limits())?;
+        self.open_batch_on(conn, spec).await
+    }
+
+    async fn add_to_batch_in(
+        &self,
+        conn: &mut PgConnection,
+        id: i64,
+        jobs: &[docket_core::batches::JobSpec],
+    ) -> Result<Vec<JobId>> {
+        docket_core::batches::check_jobs(jobs, self.limits())?;
+        self.add_to_batch_on(conn, id, jobs).await
+    }
+
     async fn enqueued_in(
         &self,
         conn: &mut PgConnection,

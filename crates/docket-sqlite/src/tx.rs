@@ -169,6 +169,38 @@ impl InTransaction for SqliteStore {
         Ok(out)
     }
 
+    async fn open_batch_in(
+        &self,
+        conn: &mut SqliteConnection,
+        spec: &docket_core::batches::BatchSpec,
+    ) -> Result<docket_core::batches::BatchOpened> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(&mut *conn);
+        let now: i64 = c.scalar("now", args![]).await?;
+        let limits = docket_local::Engine::limits(self);
+        let out = docket_local::batches::open_on(&mut c, limits, now, spec, &mut due).await?;
+        let ids = out.jobs.iter().map(|id| id.0).collect();
+        on_commit(self, conn, due.into_iter().map(Wake::Queue).collect(), ids).await?;
+        Ok(out)
+    }
+
+    async fn add_to_batch_in(
+        &self,
+        conn: &mut SqliteConnection,
+        id: i64,
+        jobs: &[docket_core::batches::JobSpec],
+    ) -> Result<Vec<JobId>> {
+        let mut due = std::collections::BTreeSet::new();
+        let mut c = Caller(&mut *conn);
+        let now: i64 = c.scalar("now", args![]).await?;
+        let limits = docket_local::Engine::limits(self);
+        let out =
+            docket_local::batches::add_checked_on(&mut c, limits, now, id, jobs, &mut due).await?;
+        let ids = out.iter().map(|id| id.0).collect();
+        on_commit(self, conn, due.into_iter().map(Wake::Queue).collect(), ids).await?;
+        Ok(out)
+    }
+
     async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
         self.enqueue_tx(conn, job).await
     }

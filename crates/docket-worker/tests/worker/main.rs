@@ -10,6 +10,8 @@ mod common;
 #[macro_use]
 mod local;
 
+#[path = "../batches.rs"]
+mod batches;
 #[path = "../boundaries.rs"]
 mod boundaries;
 #[path = "../durable.rs"]
