@@ -199,7 +199,37 @@ async fn every_command_as_each_role() {
     .await
     .expect("the application role enqueues a workflow");
     assert_eq!(n, 2);
+    // And a batch through batch_open(); the worker role runs its member, whose end (through
+    // the definer trigger) fires the callback.
+    let b: i64 = sqlx::query_scalar(&format!(
+        r#"SELECT batch_id FROM {s}.batch_open('app', '{{"on_complete":{{"queue":"appb","kind":"done"}}}}', '[{{"queue":"appb","kind":"k"}}]', true)"#
+    ))
+    .fetch_one(&apool)
+    .await
+    .expect("the application role opens a batch");
     apool.close().await;
+    let o = run(
+        as_role(&db, &wu),
+        &[
+            "work", "--queue", "appb", "--exec", "true", "--drain", "--poll", "100ms",
+        ],
+    );
+    assert_eq!(code(&o), 0, "worker work on a batch: {}", err(&o));
+    let (unfinished, fired): (i32, Option<i64>) = sqlx::query_as(&format!(
+        "SELECT unfinished, on_complete_job FROM {s}.workflows WHERE id = {b}"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(unfinished, 0);
+    let fired = fired.expect("the callback fired");
+    let cb: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {s}.jobs WHERE id = {fired} AND state IN ('pending', 'running')"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(cb, 0, "the worker ran the callback too");
 
     // Every command that changes something, as the worker role (the role an operator who
     // acts must use), and each refused to the operator role with a clear error.

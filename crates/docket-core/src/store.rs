@@ -116,7 +116,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         graph: &crate::workflow::Graph,
     ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
 
-    /// The newest `limit` workflows (1..=1000), newest first, with their nodes' counts.
+    /// The newest `limit` workflows (1..=1000), newest first, with their nodes' counts —
+    /// graphs only: batches, stored as workflows, are listed by [`Store::batches`].
     fn workflows(
         &self,
         limit: i64,

@@ -140,7 +140,8 @@ pub async fn job<S: Store>(
     Redirect::to(&app.href(&format!("/jobs/{id}"))).into_response()
 }
 
-/// `POST /workflows/{id}/{retry|cancel}`: the whole workflow, parents first.
+/// `POST /workflows/{id}/{retry|cancel|close}`: the whole workflow, parents first; `close`
+/// closes a batch (its callbacks fire once every member has ended).
 pub async fn workflow<S: Store>(
     State(app): State<Arc<App<S>>>,
     Extension(Actor(actor)): Extension<Actor>,
@@ -157,6 +158,11 @@ pub async fn workflow<S: Store>(
     let done = match action.as_str() {
         "retry" => app.store.retry_workflow(id).await,
         "cancel" => app.store.cancel_workflow(id).await,
+        "close" => app
+            .store
+            .close_batch(id)
+            .await
+            .map(|b| u64::try_from(b.unfinished).unwrap_or(0)),
         _ => return layout::bad_request(&app, "unknown action"),
     };
     let n = match done {
@@ -166,7 +172,11 @@ pub async fn workflow<S: Store>(
     audit(
         &app,
         &actor,
-        &format!("workflow.{action}"),
+        &if action == "close" {
+            "batch.close".to_string()
+        } else {
+            format!("workflow.{action}")
+        },
         format!("workflow {id}"),
         serde_json::json!({ "nodes": n }),
     )

@@ -128,12 +128,13 @@ pub const MAX_QUEUE_SERIES: usize = 500;
 /// are simply gone. Label values (queue names are anyone's input) are escaped as the format
 /// requires.
 pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::StoreError> {
-    let (o, health, workers, table, flows) = tokio::try_join!(
+    let (o, health, workers, table, flows, batches) = tokio::try_join!(
         store.overview(GAUGE_CAP),
         store.queue_health(GAUGE_CAP),
         store.workers(),
         store.table_health(),
-        store.workflows(MAX_WORKFLOWS_COUNTED)
+        store.workflows(MAX_WORKFLOWS_COUNTED),
+        store.batches(MAX_WORKFLOWS_COUNTED)
     )?;
     let health: std::collections::BTreeMap<&str, &docket_core::QueueHealth> =
         health.iter().map(|h| (h.queue.as_str(), h)).collect();
@@ -184,6 +185,14 @@ pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::Store
     ] {
         let n = flows.iter().filter(|w| w.state == st).count();
         t.sample(&[("state", st.as_str())], n as f64);
+    }
+    t.family(
+        "docket_batches",
+        "Batches by state (open, running, succeeded, failed), of the newest 1000.",
+    );
+    for st in ["open", "running", "succeeded", "failed"] {
+        let n = batches.iter().filter(|b| b.state() == st).count();
+        t.sample(&[("state", st)], n as f64);
     }
     t.family(
         "docket_queue_retrying_jobs",

@@ -80,6 +80,15 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     .await;
     shutdown.graceful.cancel();
     run.await.unwrap().unwrap();
+    // An open batch (no member yet) and an empty one closed at once (succeeded).
+    for b in [
+        docket_core::Batch::new("open").open(),
+        docket_core::Batch::new("done"),
+    ] {
+        s.open_batch(b.spec(&Limits::default()).unwrap())
+            .await
+            .unwrap();
+    }
 
     let base = serve(
         s.clone(),
@@ -147,6 +156,9 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     );
     assert_eq!(v(r#"docket_workflows{state="succeeded"}"#), 1.0);
     assert_eq!(v(r#"docket_workflows{state="running"}"#), 0.0);
+    assert_eq!(v(r#"docket_batches{state="open"}"#), 1.0);
+    assert_eq!(v(r#"docket_batches{state="succeeded"}"#), 1.0);
+    assert_eq!(v(r#"docket_batches{state="failed"}"#), 0.0);
     assert!(v(r#"docket_claim_duration_seconds_count{queue="m"}"#) >= 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="dead"}"#), 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="pending"}"#), 0.0);

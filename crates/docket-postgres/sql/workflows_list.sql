@@ -1,9 +1,10 @@
--- workflows_list: the newest $1 workflows with their nodes counted by state, newest first.
+-- workflows_list: the newest $1 graphs (batches are listed by batch_list) with their nodes
+-- counted by state, newest first.
 -- Parameters: $1 bigint limit (1..=1000, checked by the caller).
 -- One row per (workflow, state of some node); a workflow whose nodes were all pruned has one
 -- row with a NULL state. Counts by jobs_workflow_idx.
 SELECT w.id, w.name, w.created_at, w.nodes::bigint AS nodes, j.state, count(j.id) AS n
-FROM (SELECT * FROM {{schema}}.workflows ORDER BY id DESC LIMIT $1) AS w
+FROM (SELECT * FROM {{schema}}.workflows WHERE callbacks IS NULL ORDER BY id DESC LIMIT $1) AS w
 LEFT JOIN {{schema}}.jobs AS j ON j.workflow_id = w.id
 GROUP BY w.id, w.name, w.created_at, w.nodes, j.state
 ORDER BY w.id DESC, j.state

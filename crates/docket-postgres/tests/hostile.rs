@@ -667,3 +667,153 @@ async fn the_workflow_function_refuses_hostile_graphs_from_sql_writing_nothing()
     .unwrap();
     assert_eq!((workflows, jobs, edges), (0, 0, 0), "nothing was written");
 }
+
+/// `batch_open()` and `batch_add()` called from SQL with hostile input — bad names,
+/// callbacks that are not objects or name unknown occasions, members and callbacks with
+/// bad fields, Docket's own metadata keys, an oversized callback (judged at open by the
+/// table's own rules, not when the last member ends), a closed batch, a graph's id — are
+/// refused with a clear error, writing nothing.
+#[tokio::test]
+async fn the_batch_functions_refuse_hostile_input_from_sql_writing_nothing() {
+    let db = TestDb::new().await;
+    let s = &db.schema;
+    let ok = r#"{"kind":"k"}"#;
+    let big = format!(r#"{{"kind":"k","args":"{}"}}"#, "x".repeat(300_000));
+    let cases: Vec<(String, String, String, &str)> = vec![
+        ("".into(), "{}".into(), "[]".into(), "batch name"),
+        ("a\u{7}b".into(), "{}".into(), "[]".into(), "batch name"),
+        (
+            "b".into(),
+            "[]".into(),
+            "[]".into(),
+            "callbacks must be a JSON object",
+        ),
+        (
+            "b".into(),
+            format!(r#"{{"on_death":{ok}}}"#),
+            "[]".into(),
+            "unknown callback",
+        ),
+        (
+            "b".into(),
+            r#"{"on_success":7}"#.into(),
+            "[]".into(),
+            "on_success: a job is a JSON object",
+        ),
+        (
+            "b".into(),
+            r#"{"on_success":{"kind":"a b"}}"#.into(),
+            "[]".into(),
+            "invalid kind",
+        ),
+        (
+            "b".into(),
+            format!(r#"{{"on_failure":{big}}}"#),
+            "[]".into(),
+            "on_failure",
+        ),
+        ("b".into(), "{}".into(), "{}".into(), "must be a JSON array"),
+        (
+            "b".into(),
+            "{}".into(),
+            r#"[{"kind":"k","after":["x"]}]"#.into(),
+            "unknown field",
+        ),
+        (
+            "b".into(),
+            "{}".into(),
+            r#"[{"kind":"k","queue":"a b"}]"#.into(),
+            "queue",
+        ),
+        (
+            "b".into(),
+            "{}".into(),
+            r#"[{"kind":"k","priority":"1"}]"#.into(),
+            "integer",
+        ),
+        (
+            "b".into(),
+            "{}".into(),
+            r#"[{"kind":"k","max_attempts":0}]"#.into(),
+            "max_attempts",
+        ),
+        (
+            "b".into(),
+            "{}".into(),
+            r#"[{"kind":"k","metadata":{"docket:batch":{}}}]"#.into(),
+            "metadata",
+        ),
+        (
+            "b".into(),
+            "{}".into(),
+            format!("[{ok},{big}]"),
+            "jobs_args_size",
+        ),
+    ];
+    for (name, callbacks, jobs, says) in &cases {
+        let r = sqlx::query(&format!(
+            "SELECT * FROM {s}.batch_open($1, $2::jsonb, $3::jsonb, true)"
+        ))
+        .bind(name)
+        .bind(callbacks)
+        .bind(jobs)
+        .fetch_all(&db.pool)
+        .await;
+        match r {
+            Err(sqlx::Error::Database(e)) => {
+                let code = e.code().map(|c| c.to_string()).unwrap_or_default();
+                assert!(
+                    ["22023", "23514"].contains(&code.as_str()),
+                    "{callbacks:.80} {jobs:.80}: SQLSTATE {code}: {}",
+                    e.message()
+                );
+                assert!(
+                    e.message().contains(says),
+                    "{callbacks:.80} {jobs:.80}: {}",
+                    e.message()
+                );
+            }
+            other => panic!("{callbacks:.80} {jobs:.80} was not refused: {other:?}"),
+        }
+    }
+    let count = || async {
+        sqlx::query_as::<_, (i64, i64)>(&format!(
+            "SELECT (SELECT count(*) FROM {s}.workflows), (SELECT count(*) FROM {s}.jobs)"
+        ))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(count().await, (0, 0), "nothing was written");
+    // A closed batch and a graph take no members.
+    let (closed,): (i64,) = sqlx::query_as(&format!(
+        "SELECT batch_id FROM {s}.batch_open('b', '{{}}', '[]', true)"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let (graph,): (i64,) = sqlx::query_as(&format!(
+        r#"SELECT workflow_id FROM {s}.enqueue_workflow('{{"name":"g","nodes":[{{"name":"a","kind":"k"}}]}}')"#
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    for (id, code) in [(closed, "55000"), (graph, "42809"), (999_999, "P0002")] {
+        let r = sqlx::query(&format!("SELECT {s}.batch_add($1, $2::jsonb)"))
+            .bind(id)
+            .bind(format!("[{ok}]"))
+            .execute(&db.pool)
+            .await;
+        match r {
+            Err(sqlx::Error::Database(e)) => {
+                assert_eq!(e.code().as_deref(), Some(code), "{}", e.message())
+            }
+            other => panic!("batch_add({id}) was not refused: {other:?}"),
+        }
+    }
+    assert_eq!(
+        count().await,
+        (2, 1),
+        "only the batch, the graph and its node"
+    );
+}

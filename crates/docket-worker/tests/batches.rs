@@ -18,8 +18,12 @@ fn registry<S: Store>(told: Told) -> Registry<S> {
     let mut r = Registry::default();
     r.register_fn("member", |_, _ctx: JobContext| async move { Ok(()) });
     r.register_fn("spawner", |_, ctx: JobContext| async move {
-        ctx.spawn("more", vec![("x".into(), NewJob::new("q", "member", json!({})))], None)
-            .await?;
+        ctx.spawn(
+            "more",
+            vec![("x".into(), NewJob::new("q", "member", json!({})))],
+            None,
+        )
+        .await?;
         Ok(())
     });
     r.register_fn("callback", move |_, ctx: JobContext| {
@@ -59,8 +63,15 @@ where
         .await
         .unwrap();
     <H::S as InTransaction>::rollback(txn).await.unwrap();
-    assert!(s.batches(10).await.unwrap().is_empty(), "a rolled-back batch is not there");
-    assert_eq!(s.stats().await.unwrap().queues.len(), 0, "nor are its members");
+    assert!(
+        s.batches(10).await.unwrap().is_empty(),
+        "a rolled-back batch is not there"
+    );
+    assert_eq!(
+        s.stats().await.unwrap().queues.len(),
+        0,
+        "nor are its members"
+    );
 
     // Committed, and grown inside another transaction.
     let mut txn = <H::S as InTransaction>::begin(&s).await.unwrap();
@@ -96,11 +107,17 @@ where
     task.await.expect("worker task");
 
     let st = s.batch(opened.id).await.unwrap();
-    assert_eq!((st.state(), st.total, st.succeeded, st.dead), ("failed", 3, 2, 1));
+    assert_eq!(
+        (st.state(), st.total, st.succeeded, st.dead),
+        ("failed", 3, 2, 1)
+    );
     let spawner = s.get(opened.jobs[1]).await.unwrap();
     assert_eq!(spawner.state, JobState::Dead);
     assert!(
-        spawner.errors.iter().any(|e| e.message.contains("cannot spawn")),
+        spawner
+            .errors
+            .iter()
+            .any(|e| e.message.contains("cannot spawn")),
         "{:?}",
         spawner.errors
     );
@@ -111,7 +128,9 @@ where
         vec![Callback::OnComplete, Callback::OnFailure],
         "each due callback once, on_success not"
     );
-    assert!(told.iter().all(|b| b.id == opened.id && b.total == 3 && b.dead == 1));
+    assert!(told
+        .iter()
+        .all(|b| b.id == opened.id && b.total == 3 && b.dead == 1));
 }
 
 macro_rules! engines {

@@ -1,7 +1,9 @@
 //! Workflows: the newest ones with their state and nodes by state, and one workflow's page —
 //! its graph drawn server-side as SVG (columns by depth, nodes coloured by state, each a
 //! link to its job; live like every page), the same nodes as a table, and cancel / retry of
-//! the whole workflow (parents first, through the seam, audited).
+//! the whole workflow (parents first, through the seam, audited). A batch (a workflow
+//! without edges) shows its counts and callbacks there too, and can be closed; the list
+//! page lists the newest batches.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,6 +31,10 @@ pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         Ok(l) => l,
         Err(e) => return layout::error(&app, &e),
     };
+    let batches = match app.store.batches(MAX_BATCHES).await {
+        Ok(l) => l,
+        Err(e) => return layout::error(&app, &e),
+    };
     let body = html! {
         h1 { "Workflows" }
         p.muted { "The newest " (MAX_LISTED) ": a workflow is running while a node waits, is pending or runs; then succeeded, failed (a node dead) or cancelled." }
@@ -48,6 +54,25 @@ pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                 @if list.is_empty() { tr { td colspan="6" .muted { "No workflow yet." } } }
             }
         }
+        h2 { "Batches" }
+        p.muted { "The newest " (MAX_BATCHES) ": a batch is open while members may be added; once closed and every member ended, its callbacks fire, each once." }
+        table #batches {
+            thead { tr { th.n { "id" } th { "name" } th { "state" } th.n { "members" } th { "by end" } th { "callbacks" } th { "created" } } }
+            tbody {
+                @for b in &batches {
+                    tr data-batch=(b.id) {
+                        td.n { a href=(app.href(&format!("/workflows/{}", b.id))) { (b.id) } }
+                        td { (docket_core::validate::visible(&b.name)) }
+                        td { span class={"state " (b.state())} { (b.state()) } }
+                        td.n { (b.total) }
+                        td { (b.counts_text()) }
+                        td { (callbacks(&app, b)) }
+                        td { (layout::time(&b.created_at)) }
+                    }
+                }
+                @if batches.is_empty() { tr { td colspan="7" .muted { "No batch yet." } } }
+            }
+        }
     };
     layout::page_timed(
         &app,
@@ -57,6 +82,23 @@ pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
         layout::fragment(&headers),
         Some(started),
     )
+}
+
+/// Batches listed at most.
+pub const MAX_BATCHES: i64 = 100;
+
+/// A batch's callbacks: each fired one a link to its job.
+fn callbacks<S: Store>(app: &App<S>, b: &docket_core::BatchStatus) -> Markup {
+    html! {
+        @for (k, (c, job)) in b.callbacks.iter().enumerate() {
+            @if k > 0 { ", " }
+            @match job {
+                Some(j) => { (c) " " a href=(app.href(&format!("/jobs/{}", j.0))) { "(job " (j.0) ")" } }
+                None => { (c) " (not fired)" }
+            }
+        }
+        @if b.callbacks.is_empty() { span.muted { "none" } }
+    }
 }
 
 /// The graph as SVG: a column per depth, nodes in enqueue order within it, edges as lines
@@ -128,6 +170,11 @@ pub async fn page<S: Store>(
         }
         Err(e) => return layout::error(&app, &e),
     };
+    let batch = match app.store.batch(id).await {
+        Ok(b) => Some(b),
+        Err(docket_core::StoreError::Invalid(_)) => None,
+        Err(e) => return layout::error(&app, &e),
+    };
     let depth = w.depths();
     let name = |job: docket_core::JobId| {
         w.nodes
@@ -138,10 +185,27 @@ pub async fn page<S: Store>(
     };
     let act = |a: &str| format!("/workflows/{id}/{a}");
     let body = html! {
-        h1 { "Workflow " (id) " " span #state class={"state " (w.summary.state)} { (w.summary.state) } }
+        @match &batch {
+            Some(b) => { h1 { "Batch " (id) " " span #state class={"state " (b.state())} { (b.state()) } } }
+            None => { h1 { "Workflow " (id) " " span #state class={"state " (w.summary.state)} { (w.summary.state) } } }
+        }
         p { (docket_core::validate::visible(&w.summary.name)) " · " (w.summary.nodes) " nodes · " (w.summary.counts_text()) " · created " (layout::time(&w.summary.created_at)) }
+        @if let Some(b) = &batch {
+            p #batch {
+                "A batch, " (b.state()) ": " (b.total) " members (" (b.counts_text()) ") · "
+                @match &b.closed_at {
+                    Some(t) => { "closed " (layout::time(t)) }
+                    None => { "open: members may still be added" }
+                }
+                " · callbacks: " (callbacks(&app, b))
+            }
+        }
         @if !app.opts.read_only {
             div.bar #actions {
+                @if batch.as_ref().is_some_and(|b| b.closed_at.is_none()) {
+                    (confirm_button(&app, &act("close"), "Close batch", "", &format!("Close batch {id}? Nothing more can be added; its callbacks fire once every member has ended.")))
+                    " "
+                }
                 (confirm_button(&app, &act("retry"), "Retry failed nodes", "", &format!("Retry every dead or cancelled node of workflow {id}? Each waits again for its parents.")))
                 " "
                 (confirm_button(&app, &act("cancel"), "Cancel workflow", "danger", &format!("Cancel every unfinished node of workflow {id}?")))
