@@ -60,6 +60,9 @@
 #![warn(missing_docs)]
 
 pub use docket_core as core;
+/// Sets of jobs with callbacks: [`batches::Batch`], [`batches::JobSpec`], the callbacks'
+/// [`batches::BatchResult`] (docs/workflows.md, "Batches with callbacks").
+pub use docket_core::batches;
 /// Graphs of jobs: [`workflow::Workflow`], the JSON [`workflow::Graph`], failure policies
 /// (docs/workflows.md).
 pub use docket_core::workflow;
@@ -69,6 +72,7 @@ pub use docket_core::{
     ListenSupport, Listener, LostReason, NewJob, Periodic, QueueLimits, RateLimit, Retention,
     Store, StoreError, ValidationError, Wake,
 };
+pub use docket_core::{Batch, BatchResult, Limits};
 
 #[cfg(feature = "mysql")]
 pub use docket_mysql as mysql;
@@ -93,6 +97,7 @@ pub use docket_worker::{
 /// (typed results: `store.output::<T>(id)`, `store.wait_output::<T>(id, timeout)`).
 pub mod prelude {
     pub use docket_core::workflow::Workflow;
+    pub use docket_core::Batch;
     pub use docket_core::{InTransaction, JobId, JobState, NewJob, Store, StoreError};
     #[cfg(feature = "postgres")]
     pub use docket_postgres::PgStore;
