@@ -20,6 +20,7 @@
 --   cancelled, on_success at the first settle with every member succeeded (perhaps after an
 --   operator retried the failures).
 -- * batch_open(), batch_add(), batch_close(): the SQL API, granted like enqueue.
+-- * prune_workflows() redefined: an open batch is kept whatever it holds.
 --
 -- Additive: new nullable or defaulted columns; the workflows.nodes CHECK is replaced by a
 -- looser one (a batch may be opened empty and hold up to 100,000 members).
@@ -300,6 +301,35 @@ BEGIN
 END
 $$;
 
+-- prune_workflows() (migration 0030) keeps an open batch, even one with no member left
+-- (its members pruned, or none added yet): the application may still add to it.
+CREATE OR REPLACE FUNCTION prune_workflows(p_batch bigint)
+RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+    WITH doomed AS (
+        SELECT d.parent_id, d.child_id
+        FROM job_deps AS d
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = d.child_id)
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM job_deps AS d USING doomed
+        WHERE d.parent_id = doomed.parent_id AND d.child_id = doomed.child_id
+        RETURNING 1
+    ), empty AS (
+        SELECT w.id
+        FROM workflows AS w
+        WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = w.id)
+          AND w.created_at < now() - interval '1 minute'
+          AND (w.callbacks IS NULL OR w.closed_at IS NOT NULL)
+        LIMIT greatest(p_batch, 0)
+        FOR UPDATE SKIP LOCKED
+    ), gone_workflows AS (
+        DELETE FROM workflows AS w USING empty WHERE w.id = empty.id RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_workflows)
+$$;
+
 -- Definers with a pinned path, granted to whoever may claim (as in migration 0030); the
 -- application's role (docket grant) gets batch_open/add/close as it gets enqueue.
 DO $$
@@ -313,7 +343,8 @@ BEGIN
         'jobs_batch_tally()',
         'batch_add(bigint, jsonb)',
         'batch_close(bigint)',
-        'batch_open(text, jsonb, jsonb, boolean)'
+        'batch_open(text, jsonb, jsonb, boolean)',
+        'prune_workflows(bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);

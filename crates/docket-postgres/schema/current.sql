@@ -1923,6 +1923,7 @@ AS $function$
         FROM workflows AS w
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.workflow_id = w.id)
           AND w.created_at < now() - interval '1 minute'
+          AND (w.callbacks IS NULL OR w.closed_at IS NOT NULL)
         LIMIT greatest(p_batch, 0)
         FOR UPDATE SKIP LOCKED
     ), gone_workflows AS (

@@ -347,3 +347,41 @@ pub async fn a_refused_batch_writes_nothing<H: Harness>(h: &H) {
     assert!(all(s).await.is_empty(), "nothing written");
     assert!(s.batches(10).await.unwrap().is_empty(), "no batch written");
 }
+
+/// The pruner keeps an open batch — even with no member left — so the application can
+/// still add to it; a closed one whose members were pruned goes like a finished workflow.
+pub async fn an_open_batch_is_not_pruned<H: Harness>(h: &H) {
+    let s = h.store();
+    let open = s
+        .open_batch(&spec(Batch::new("open").job(member(1)).open()))
+        .await
+        .unwrap();
+    let closed = s
+        .open_batch(&spec(Batch::new("closed").job(member(2))))
+        .await
+        .unwrap();
+    let held = claim(s, "q", 5, "w", LONG).await;
+    let done_all: Vec<NodeDone> = held.iter().map(done).collect();
+    s.complete_nodes("w", &done_all).await.unwrap();
+    h.advance(Duration::from_secs(120)).await;
+    let retention = Retention {
+        finished: Duration::ZERO,
+        dead: Duration::ZERO,
+        outputs: Duration::ZERO,
+        batch: 100,
+    };
+    let report = s.prune(&retention).await.unwrap();
+    assert_eq!(report.finished, 2, "both members");
+    assert_eq!(
+        report.workflow_rows, 1,
+        "the closed batch's row, not the open one's"
+    );
+    assert!(matches!(
+        s.batch(closed.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let more = [JobSpec::of(&member(3)).unwrap()];
+    assert_eq!(s.add_to_batch(open.id, &more).await.unwrap().len(), 1);
+    let st = s.batch(open.id).await.unwrap();
+    assert_eq!((st.total, st.succeeded, st.unfinished), (2, 1, 1));
+}

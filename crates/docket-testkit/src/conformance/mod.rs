@@ -148,6 +148,7 @@ macro_rules! conformance_suite {
             batches::a_batch_callback_fires_once_per_occasion,
             batches::an_open_batch_takes_members_until_closed,
             batches::a_refused_batch_writes_nothing,
+            batches::an_open_batch_is_not_pruned,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]
