@@ -19,7 +19,7 @@ pub use conninfo::conninfo;
 pub use cron::cron;
 pub use durations::durations;
 pub use filter::job_filter;
-pub use workflows::workflow_graph;
+pub use workflows::{batch_spec, workflow_graph};
 
 /// A fuzz target's body.
 pub type Target = fn(&[u8]);
@@ -32,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cron", cron),
     ("job_filter", job_filter),
     ("workflow_graph", workflow_graph),
+    ("batch_spec", batch_spec),
 ];
 
 /// Lines of a bulk (NDJSON) file: each is a blank line, a job that passes the validation

@@ -47,3 +47,47 @@ pub fn workflow_graph(data: &[u8]) {
         }
     }
 }
+
+/// The body of the `batch_spec` target: a batch file as `docket batches open` reads it. An
+/// accepted batch is within the member cap, every member and callback passes the job
+/// check (and carries none of Docket's metadata keys), and its stored callbacks read back
+/// as the same jobs; anything else is an error, never a panic.
+pub fn batch_spec(data: &[u8]) {
+    use docket_core::batches::{BatchSpec, JobSpec, MAX_MEMBERS, RESULT_KEY};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(spec) = BatchSpec::from_json(text) else {
+        return;
+    };
+    if spec.validate(&Default::default()).is_err() {
+        return;
+    }
+    assert!(
+        spec.jobs.len() <= MAX_MEMBERS,
+        "{} members accepted",
+        spec.jobs.len()
+    );
+    // Stored as text (SQLite, MariaDB; PostgreSQL's jsonb keeps numbers exactly too) and
+    // read straight back into jobs.
+    let stored = spec.callbacks_json().to_string();
+    let back: std::collections::HashMap<String, JobSpec> =
+        serde_json::from_str(&stored).expect("stored callbacks read back");
+    for (c, job) in spec.callbacks() {
+        let back = &back[c.as_str()];
+        assert_eq!(back, job, "{c} changed on its way to storage");
+    }
+    for job in spec
+        .jobs
+        .iter()
+        .chain(spec.callbacks().into_iter().map(|(_, j)| j))
+    {
+        assert!(docket_core::validate::new_job(&job.job(), &Default::default()).is_ok());
+        for key in [docket_core::workflow::MARKER, RESULT_KEY] {
+            assert!(
+                job.metadata.get(key).is_none(),
+                "{key} accepted in metadata"
+            );
+        }
+    }
+}

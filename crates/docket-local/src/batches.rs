@@ -209,7 +209,13 @@ async fn settle<C: Conn>(c: &mut C, now: i64, id: i64, due: &mut BTreeSet<String
     if b.ended_at.is_none() {
         c.execute("batch_ended", args![id, now]).await?;
     }
-    let specs: serde_json::Value = json_of(&r, "callbacks")?;
+    // Parsed from the stored text straight into jobs: through a `Value` first
+    // (`serde_json::from_value`), a number of more digits than an f64 holds would be
+    // rounded on its way into the callback's metadata.
+    let text: Option<String> = r.get("callbacks")?;
+    let specs: std::collections::HashMap<String, JobSpec> =
+        serde_json::from_str(text.as_deref().unwrap_or("{}"))
+            .map_err(|e| corrupt(format!("batch {id}'s callbacks: {e}")))?;
     for (callback, fired) in &b.callbacks {
         if !callback.applies(b.dead + b.cancelled) {
             continue;
@@ -218,8 +224,9 @@ async fn settle<C: Conn>(c: &mut C, now: i64, id: i64, due: &mut BTreeSet<String
         if fired.is_some() && !mutants::active(Mutant::BatchCallbackTwice) {
             continue;
         }
-        let spec: JobSpec = serde_json::from_value(specs[callback.as_str()].clone())
-            .map_err(|e| corrupt(format!("batch {id}'s {callback}: {e}")))?;
+        let spec = specs
+            .get(callback.as_str())
+            .ok_or_else(|| corrupt(format!("batch {id}'s {callback} is not stored")))?;
         let mut job = spec.job();
         if let serde_json::Value::Object(m) = &mut job.metadata {
             m.insert(

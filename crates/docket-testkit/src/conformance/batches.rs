@@ -74,7 +74,14 @@ pub async fn a_batch_fires_its_callbacks_when_every_member_ended<H: Harness>(h: 
         .job(member(2))
         .job(member(3).max_attempts(1))
         .on_success(callback("all_good"))
-        .on_complete(callback("finished"))
+        .on_complete({
+            // A number of more digits than an f64 holds is kept exactly on its way through
+            // the stored callback (found by the batch_spec fuzz target).
+            let mut j = callback("finished");
+            j.metadata =
+                serde_json::from_str(&format!(r#"{{"big":5{}}}"#, "0".repeat(66))).unwrap();
+            j
+        })
         .on_failure(callback("some_failed"));
     let opened = s.open_batch(&spec(b)).await.expect("open_batch");
     assert_eq!(opened.jobs.len(), 3);
@@ -149,6 +156,11 @@ pub async fn a_batch_fires_its_callbacks_when_every_member_ended<H: Harness>(h: 
         }
     );
     assert_eq!(got[0].args, json!({"from": "batch"}));
+    assert_eq!(
+        got[0].metadata["big"].to_string(),
+        format!("5{}", "0".repeat(66)),
+        "the callback's metadata is kept exactly"
+    );
     assert_eq!(
         BatchResult::of(&got[1].metadata).map(|r| r.callback),
         Some(Callback::OnFailure)
