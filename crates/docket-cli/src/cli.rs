@@ -528,6 +528,22 @@ pub enum WorkflowsCommand {
     /// Retry every dead or cancelled node of a workflow, parents first (each waits again for
     /// its parents).
     Retry(WorkflowIdArgs),
+    /// Skip a held edge: its parent ended dead or cancelled and the edge (policy `hold`)
+    /// still waits; it counts as satisfied now and the child runs when its other parents
+    /// allow.
+    SkipEdge(WorkflowEdgeArgs),
+}
+
+/// `docket workflows skip-edge`.
+#[derive(Debug, Args)]
+pub struct WorkflowEdgeArgs {
+    /// The parent's job id.
+    pub parent: i64,
+    /// The child's job id.
+    pub child: i64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `docket workflows list`.

@@ -7,7 +7,8 @@ use docket_core::workflow::Graph;
 use docket_core::{JobId, Store};
 
 use crate::cli::{
-    WorkflowFileArgs, WorkflowIdArgs, WorkflowJobArgs, WorkflowListArgs, WorkflowsCommand,
+    WorkflowEdgeArgs, WorkflowFileArgs, WorkflowIdArgs, WorkflowJobArgs, WorkflowListArgs,
+    WorkflowsCommand,
 };
 use crate::engine::Open;
 use crate::fail::CliError;
@@ -27,7 +28,34 @@ pub async fn run(ctx: &impl Open, cmd: WorkflowsCommand) -> anyhow::Result<()> {
         WorkflowsCommand::Show(a) => show(ctx, a).await,
         WorkflowsCommand::Cancel(a) => act(ctx, a, false).await,
         WorkflowsCommand::Retry(a) => act(ctx, a, true).await,
+        WorkflowsCommand::SkipEdge(a) => skip_edge(ctx, a).await,
     }
+}
+
+async fn skip_edge(ctx: &impl Open, a: WorkflowEdgeArgs) -> anyhow::Result<()> {
+    let store = Open::existing(ctx, 1).await?;
+    let child = store
+        .skip_edge(JobId(a.parent), JobId(a.child))
+        .await
+        .map_err(|e| match e {
+            docket_core::StoreError::Invalid(v) => CliError::invalid(v.to_string()).into(),
+            e => anyhow::Error::from(e),
+        })?;
+    crate::audit::record(
+        &store,
+        "workflow.skip_edge",
+        format!("job {}", a.child),
+        serde_json::json!({ "parent": a.parent, "child": a.child }),
+    )
+    .await;
+    if a.json {
+        return output::json(&child);
+    }
+    println!(
+        "edge {} -> {} skipped: job {} is {}",
+        a.parent, a.child, a.child, child.state
+    );
+    Ok(())
 }
 
 /// A missing workflow said as one (the store names it as a job id).

@@ -189,6 +189,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         graph: &crate::workflow::Graph,
     ) -> impl Future<Output = Result<crate::WorkflowEnqueued>> + Send;
 
+    /// An operator's skip of a held edge: `parent` ended dead or cancelled (or was pruned
+    /// after it did) and the edge to `child`, on the `hold` policy, still waits. The edge is
+    /// satisfied now, once, and the child runs when its other parents allow; returns the
+    /// child. Refused, writing nothing, for no such edge, an edge already consumed, or a
+    /// parent not ended (`WrongState` naming it).
+    fn skip_edge(
+        &self,
+        parent: JobId,
+        child: JobId,
+    ) -> impl Future<Output = Result<JobRecord>> + Send;
+
     /// Opens a batch atomically: its row, its first members (pending at once, nodes `#1`,
     /// `#2`, … of the batch's workflow) and, unless the spec keeps it open, its close. The
     /// spec is checked first ([`crate::batches::BatchSpec::validate`]); a refused batch

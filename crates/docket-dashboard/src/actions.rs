@@ -185,6 +185,43 @@ pub async fn workflow<S: Store>(
     Redirect::to(&app.href(&format!("/workflows/{id}"))).into_response()
 }
 
+/// `POST /workflows/{id}/edges/{parent}/{child}/skip`: an operator's skip of a held edge.
+pub async fn skip_edge<S: Store>(
+    State(app): State<Arc<App<S>>>,
+    Extension(Actor(actor)): Extension<Actor>,
+    Path((id, parent, child)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    if let Err(r) = FormData::checked(&app, &headers, &body) {
+        return *r;
+    }
+    let (Ok(id), Ok(parent), Ok(child)) = (
+        id.parse::<i64>(),
+        parent.parse::<i64>(),
+        child.parse::<i64>(),
+    ) else {
+        return layout::bad_request(&app, "a workflow's and its jobs' ids are numbers");
+    };
+    if let Err(e) = app
+        .store
+        .skip_edge(docket_core::JobId(parent), docket_core::JobId(child))
+        .await
+    {
+        return layout::error(&app, &e);
+    }
+    audit(
+        &app,
+        &actor,
+        "workflow.skip_edge",
+        format!("job {child}"),
+        serde_json::json!({ "workflow": id, "parent": parent, "child": child }),
+    )
+    .await;
+    app.poke();
+    Redirect::to(&app.href(&format!("/workflows/{id}"))).into_response()
+}
+
 fn parse_limits(form: &FormData) -> Result<QueueLimits, String> {
     let int = |k: &str| -> Result<Option<i32>, String> {
         form.get(k)

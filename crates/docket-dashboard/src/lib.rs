@@ -217,6 +217,10 @@ pub fn router<S: Store>(store: S, opts: Options) -> Result<Router, DashboardErro
             .route("/jobs/{id}/{action}", post(actions::job::<S>))
             .route("/queues/{queue}/{action}", post(actions::queue::<S>))
             .route("/workflows/{id}/{action}", post(actions::workflow::<S>))
+            .route(
+                "/workflows/{id}/edges/{parent}/{child}/skip",
+                post(actions::skip_edge::<S>),
+            )
             .route("/cron/{name}/{action}", post(actions::cron::<S>))
             .route("/bulk", post(bulk::start::<S>));
     }

@@ -1,6 +1,7 @@
 //! Batches on the dashboard: the workflows page lists the newest batches (names from job
 //! data escaped), a batch's page shows its counts and callbacks, and an open batch is closed
-//! from it — refused without the CSRF token, then applied, audited and shown.
+//! from it — refused without the CSRF token, then applied, audited and shown. And a
+//! workflow's held edge is skipped from its page the same way.
 
 mod common;
 
@@ -78,4 +79,63 @@ async fn a_batch_is_listed_shown_and_closed_from_its_page() {
         !page.contains("Close batch"),
         "a closed batch offers no close"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_edge_is_skipped_from_the_workflow_page() {
+    use docket_core::workflow::{Dep, OnFailure, Workflow};
+    let db = TestDb::new().await;
+    let s = &db.store;
+    let g = Workflow::new("held")
+        .add("p", NewJob::new("hq", "k", json!({})))
+        .add_after(
+            "c",
+            NewJob::new("hq", "k", json!({})),
+            [Dep::Edge {
+                node: "p".into(),
+                on_failure: OnFailure::Hold,
+            }],
+        )
+        .graph(&Limits::default())
+        .unwrap()
+        .clone();
+    let wf = s.enqueue_workflow(&g).await.unwrap();
+    let (p, c) = (wf.job("p").unwrap(), wf.job("c").unwrap());
+    let base = serve(s.clone(), Options::default()).await;
+    let page = page_text(&base, &format!("/workflows/{}", wf.id)).await;
+    assert!(!page.contains("Skip edge"), "nothing to skip while p runs");
+    let held = claim_ready(s, "hq", 5).await;
+    s.fail_many(
+        "test",
+        &[Failure {
+            lease: held[0].lease(),
+            class: FailureClass::Discard,
+            message: "no".into(),
+            retry_in: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let page = page_text(&base, &format!("/workflows/{}", wf.id)).await;
+    let action = format!("/workflows/{}/edges/{}/{}/skip", wf.id, p.0, c.0);
+    assert!(
+        page.contains("Skip edge") && page.contains(&action),
+        "{page}"
+    );
+    let token = csrf_of(&page);
+    let client = client();
+    let r = post(&client, format!("{base}{action}"), "").await;
+    assert_eq!(r.status(), 403, "no token");
+    assert_eq!(s.get(c).await.unwrap().state, JobState::Waiting);
+    let r = post(&client, format!("{base}{action}"), format!("_csrf={token}")).await;
+    assert_eq!(r.status(), 303);
+    assert_eq!(s.get(c).await.unwrap().state, JobState::Pending);
+    assert_eq!(
+        s.audit_log(1).await.unwrap()[0].action,
+        "workflow.skip_edge"
+    );
+    let r = post(&client, format!("{base}{action}"), format!("_csrf={token}")).await;
+    assert_ne!(r.status(), 303, "an edge is skipped once");
+    let page = page_text(&base, &format!("/workflows/{}", wf.id)).await;
+    assert!(!page.contains("Skip edge"), "{page}");
 }

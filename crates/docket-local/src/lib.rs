@@ -145,6 +145,8 @@ macro_rules! store_impl {
             workflows(limit: i64) -> Vec<$crate::core::workflow::WorkflowSummary>
                 = $crate::workflow::workflows;
             workflow(id: i64) -> $crate::core::workflow::WorkflowDetail = $crate::workflow::workflow;
+            skip_edge(parent: $crate::core::JobId, child: $crate::core::JobId)
+                -> $crate::core::JobRecord = $crate::workflow::skip_edge;
             open_batch(spec: &$crate::core::batches::BatchSpec => spec.clone())
                 -> $crate::core::batches::BatchOpened = $crate::batches::open;
             add_to_batch(id: i64, jobs: &[$crate::core::batches::JobSpec] => jobs.to_vec())

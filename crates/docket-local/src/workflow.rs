@@ -356,6 +356,42 @@ pub async fn resolve<C: Conn>(
     Ok(())
 }
 
+/// An operator's skip of a held edge (PostgreSQL: `skip_edge()`, migration 0031): the
+/// child's row locked first (as a parent's end locks its children first), then the edge;
+/// satisfied once when its parent ended dead or cancelled, or was pruned after it did.
+pub async fn skip_edge<E: Engine>(e: &E, parent: JobId, child: JobId) -> Result<JobRecord> {
+    let mut tx = e.begin().await?;
+    let now = tx.now();
+    tx.fetch_optional("job_lock", args![child.0]).await?;
+    let outcome = match tx
+        .fetch_optional("dep_row", args![parent.0, child.0])
+        .await?
+    {
+        None => "no_edge".to_string(),
+        Some(r) if r.get::<String>("state")? != "waiting" => "consumed".to_string(),
+        Some(_) => match tx.fetch_optional("node_row", args![parent.0]).await? {
+            Some(p) if !rows::state(&p.get::<String>("state")?)?.is_terminal() => {
+                format!("parent_{}", p.get::<String>("state")?)
+            }
+            _ => {
+                tx.execute("dep_consume", args![parent.0, child.0, "satisfied"])
+                    .await?;
+                tx.execute("child_satisfied", args![child.0, now]).await?;
+                "skipped".to_string()
+            }
+        },
+    };
+    if let Some(err) = docket_core::workflow::skip_refusal(parent, child, &outcome) {
+        return Err(err);
+    }
+    tx.commit().await?;
+    let job = crate::writes::get(e, child).await?;
+    if job.state == JobState::Pending {
+        e.hint(Wake::Queue(job.queue.clone()));
+    }
+    Ok(job)
+}
+
 /// After a retry (same transaction): a workflow node's failed edges re-armed, and the node
 /// waiting again while any edge into it waits.
 pub async fn rearm<C: Conn>(c: &mut C, id: JobId) -> Result<()> {

@@ -21,6 +21,7 @@
 --   operator retried the failures).
 -- * batch_open(), batch_add(), batch_close(): the SQL API, granted like enqueue.
 -- * prune_workflows() redefined: an open batch is kept whatever it holds.
+-- * skip_edge(): an operator satisfies a `hold` edge whose parent ended without success.
 --
 -- Additive: new nullable or defaulted columns; the workflows.nodes CHECK is replaced by a
 -- looser one (a batch may be opened empty and hold up to 100,000 members).
@@ -330,6 +331,48 @@ LANGUAGE sql VOLATILE AS $$
     SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_workflows)
 $$;
 
+-- An operator's skip of a held edge (workflows, migration 0030): its parent ended dead or
+-- cancelled — or was pruned after it did — and the edge, on the `hold` policy, still waits.
+-- It is satisfied now, once (the child's row is locked first, as every parent's end locks
+-- its children first), and the child runs when its other parents allow. Returns
+-- 'skipped', or why not: 'no_edge', 'consumed', or 'parent_<state>' for an unfinished
+-- parent.
+CREATE FUNCTION skip_edge(p_parent bigint, p_child bigint)
+RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_edge text;
+    v_parent text;
+    v_queue text;
+BEGIN
+    PERFORM 1 FROM jobs WHERE id = p_child FOR UPDATE;
+    SELECT d.state INTO v_edge FROM job_deps AS d
+    WHERE d.parent_id = p_parent AND d.child_id = p_child
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'no_edge';
+    ELSIF v_edge <> 'waiting' THEN
+        RETURN 'consumed';
+    END IF;
+    SELECT j.state INTO v_parent FROM jobs AS j WHERE j.id = p_parent;
+    IF v_parent IN ('waiting', 'pending', 'running') THEN
+        RETURN 'parent_' || v_parent;
+    END IF;
+    UPDATE job_deps SET state = 'satisfied'
+    WHERE parent_id = p_parent AND child_id = p_child AND state = 'waiting';
+    UPDATE jobs
+    SET deps_waiting = deps_waiting - 1,
+        state = CASE WHEN deps_waiting = 1 THEN 'pending' ELSE state END,
+        run_at = CASE WHEN deps_waiting = 1 THEN now() ELSE run_at END
+    WHERE id = p_child AND state = 'waiting'
+    RETURNING CASE WHEN state = 'pending' THEN queue END INTO v_queue;
+    IF v_queue IS NOT NULL THEN
+        PERFORM pg_notify(current_schema() || '_wakeup', v_queue);
+    END IF;
+    RETURN 'skipped';
+END
+$$;
+
 -- Definers with a pinned path, granted to whoever may claim (as in migration 0030); the
 -- application's role (docket grant) gets batch_open/add/close as it gets enqueue.
 DO $$
@@ -344,7 +387,8 @@ BEGIN
         'batch_add(bigint, jsonb)',
         'batch_close(bigint)',
         'batch_open(text, jsonb, jsonb, boolean)',
-        'prune_workflows(bigint)'
+        'prune_workflows(bigint)',
+        'skip_edge(bigint, bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);

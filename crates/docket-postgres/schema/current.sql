@@ -2187,6 +2187,45 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.skip_edge(p_parent bigint, p_child bigint)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_edge text;
+    v_parent text;
+    v_queue text;
+BEGIN
+    PERFORM 1 FROM jobs WHERE id = p_child FOR UPDATE;
+    SELECT d.state INTO v_edge FROM job_deps AS d
+    WHERE d.parent_id = p_parent AND d.child_id = p_child
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 'no_edge';
+    ELSIF v_edge <> 'waiting' THEN
+        RETURN 'consumed';
+    END IF;
+    SELECT j.state INTO v_parent FROM jobs AS j WHERE j.id = p_parent;
+    IF v_parent IN ('waiting', 'pending', 'running') THEN
+        RETURN 'parent_' || v_parent;
+    END IF;
+    UPDATE job_deps SET state = 'satisfied'
+    WHERE parent_id = p_parent AND child_id = p_child AND state = 'waiting';
+    UPDATE jobs
+    SET deps_waiting = deps_waiting - 1,
+        state = CASE WHEN deps_waiting = 1 THEN 'pending' ELSE state END,
+        run_at = CASE WHEN deps_waiting = 1 THEN now() ELSE run_at END
+    WHERE id = p_child AND state = 'waiting'
+    RETURNING CASE WHEN state = 'pending' THEN queue END INTO v_queue;
+    IF v_queue IS NOT NULL THEN
+        PERFORM pg_notify(current_schema() || '_wakeup', v_queue);
+    END IF;
+    RETURN 'skipped';
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.skip_job(p_id bigint)
  RETURNS TABLE(id bigint)
  LANGUAGE sql

@@ -123,6 +123,7 @@ queries!(
     batch_close,
     batch_list,
     workflow_kind,
+    skip_edge,
 );
 
 #[cfg(test)]

@@ -471,6 +471,10 @@ impl Store for PgStore {
         self.workflow_impl(id).await
     }
 
+    async fn skip_edge(&self, parent: JobId, child: JobId) -> Result<JobRecord> {
+        self.skip_edge_impl(parent, child).await
+    }
+
     async fn open_batch(
         &self,
         spec: &docket_core::batches::BatchSpec,

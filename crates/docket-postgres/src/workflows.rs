@@ -256,3 +256,24 @@ fn workflow_err(e: sqlx::Error) -> StoreError {
         other => other,
     }
 }
+
+impl PgStore {
+    pub(crate) async fn skip_edge_impl(&self, parent: JobId, child: JobId) -> Result<JobRecord> {
+        let outcome: String = self
+            .run(async |c: &mut PgConnection| {
+                self.query(&self.queries().skip_edge)
+                    .bind(parent.0)
+                    .bind(child.0)
+                    .fetch_one(&mut *c)
+                    .await
+                    .map_err(db_err)?
+                    .try_get("outcome")
+                    .map_err(db_err)
+            })
+            .await?;
+        if let Some(e) = docket_core::workflow::skip_refusal(parent, child, &outcome) {
+            return Err(e);
+        }
+        self.get(child).await
+    }
+}

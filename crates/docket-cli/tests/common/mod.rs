@@ -405,6 +405,50 @@ esac"#;
     let o = run(&["workflows", "retry", &wf, "--json"]);
     assert_eq!(code(&o), 0, "{}", err(&o));
     assert!(out(&o).contains(r#""nodes":0"#), "{}", out(&o));
+    // A held edge: its parent dies, the child waits; the operator skips the edge (once).
+    let held = dir.join("held.json");
+    std::fs::write(
+        &held,
+        r#"{"name":"held","nodes":[{"name":"p","queue":"wh","kind":"fail"},
+            {"name":"c","queue":"wh","kind":"ok","after":[{"node":"p","on_failure":"hold"}]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["workflows", "enqueue", held.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(out(&o).trim()).unwrap();
+    let (p, c) = (v["jobs"]["p"].to_string(), v["jobs"]["c"].to_string());
+    let drain = [
+        "work",
+        "--queue",
+        "wh",
+        "--exec",
+        r#"[ "$DOCKET_KIND" = ok ] || exit 65"#,
+        "--drain",
+        "--poll",
+        "100ms",
+    ];
+    let o = run(&drain);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = run(&["workflows", "skip-edge", &c, &p]);
+    assert_eq!(code(&o), 5, "no such edge: {}", err(&o));
+    let o = run(&["workflows", "skip-edge", &p, &c]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    assert!(
+        out(&o).contains("skipped: job") && out(&o).contains("pending"),
+        "{}",
+        out(&o)
+    );
+    let o = run(&["workflows", "skip-edge", &p, &c]);
+    assert_eq!(code(&o), 5, "an edge is skipped once: {}", err(&o));
+    let o = run(&drain);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let o = run(&["jobs", "show", &c, "--json"]);
+    assert!(
+        out(&o).contains(r#""state":"succeeded""#),
+        "{} {}",
+        out(&o),
+        err(&o)
+    );
     output
 }
 

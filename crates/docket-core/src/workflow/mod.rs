@@ -554,6 +554,35 @@ pub fn marked_metadata(node: &Node, workflow: i64) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
+/// What an engine's skip of a held edge found, as a typed error (or `None`: skipped).
+/// `parent_state` is the parent's state when it had not ended.
+pub fn skip_refusal(parent: JobId, child: JobId, outcome: &str) -> Option<crate::StoreError> {
+    let other = |reason: String| {
+        Some(crate::StoreError::Invalid(ValidationError::Other {
+            what: "edge",
+            reason,
+        }))
+    };
+    match outcome {
+        "skipped" => None,
+        "no_edge" => other(format!("job {child} has no parent {parent} in a workflow")),
+        "consumed" => other(format!(
+            "the edge from job {parent} to job {child} was already consumed (satisfied or failed)"
+        )),
+        s => match s
+            .strip_prefix("parent_")
+            .and_then(|p| p.parse::<JobState>().ok())
+        {
+            Some(state) => Some(crate::StoreError::WrongState {
+                id: parent,
+                state,
+                op: "skip edge (only an edge whose parent ended dead or cancelled can be skipped)",
+            }),
+            None => other(format!("unexpected outcome {s:?}")),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

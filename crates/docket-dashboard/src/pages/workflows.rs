@@ -84,6 +84,18 @@ pub async fn list<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
     )
 }
 
+/// A held edge an operator may skip: still waiting, its parent ended without success (or
+/// pruned after it ended).
+fn held(w: &WorkflowDetail, e: &docket_core::workflow::WorkflowEdge) -> bool {
+    e.state == "waiting"
+        && w.nodes.iter().find(|n| n.id == e.parent).is_none_or(|p| {
+            matches!(
+                p.state,
+                docket_core::JobState::Dead | docket_core::JobState::Cancelled
+            )
+        })
+}
+
 /// Batches listed at most.
 pub const MAX_BATCHES: i64 = 100;
 
@@ -230,6 +242,10 @@ pub async fn page<S: Store>(
                             @for (k, e) in w.edges.iter().filter(|e| e.child == n.id).enumerate() {
                                 @if k > 0 { ", " }
                                 (name(e.parent)) " (" (e.on_failure) ", " (e.state) ")"
+                                @if held(&w, e) {
+                                    " "
+                                    (confirm_button(&app, &format!("/workflows/{id}/edges/{}/{}/skip", e.parent.0, e.child.0), "Skip edge", "", &format!("Skip the held edge from job {} to job {}? The child then runs once its other parents allow.", e.parent.0, e.child.0)))
+                                }
                             }
                         }
                     }

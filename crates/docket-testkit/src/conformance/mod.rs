@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
             workflows::finished_workflows_are_pruned,
             workflows::a_workflow_is_read_cancelled_and_retried_whole,
             workflows::a_running_node_spawns_once_under_its_claim,
+            workflows::a_held_edge_is_skipped_once,
             batches::a_batch_fires_its_callbacks_when_every_member_ended,
             batches::a_batch_callback_fires_once_per_occasion,
             batches::an_open_batch_takes_members_until_closed,

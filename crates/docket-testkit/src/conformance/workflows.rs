@@ -627,3 +627,50 @@ pub async fn a_running_node_spawns_once_under_its_claim<H: Harness>(h: &H) {
     let w = s.workflow(wf.id).await.unwrap();
     assert_eq!(w.summary.nodes, 5, "the workflow counts its spawned nodes");
 }
+
+/// An operator skips a held edge: only once its parent ended without success (a running
+/// parent's edge is refused, naming its state), once (a second skip is refused), and the
+/// child then runs when its other parents allow; a pair with no edge is refused. Nothing
+/// refused writes.
+pub async fn a_held_edge_is_skipped_once<H: Harness>(h: &H) {
+    let s = h.store();
+    let g = graph(
+        Workflow::new("held")
+            .add("p", node("p"))
+            .add("q", node("q"))
+            .add_after("c", node("c"), [edge("p", OnFailure::Hold), Dep::from("q")]),
+    );
+    let wf = s.enqueue_workflow(&g).await.unwrap();
+    let id = |n: &str| wf.job(n).unwrap();
+    let held = ready(s, "w").await;
+    assert_eq!(held.len(), 2);
+    let p = held.iter().find(|j| j.id == id("p")).unwrap();
+    let q = held.iter().find(|j| j.id == id("q")).unwrap();
+    assert!(matches!(
+        s.skip_edge(id("p"), id("c")).await,
+        Err(StoreError::WrongState {
+            state: JobState::Running,
+            ..
+        })
+    ));
+    s.fail_many("w", &[discard(p)]).await.unwrap();
+    assert_eq!(state(s, id("c")).await, JobState::Waiting, "held");
+    assert!(matches!(
+        s.skip_edge(id("q"), id("p")).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let c = s.skip_edge(id("p"), id("c")).await.unwrap();
+    assert_eq!(c.state, JobState::Waiting, "still waiting for q");
+    assert!(
+        matches!(
+            s.skip_edge(id("p"), id("c")).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "an edge is skipped once"
+    );
+    s.complete_nodes("w", &[done(q, None)]).await.unwrap();
+    let next = ready(s, "w").await;
+    assert_eq!(next.iter().map(|j| j.id).collect::<Vec<_>>(), vec![id("c")]);
+    let edges = s.workflow(wf.id).await.unwrap().edges;
+    assert!(edges.iter().all(|e| e.state == "satisfied"), "{edges:?}");
+}
