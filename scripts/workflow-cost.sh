@@ -6,7 +6,7 @@
 # again — calling Docket's own SQL functions: complete_delete_fenced() (the default for
 # plain jobs), complete_fenced() (plain jobs kept), complete_nodes_fenced() (nodes). Prints
 # each drain's wall time (the server's time: nothing leaves it) and the plpgsql functions'
-# total times (track_functions = 'pl', set for this run's sessions). Run each variant a few
+# total times (track_functions = 'pl', set for this run's connections). Run each variant a few
 # times: the first of a cold cluster is slower.
 #
 # Usage: DATABASE_URL=postgres://… scripts/workflow-cost.sh   (a server whose superuser may
