@@ -120,20 +120,16 @@ impl JobSpec {
     /// duplicate would hand back a job outside the batch), ordering or concurrency keys or a
     /// schedule (not supported in workflow nodes either).
     pub fn of(job: &NewJob) -> Result<JobSpec, &'static str> {
-        let unsupported = [
-            (job.unique_key.is_some(), "a unique key"),
-            (job.ordering_key.is_some(), "an ordering key"),
-            (job.concurrency_key.is_some(), "a concurrency key"),
-            (
-                job.schedule != Schedule::Now,
-                "a schedule (run_at or delay)",
-            ),
-        ];
-        if let Some((_, what)) = unsupported.iter().find(|(yes, _)| *yes) {
-            return Err(what);
+        match unsupported(job) {
+            Some(what) => Err(what),
+            None => Ok(JobSpec::fields_of(job)),
         }
+    }
+
+    /// The fields of `job` a spec carries, whatever else it has (see [`unsupported`]).
+    pub fn fields_of(job: &NewJob) -> JobSpec {
         let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Ok(JobSpec {
+        JobSpec {
             queue: job.queue.clone(),
             kind: job.kind.clone(),
             args: job.args.clone(),
@@ -142,7 +138,7 @@ impl JobSpec {
             max_attempts: job.max_attempts,
             backoff_base_ms: job.backoff.map(|b| ms(b.base)),
             backoff_cap_ms: job.backoff.map(|b| ms(b.cap)),
-        })
+        }
     }
 
     /// The job this spec enqueues.
@@ -178,6 +174,23 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// The first option of `job` a spec cannot carry (a batch's job, a workflow node): a
+/// unique key, an ordering or concurrency key, a schedule.
+pub fn unsupported(job: &NewJob) -> Option<&'static str> {
+    [
+        (job.unique_key.is_some(), "a unique key"),
+        (job.ordering_key.is_some(), "an ordering key"),
+        (job.concurrency_key.is_some(), "a concurrency key"),
+        (
+            job.schedule != Schedule::Now,
+            "a schedule (run_at or delay)",
+        ),
+    ]
+    .into_iter()
+    .find(|(yes, _)| *yes)
+    .map(|(_, what)| what)
 }
 
 /// A batch as a file spells it (the CLI's `docket batches open FILE.json`, what the library

@@ -19,7 +19,7 @@ struct Receipt {
     cents: i64,
 }
 
-/// Which nodes ran, in the order they started.
+/// Which nodes ran, in the order they started (by kind; the `join` kind by node name).
 type Ran = Arc<Mutex<Vec<String>>>;
 
 fn registry<S: Store>(ran: Ran) -> Registry<S> {
@@ -53,7 +53,10 @@ fn registry<S: Store>(ran: Ran) -> Registry<S> {
     r.register_fn("join", move |_, ctx: JobContext| {
         let log = log.clone();
         async move {
-            log.lock().unwrap().push("join".into());
+            // By node: two nodes run this kind ("join" and "after_fanout"), and the order
+            // checked below is the "join" node's.
+            let node = ctx.workflow().map_or("join", |(_, n)| n).to_string();
+            log.lock().unwrap().push(node);
             let deps = ctx.deps().await?;
             let all: Vec<String> = deps
                 .iter()

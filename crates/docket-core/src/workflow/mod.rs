@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::validate::{self, Limits};
-use crate::{JobId, JobState, NewJob, Schedule, ValidationError};
+use crate::{JobId, JobState, NewJob, ValidationError};
 
 mod view;
 pub use view::*;
@@ -163,22 +163,17 @@ pub struct Node {
 impl Node {
     /// The job this node enqueues (without the workflow's marker).
     pub fn job(&self) -> NewJob {
-        let mut j = NewJob::new(self.queue.clone(), self.kind.clone(), self.args.clone());
-        j.metadata = self.metadata.clone();
-        j.priority = self.priority;
-        j.max_attempts = self.max_attempts;
-        if self.backoff_base_ms.is_some() || self.backoff_cap_ms.is_some() {
-            let d = crate::Backoff::default();
-            let ms = |v: Option<i64>, or: std::time::Duration| {
-                v.map(|v| std::time::Duration::from_millis(v.max(0) as u64))
-                    .unwrap_or(or)
-            };
-            j.backoff = Some(crate::Backoff {
-                base: ms(self.backoff_base_ms, d.base),
-                cap: ms(self.backoff_cap_ms, d.cap),
-            });
+        crate::batches::JobSpec {
+            queue: self.queue.clone(),
+            kind: self.kind.clone(),
+            args: self.args.clone(),
+            metadata: self.metadata.clone(),
+            priority: self.priority,
+            max_attempts: self.max_attempts,
+            backoff_base_ms: self.backoff_base_ms,
+            backoff_cap_ms: self.backoff_cap_ms,
         }
-        j
+        .job()
     }
 }
 
@@ -430,31 +425,20 @@ impl Workflow {
         after: impl IntoIterator<Item = D>,
     ) -> Self {
         let name = name.into();
-        let unsupported = [
-            (job.unique_key.is_some(), "a unique key"),
-            (job.ordering_key.is_some(), "an ordering key"),
-            (job.concurrency_key.is_some(), "a concurrency key"),
-            (
-                job.schedule != Schedule::Now,
-                "a schedule (run_at or delay)",
-            ),
-        ];
-        for (yes, what) in unsupported {
-            if yes {
-                self.unsupported.push((name.clone(), what));
-            }
+        if let Some(what) = crate::batches::unsupported(&job) {
+            self.unsupported.push((name.clone(), what));
         }
-        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let spec = crate::batches::JobSpec::fields_of(&job);
         self.graph.nodes.push(Node {
             name,
-            queue: job.queue,
-            kind: job.kind,
-            args: job.args,
-            metadata: job.metadata,
-            priority: job.priority,
-            max_attempts: job.max_attempts,
-            backoff_base_ms: job.backoff.map(|b| ms(b.base)),
-            backoff_cap_ms: job.backoff.map(|b| ms(b.cap)),
+            queue: spec.queue,
+            kind: spec.kind,
+            args: spec.args,
+            metadata: spec.metadata,
+            priority: spec.priority,
+            max_attempts: spec.max_attempts,
+            backoff_base_ms: spec.backoff_base_ms,
+            backoff_cap_ms: spec.backoff_cap_ms,
             after: after.into_iter().map(Into::into).collect(),
         });
         self
