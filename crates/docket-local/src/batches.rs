@@ -3,10 +3,12 @@
 //! `batch_open()`, `batch_add()`, `batch_close()`, the trigger `jobs_batch_tally` and
 //! `batch_settle()` (migration 0031).
 //!
-//! Here the rule runs where this layer moves a member into or out of an end state: where a
-//! node ends ([`crate::workflow::resolve`] calls [`moved`] first — completion, failure, the
-//! reaper, an operator's cancel), a retry and a skip. Each call comes after the layer's own
-//! fenced write changed the row, so a stale attempt counts nothing; the counters' UPDATE
+//! Here the rule runs where this layer moves a member into or out of an end state — a
+//! node's completion, a failure, the reaper, an operator's cancel, retry and skip, an end
+//! written inside the caller's transaction ([`crate::workflow::ended_in_caller`]) — each passing the
+//! batch id from the row it already read (no read of its own: plain jobs and graph nodes
+//! pay nothing). Each call comes after the layer's own fenced write changed the row, so a
+//! stale attempt counts nothing; the counters' UPDATE
 //! takes the batch row's lock (MariaDB; SQLite's writer is alone), so the settle that
 //! follows is decided by one transaction at a time and a callback, once recorded as fired,
 //! is never enqueued again.
@@ -160,26 +162,24 @@ async fn close_on<C: Conn>(c: &mut C, now: i64, id: i64, due: &mut BTreeSet<Stri
     settle(c, now, id, due).await
 }
 
-/// Job `id` (a member of a batch or not) moved from `from` to `to`: when it is a member and
-/// it entered or left an end state, its batch's counters move and the batch settles if it
-/// can. Callers run this after their own write changed the row, in the same transaction.
+/// A job of batch `batch` (`None`: of no batch — nothing to do) moved from `from` to `to`:
+/// when it entered or left an end state, the batch's counters move and the batch settles if
+/// it can. Callers pass the `batch_id` of the row they read and run this after their own
+/// write changed the row, in the same transaction.
 pub async fn moved<C: Conn>(
     c: &mut C,
     now: i64,
-    id: JobId,
+    batch: Option<i64>,
     from: JobState,
     to: JobState,
     due: &mut BTreeSet<String>,
 ) -> Result<()> {
+    let Some(batch) = batch else {
+        return Ok(());
+    };
     if from == to || (!from.is_terminal() && !to.is_terminal()) {
         return Ok(());
     }
-    let Some(r) = c.fetch_optional("job_batch", args![id.0]).await? else {
-        return Ok(());
-    };
-    let Some(batch) = r.get::<Option<i64>>("batch_id")? else {
-        return Ok(());
-    };
     let d = |s: JobState| i64::from(to == s) - i64::from(from == s);
     let unfinished = i64::from(from.is_terminal()) - i64::from(to.is_terminal());
     c.execute(

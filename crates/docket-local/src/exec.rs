@@ -328,7 +328,7 @@ macro_rules! statements {
             "workflows_prune_empty", "workflows_list", "workflow_nodes", "workflow_edges",
             "workflow_names_taken", "workflow_grow", "child_grow", "batch_insert", "batch_lock",
             "batch_member", "batch_grow", "batch_close", "batch_tally", "batch_row", "batch_list",
-            "batch_ended", "batch_fired", "job_batch", "workflow_kind", "job_lock", "dep_row"
+            "batch_ended", "batch_fired", "job_links", "batch_members", "workflow_kind", "job_lock", "dep_row"
             $(, $extra)*
         );
     };

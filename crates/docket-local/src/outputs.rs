@@ -77,10 +77,10 @@ pub async fn complete_output_on<E: Engine, C: Conn>(
         });
         return Err(lost.into());
     }
-    // A workflow node's children, in the caller's transaction (their queues are found by
-    // polling: the caller's commit carries no hint for them).
+    // A workflow node's children and a batch member's count, in the caller's transaction
+    // (their queues are found by polling: the caller's commit carries no hint for them).
     let mut ready = std::collections::BTreeSet::new();
-    crate::workflow::resolve(c, now, l.id, JobState::Succeeded, &mut ready).await?;
+    crate::workflow::ended_in_caller(c, now, l.id, JobState::Succeeded, &mut ready).await?;
     Ok(())
 }
 

@@ -242,6 +242,10 @@ pub async fn complete_nodes<E: Engine>(
     let mut tx = e.begin().await?;
     let now = tx.now();
     tx.fetch_all("children_lock", args![&ids[..]]).await?;
+    let mut members: HashMap<i64, i64> = HashMap::new();
+    for r in tx.fetch_all("batch_members", args![&ids[..]]).await? {
+        members.insert(r.get("id")?, r.get("batch_id")?);
+    }
     let mut done = Vec::new();
     let mut ready = BTreeSet::new();
     for (l, text) in leases.iter().zip(&texts) {
@@ -251,6 +255,19 @@ pub async fn complete_nodes<E: Engine>(
                 args![l.id.0, l.attempt, owner, now, text.as_deref()],
             )
             .await?;
+        if n == 1 {
+            let batch = members.get(&l.id.0).copied();
+            let succeeded = JobState::Succeeded;
+            crate::batches::moved(
+                &mut tx,
+                now,
+                batch,
+                JobState::Running,
+                succeeded,
+                &mut ready,
+            )
+            .await?;
+        }
         if n == 1 || mutants::active(Mutant::WorkflowStaleUnblocks) {
             resolve(&mut tx, now, l.id, JobState::Succeeded, &mut ready).await?;
         }
@@ -281,8 +298,6 @@ pub async fn resolve<C: Conn>(
     state: JobState,
     ready: &mut BTreeSet<String>,
 ) -> Result<()> {
-    // A batch's member (a node without edges) is counted first.
-    crate::batches::moved(c, now, parent, JobState::Running, state, ready).await?;
     // A worklist, not recursion: a long chain cancelled from its root.
     let mut work = vec![(parent.0, state)];
     while let Some((p, st)) = work.pop() {
@@ -390,6 +405,27 @@ pub async fn skip_edge<E: Engine>(e: &E, parent: JobId, child: JobId) -> Result<
         e.hint(Wake::Queue(job.queue.clone()));
     }
     Ok(job)
+}
+
+/// An end written inside the caller's transaction, whose row was not read: job `id` (any
+/// job) ended `state`; one read finds its workflow and batch, and each rule runs only for
+/// what it has.
+pub async fn ended_in_caller<C: Conn>(
+    c: &mut C,
+    now: i64,
+    id: JobId,
+    state: JobState,
+    ready: &mut BTreeSet<String>,
+) -> Result<()> {
+    let Some(r) = c.fetch_optional("job_links", args![id.0]).await? else {
+        return Ok(());
+    };
+    let batch: Option<i64> = r.get("batch_id")?;
+    crate::batches::moved(c, now, batch, JobState::Running, state, ready).await?;
+    if r.get::<Option<i64>>("workflow_id")?.is_some() {
+        resolve(c, now, id, state, ready).await?;
+    }
+    Ok(())
 }
 
 /// After a retry (same transaction): a workflow node's failed edges re-armed, and the node

@@ -280,6 +280,9 @@ pub async fn fail_many<E: Engine>(
             .await?;
         if n == 1 {
             done.push(f.lease);
+            let batch: Option<i64> = r.get("batch_id")?;
+            crate::batches::moved(&mut tx, now, batch, JobState::Running, state, &mut ready)
+                .await?;
             if state.is_terminal() && r.get::<Option<i64>>("workflow_id")?.is_some() {
                 crate::workflow::resolve(&mut tx, now, f.lease.id, state, &mut ready).await?;
             }
@@ -337,6 +340,8 @@ pub async fn reap<E: Engine>(e: &E, batch: i64) -> Result<ReapReport> {
             ],
         )
         .await?;
+        let batch: Option<i64> = r.get("batch_id")?;
+        crate::batches::moved(&mut tx, now, batch, JobState::Running, state, &mut ready).await?;
         if state.is_terminal() && r.get::<Option<i64>>("workflow_id")?.is_some() {
             crate::workflow::resolve(&mut tx, now, JobId(id), state, &mut ready).await?;
         }
@@ -444,7 +449,7 @@ pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<J
     }
     let mut tx = e.begin().await?;
     let now = tx.now();
-    let (state, _, queue, key, _) = job_state(&mut tx, id).await?;
+    let (state, _, queue, key, row) = job_state(&mut tx, id).await?;
     if !matches!(state, JobState::Dead | JobState::Cancelled) {
         return Err(StoreError::WrongState {
             id,
@@ -465,7 +470,8 @@ pub async fn retry<E: Engine>(e: &E, id: JobId, extra_attempts: i32) -> Result<J
         .await?;
     crate::workflow::rearm(&mut tx, id).await?;
     let mut due = std::collections::BTreeSet::new();
-    crate::batches::moved(&mut tx, now, id, state, JobState::Pending, &mut due).await?;
+    let batch: Option<i64> = row.get("batch_id")?;
+    crate::batches::moved(&mut tx, now, batch, state, JobState::Pending, &mut due).await?;
     tx.commit().await?;
     e.hint(Wake::Queue(queue));
     get(e, id).await
@@ -507,6 +513,8 @@ pub async fn cancel<E: Engine>(e: &E, id: JobId) -> Result<CancelOutcome> {
         .await?;
     let mut ready = std::collections::BTreeSet::new();
     if n == 1 && outcome == CancelOutcome::Cancelled {
+        let batch: Option<i64> = row.get("batch_id")?;
+        crate::batches::moved(&mut tx, now, batch, state, JobState::Cancelled, &mut ready).await?;
         crate::workflow::resolve(&mut tx, now, id, JobState::Cancelled, &mut ready).await?;
     }
     tx.commit().await?;
@@ -545,7 +553,8 @@ pub async fn skip<E: Engine>(e: &E, id: JobId) -> Result<JobRecord> {
     let n = tx.execute("skip", args![id.0, now, &errors]).await?;
     let mut due = std::collections::BTreeSet::new();
     if n == 1 {
-        crate::batches::moved(&mut tx, now, id, state, JobState::Cancelled, &mut due).await?;
+        let batch: Option<i64> = row.get("batch_id")?;
+        crate::batches::moved(&mut tx, now, batch, state, JobState::Cancelled, &mut due).await?;
     }
     tx.commit().await?;
     for q in due {

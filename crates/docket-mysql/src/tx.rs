@@ -145,10 +145,16 @@ impl InTransaction for MySqlStore {
             }
             .into());
         }
-        // A workflow node's children, in this same transaction.
+        // A workflow node's children and a batch member's count, in this transaction.
         let mut ready = std::collections::BTreeSet::new();
-        docket_local::workflow::resolve(&mut c, now, lease.id, JobState::Succeeded, &mut ready)
-            .await?;
+        docket_local::workflow::ended_in_caller(
+            &mut c,
+            now,
+            lease.id,
+            JobState::Succeeded,
+            &mut ready,
+        )
+        .await?;
         for q in ready {
             tx.enqueued.push((lease.id.0, q));
         }

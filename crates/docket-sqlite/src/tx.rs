@@ -99,10 +99,16 @@ impl InTransaction for SqliteStore {
             .execute("complete_many", args![pair.as_str(), owner, now])
             .await?;
         if n == 1 {
-            // A workflow node's children, in this same transaction.
+            // A workflow node's children and a batch member's count, in this transaction.
             let mut ready = std::collections::BTreeSet::new();
-            docket_local::workflow::resolve(tx, now, lease.id, JobState::Succeeded, &mut ready)
-                .await?;
+            docket_local::workflow::ended_in_caller(
+                tx,
+                now,
+                lease.id,
+                JobState::Succeeded,
+                &mut ready,
+            )
+            .await?;
             // Found by the workers' poll: a hint sent now could beat the commit.
             drop(ready);
         }
