@@ -108,6 +108,9 @@ const CAPACITY: usize = 1024;
 pub struct Hub {
     tx: broadcast::Sender<Wake>,
     waiting: Mutex<std::collections::BTreeSet<String>>,
+    /// Running jobs ended so far ([`Hub::freed`]): a claim reads it before it decides, so a
+    /// job that ends while the claim holds work back is not missed (see [`Hub::held_back`]).
+    freed: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -121,11 +124,24 @@ impl Hub {
         LocalHints::new(&self.tx)
     }
 
-    /// A claim of `queue` left ready work behind for a key or a limit.
-    pub fn held_back(&self, queue: &str) {
-        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        if !w.contains(queue) {
-            w.insert(queue.to_string());
+    /// How many times a running job has ended: read by a claim before it decides.
+    pub fn epoch(&self) -> u64 {
+        self.freed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A claim of `queue`, which read [`Hub::epoch`] `since` before deciding, left ready work
+    /// behind for a key or a limit. Recorded for the next [`Hub::freed`]; and when a job ended
+    /// while the claim was deciding (its hint went out before this record), the queue is
+    /// hinted now — else that end's freed key would wake nobody until the next poll.
+    pub fn held_back(&self, queue: &str, since: u64) {
+        {
+            let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if !w.contains(queue) {
+                w.insert(queue.to_string());
+            }
+        }
+        if self.epoch() != since {
+            self.send(Wake::Queue(queue.to_string()));
         }
     }
 
@@ -135,6 +151,7 @@ impl Hub {
         if crate::mutants::active(crate::mutants::Mutant::HeldBackNotHinted) {
             return;
         }
+        self.freed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let queues = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
         for q in queues {
             self.send(Wake::Queue(q));
@@ -155,6 +172,7 @@ pub fn hub(key: &str) -> std::sync::Arc<Hub> {
             std::sync::Arc::new(Hub {
                 tx: broadcast::channel(CAPACITY).0,
                 waiting: Default::default(),
+                freed: Default::default(),
             })
         })
         .clone()
@@ -170,9 +188,10 @@ mod hub_tests {
         let h = hub("test:hub");
         let mut l = h.listener();
         h.freed();
-        h.held_back("a");
-        h.held_back("a");
-        h.held_back("b");
+        let since = h.epoch();
+        h.held_back("a", since);
+        h.held_back("a", since);
+        h.held_back("b", since);
         h.freed();
         h.freed();
         h.send(Wake::Queue("end".into()));

@@ -348,18 +348,19 @@ pub fn split(
 }
 
 /// The end of every claim: a queue whose ready work was `held_back` is hinted when a running
-/// job ends ([`docket_core::local::Hub`]); a row written around validation (a time out of
+/// job ends ([`docket_core::local::Hub`]; `since` is the hub's epoch read before the claim
+/// decided, so an end during the claim hints at once); a row written around validation (a time out of
 /// range, JSON that does not parse) cannot run: it is failed at once, dead with the reason,
 /// so it can neither stall this worker nor come back after its lease. Returns the jobs that
 /// can run.
 pub async fn finish<E: Engine>(
     e: &E,
     req: &ClaimRequest,
-    held_back: bool,
+    (held_back, since): (bool, u64),
     (jobs, bad): Decoded,
 ) -> Result<Vec<ClaimedJob>> {
     if held_back {
-        e.hub().held_back(&req.queue);
+        e.hub().held_back(&req.queue, since);
     }
     let owner = &req.owner;
     if !bad.is_empty() {

@@ -160,6 +160,7 @@ impl MySqlStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
+        let since = docket_local::Engine::hub(self).epoch();
         // Not `Engine::begin`: claim_context.sql reads the clock after the queue's lock.
         let tx = self
             .inner
@@ -171,6 +172,6 @@ impl MySqlStore {
         let (rows, held_back) = claim_in(&mut tx, req).await?;
         docket_local::Tx::commit(tx).await?;
         let decoded = rules::split(rows.iter().map(claimed_row).collect::<Result<Vec<_>>>()?);
-        rules::finish(self, req, held_back, decoded).await
+        rules::finish(self, req, (held_back, since), decoded).await
     }
 }

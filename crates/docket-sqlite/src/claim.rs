@@ -88,11 +88,12 @@ impl SqliteStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
+        let since = docket_local::Engine::hub(self).epoch();
         let (decoded, held_back) = match self.claim_fast(req).await? {
             Some(decoded) => (decoded, false),
             None => self.claim_full(req).await?,
         };
-        rules::finish(self, req, held_back, decoded).await
+        rules::finish(self, req, (held_back, since), decoded).await
     }
 
     /// claim_fast.sql: one autocommit statement for a queue with nothing to decide. `None`
