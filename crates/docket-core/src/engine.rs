@@ -144,6 +144,14 @@ pub trait InTransaction: Store {
         job: &NewJob,
     ) -> impl Future<Output = Result<Enqueued>> + Send;
 
+    /// Writes a message to the outbox inside the caller's transaction on `conn`: it exists,
+    /// and is published, iff that transaction commits. Its id.
+    fn publish_in(
+        &self,
+        conn: &mut Self::Conn,
+        msg: &crate::outbox::NewMessage,
+    ) -> impl Future<Output = Result<i64>> + Send;
+
     /// Sends a signal inside the caller's transaction on `conn` (as [`Store::signal`]): it
     /// exists, and wakes its job, iff the transaction commits.
     fn signal_in(

@@ -23,6 +23,8 @@
 //! - [`bulk`]: one line of a bulk (NDJSON) file, parsed and validated.
 //! - [`workflow`]: graphs of jobs (dependencies with failure policies), checked before any
 //!   write; readiness is a counter consumed by each parent's fenced end.
+//! - [`outbox`]: messages for NATS JetStream written in the application's transaction,
+//!   published by a relay under a lease and a fence, in order within a key.
 //! - [`duration`]: parsing of human durations ("30s", "7d") with bounds.
 //!
 //! Delivery is **at-least-once**: a job may run more than once (a crash after a side effect,
@@ -43,6 +45,7 @@ pub mod inspect;
 pub mod job;
 pub mod local;
 pub mod mutants;
+pub mod outbox;
 pub mod output;
 pub mod periodic;
 pub mod progress;

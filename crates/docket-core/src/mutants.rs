@@ -93,6 +93,16 @@ pub enum Mutant {
     /// Batches: a callback that already fired is enqueued again when the batch settles
     /// again (a member retried after the batch ended).
     BatchCallbackTwice,
+    /// The outbox's mark is applied without its fence: a relay whose lease ran out marks a
+    /// message its successor claimed.
+    OutboxMarkNoFence,
+    /// The relay publishes without `Nats-Msg-Id`: a re-publish after a crash between the
+    /// broker's ack and the mark lands in the stream twice.
+    OutboxNoMsgId,
+    /// The outbox's claim takes every message of a key, not only its oldest unpublished
+    /// one: a key's messages are published side by side and may reach the stream out of
+    /// order.
+    OutboxKeyPipelined,
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
@@ -158,6 +168,9 @@ impl Mutant {
         Mutant::WorkflowCancelNotApplied,
         Mutant::WorkflowStaleSpawns,
         Mutant::BatchCallbackTwice,
+        Mutant::OutboxMarkNoFence,
+        Mutant::OutboxNoMsgId,
+        Mutant::OutboxKeyPipelined,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
@@ -203,6 +216,9 @@ impl Mutant {
             Mutant::WorkflowCancelNotApplied => "workflow_cancel_not_applied",
             Mutant::WorkflowStaleSpawns => "workflow_stale_spawns",
             Mutant::BatchCallbackTwice => "batch_callback_twice",
+            Mutant::OutboxMarkNoFence => "outbox_mark_no_fence",
+            Mutant::OutboxNoMsgId => "outbox_no_msg_id",
+            Mutant::OutboxKeyPipelined => "outbox_key_pipelined",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",
@@ -333,6 +349,12 @@ impl Mutant {
                 "batch_settle",
                 "ELSE w.on_success_job END IS NOT NULL;",
                 "ELSE w.on_success_job END IS NOT NULL AND false;",
+            )],
+            Mutant::OutboxMarkNoFence => &[("outbox_mark", "AND o.attempt = m.attempt", "")],
+            Mutant::OutboxKeyPipelined => &[(
+                "outbox_claim",
+                "WHERE k.turn = 1 AND",
+                "WHERE k.turn >= 1 AND",
             )],
             _ => &[],
         }

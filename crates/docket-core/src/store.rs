@@ -235,6 +235,62 @@ pub trait Store: Clone + Send + Sync + 'static {
         limit: i64,
     ) -> impl Future<Output = Result<Vec<crate::batches::BatchStatus>>> + Send;
 
+    // ---- the transactional outbox (crate::outbox, docs/outbox.md) ----
+
+    /// Writes a message to the outbox in a transaction of its own; its id. Checked first
+    /// ([`crate::outbox::NewMessage::validate`]); nothing is written when refused.
+    fn publish(&self, msg: &crate::outbox::NewMessage) -> impl Future<Output = Result<i64>> + Send;
+
+    /// The outbox's origin: random, made with its table, the first part of every
+    /// de-duplication id ([`crate::outbox::message_id`]), so two databases publishing to one
+    /// stream never share an id.
+    fn outbox_origin(&self) -> impl Future<Output = Result<String>> + Send;
+
+    /// Claims up to `limit` (1..=1000) unpublished messages for `relay`, leased for
+    /// `lease`, oldest first: unkeyed ones and each key's oldest unpublished one, whose
+    /// lease (or retry delay) ran out. Each claim adds one to the message's attempt.
+    fn outbox_claim(
+        &self,
+        relay: &str,
+        limit: i64,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Vec<crate::outbox::OutboxMessage>>> + Send;
+
+    /// Marks acknowledged publishes published, fenced: a message another claim took since
+    /// (a higher attempt) or already marked is left alone. How many were marked.
+    fn outbox_mark(
+        &self,
+        done: &[crate::outbox::Published],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Records a failed publish of message `id` under `attempt` (fenced) and holds it back
+    /// for `retry_in`; false when another claim owns it now or it was published.
+    fn outbox_fail(
+        &self,
+        id: i64,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Counts for operators and metrics.
+    fn outbox_stats(&self) -> impl Future<Output = Result<crate::outbox::OutboxStats>> + Send;
+
+    /// Up to `limit` (1..=1000) messages in `state`: unpublished and failing ones oldest
+    /// first, published ones newest first.
+    fn outbox_list(
+        &self,
+        state: crate::outbox::OutboxState,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<crate::outbox::OutboxRow>>> + Send;
+
+    /// Deletes up to `limit` messages published longer than `retention` ago; how many.
+    fn prune_outbox(
+        &self,
+        retention: Duration,
+        limit: i64,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
     /// A job's parents in its workflow: name, state and output (empty for a plain job).
     fn dep_outputs(&self, id: JobId) -> impl Future<Output = Result<Vec<crate::DepOutput>>> + Send;
 

@@ -328,7 +328,10 @@ macro_rules! statements {
             "workflows_prune_empty", "workflows_list", "workflow_nodes", "workflow_edges",
             "workflow_names_taken", "workflow_grow", "child_grow", "batch_insert", "batch_lock",
             "batch_member", "batch_grow", "batch_close", "batch_tally", "batch_row", "batch_list",
-            "batch_ended", "batch_fired", "job_links", "batch_members", "workflow_kind", "job_lock", "dep_row"
+            "batch_ended", "batch_fired", "job_links", "batch_members", "workflow_kind", "job_lock", "dep_row",
+            "outbox_insert", "outbox_origin", "outbox_heads", "outbox_lock", "outbox_lease", "outbox_claimed",
+            "outbox_mark", "outbox_fail", "outbox_stats", "outbox_list", "outbox_list_published",
+            "outbox_prune"
             $(, $extra)*
         );
     };

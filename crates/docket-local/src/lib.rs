@@ -28,6 +28,7 @@ pub mod enqueue;
 pub mod exec;
 pub mod health;
 pub mod inspect;
+pub mod outbox;
 pub mod outputs;
 pub mod rows;
 pub mod signals;
@@ -153,6 +154,20 @@ macro_rules! store_impl {
                 -> Vec<$crate::core::JobId> = $crate::batches::add;
             close_batch(id: i64) -> $crate::core::batches::BatchStatus = $crate::batches::close;
             batch(id: i64) -> $crate::core::batches::BatchStatus = $crate::batches::batch;
+            publish(msg: &$crate::core::outbox::NewMessage => msg.clone()) -> i64
+                = $crate::outbox::publish;
+            outbox_origin() -> String = $crate::outbox::origin;
+            outbox_claim(relay: &str => relay.to_owned(), limit: i64, lease: ::std::time::Duration)
+                -> Vec<$crate::core::outbox::OutboxMessage> = $crate::outbox::claim;
+            outbox_mark(done: &[$crate::core::outbox::Published] => done.to_vec()) -> u64
+                = $crate::outbox::mark;
+            outbox_fail(id: i64, attempt: i32, error: &str => error.to_owned(),
+                        retry_in: ::std::time::Duration) -> bool = $crate::outbox::fail;
+            outbox_stats() -> $crate::core::outbox::OutboxStats = $crate::outbox::stats;
+            outbox_list(state: $crate::core::outbox::OutboxState, limit: i64)
+                -> Vec<$crate::core::outbox::OutboxRow> = $crate::outbox::list;
+            prune_outbox(retention: ::std::time::Duration, limit: i64) -> u64
+                = $crate::outbox::prune;
             batches(limit: i64) -> Vec<$crate::core::batches::BatchStatus> = $crate::batches::batches;
             spawn_nodes(owner: &str => owner.to_owned(), lease: $crate::core::Lease => lease,
                         step: &str => step.to_owned(), graph: &$crate::core::workflow::Graph => graph.clone())

@@ -58,6 +58,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "batches",
         include_str!("../migrations/0013_batches.sql"),
     ),
+    (14, "outbox", include_str!("../migrations/0014_outbox.sql")),
 ];
 
 /// The newest version.

@@ -252,6 +252,17 @@ impl InTransaction for MySqlStore {
         Ok(out)
     }
 
+    async fn publish_in(
+        &self,
+        conn: &mut MySqlTx,
+        msg: &docket_core::outbox::NewMessage,
+    ) -> Result<i64> {
+        msg.validate()?;
+        let mut c = Caller(conn.conn());
+        let now: i64 = c.scalar("now", args![]).await?;
+        docket_local::outbox::publish_on(&mut c, now, msg).await
+    }
+
     async fn enqueue_in(&self, conn: &mut MySqlTx, job: &NewJob) -> Result<Enqueued> {
         conn.enqueue(job).await
     }

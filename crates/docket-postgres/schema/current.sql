@@ -163,6 +163,33 @@ ALTER TABLE {{schema}}.operator_actions ADD CONSTRAINT operator_actions_detail_c
 ALTER TABLE {{schema}}.operator_actions ADD CONSTRAINT operator_actions_pkey PRIMARY KEY (id);
 ALTER TABLE {{schema}}.operator_actions ADD CONSTRAINT operator_actions_target_check CHECK (((octet_length(target) >= 1) AND (octet_length(target) <= 2048)));
 
+CREATE TABLE {{schema}}.outbox (
+    id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
+    subject text NOT NULL,
+    payload jsonb NOT NULL,
+    key text,
+    headers jsonb,
+    created_at timestamp with time zone NOT NULL DEFAULT now(),
+    available_at timestamp with time zone NOT NULL DEFAULT now(),
+    attempt integer NOT NULL DEFAULT 0,
+    relay text,
+    errors integer NOT NULL DEFAULT 0,
+    last_error text,
+    published_at timestamp with time zone,
+    stream_seq bigint,
+    duplicate boolean
+);
+ALTER TABLE {{schema}}.outbox ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+CREATE INDEX outbox_keyed ON {{schema}}.outbox USING btree (id) WHERE ((published_at IS NULL) AND (key IS NOT NULL));
+CREATE INDEX outbox_published ON {{schema}}.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);
+CREATE INDEX outbox_unkeyed ON {{schema}}.outbox USING btree (id) WHERE ((published_at IS NULL) AND (key IS NULL));
+
+CREATE TABLE {{schema}}.outbox_origin (
+    origin text NOT NULL
+);
+ALTER TABLE {{schema}}.outbox_origin ADD CONSTRAINT outbox_origin_origin_check CHECK ((origin ~ '^[0-9a-f]{16}$'::text));
+ALTER TABLE {{schema}}.outbox_origin ADD CONSTRAINT outbox_origin_pkey PRIMARY KEY (origin);
+
 CREATE TABLE {{schema}}.periodic (
     name text NOT NULL,
     cron text NOT NULL,
@@ -1773,6 +1800,92 @@ AS $function$
     SELECT hashtext(current_schema() || '/' || p_what)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.outbox_claim(p_relay text, p_limit integer, p_lease_ms bigint)
+ RETURNS TABLE(id bigint, attempt integer, errors integer, subject text, payload text, key text, headers jsonb)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    WITH keyed AS (
+        -- The oldest unpublished keyed messages, at most 2,000: a key's oldest among them is
+        -- its oldest of all (every earlier message of that key is older still, so inside the
+        -- window), found without a probe per message.
+        SELECT w.id, w.available_at,
+               row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS turn
+        FROM (SELECT o.id, o.key, o.available_at
+              FROM outbox o
+              WHERE o.published_at IS NULL AND o.key IS NOT NULL
+              ORDER BY o.id
+              LIMIT 2000) w
+    ), candidates AS (
+        SELECT k.id FROM keyed k
+        WHERE k.turn = 1 AND k.available_at <= statement_timestamp()
+        UNION ALL
+        (SELECT u.id FROM outbox u
+         WHERE u.published_at IS NULL AND u.key IS NULL
+           AND u.available_at <= statement_timestamp()
+         ORDER BY u.id
+         LIMIT least(greatest(p_limit, 1), 1000))
+    ), heads AS (
+        SELECT o.id
+        FROM outbox o
+        WHERE o.id IN (SELECT c.id FROM candidates c)
+          AND o.published_at IS NULL
+          AND o.available_at <= statement_timestamp()
+        ORDER BY o.id
+        LIMIT least(greatest(p_limit, 1), 1000)
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE outbox o
+    SET attempt = o.attempt + 1,
+        relay = p_relay,
+        available_at = statement_timestamp() + p_lease_ms * interval '1 millisecond'
+    FROM heads
+    WHERE o.id = heads.id
+    RETURNING o.id, o.attempt, o.errors, o.subject, o.payload::text, o.key, o.headers
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.outbox_fail(p_id bigint, p_attempt integer, p_error text, p_retry_ms bigint)
+ RETURNS boolean
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    WITH failed AS (
+        UPDATE outbox o
+        SET errors = o.errors + 1,
+            relay = NULL,
+            last_error = left(p_error, 2000),
+            available_at = statement_timestamp() + greatest(p_retry_ms, 0) * interval '1 millisecond'
+        WHERE o.id = p_id
+          AND o.attempt = p_attempt
+          AND o.published_at IS NULL
+        RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM failed)
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.outbox_mark(p_ids bigint[], p_attempts integer[], p_seqs bigint[], p_dups boolean[])
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    WITH m AS (
+        SELECT * FROM unnest(p_ids, p_attempts, p_seqs, p_dups) AS m(id, attempt, seq, dup)
+        ORDER BY 1
+    ), marked AS (
+        UPDATE outbox o
+        SET published_at = statement_timestamp(), stream_seq = m.seq, duplicate = m.dup
+        FROM m
+        WHERE o.id = m.id
+          AND o.attempt = m.attempt
+          AND o.published_at IS NULL
+        RETURNING 1
+    )
+    SELECT count(*) FROM marked
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.park_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_signals text[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
@@ -1871,6 +1984,25 @@ AS $function$
     SELECT count(*) FROM gone
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.prune_outbox(p_retention_ms bigint, p_limit integer)
+ RETURNS bigint
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    WITH gone AS (
+        DELETE FROM outbox
+        WHERE id IN (
+            SELECT id FROM outbox
+            WHERE published_at < statement_timestamp() - p_retention_ms * interval '1 millisecond'
+            ORDER BY published_at
+            LIMIT least(greatest(p_limit, 1), 100000)
+            FOR UPDATE SKIP LOCKED)
+        RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.prune_steps(p_batch bigint)
  RETURNS bigint
  LANGUAGE sql
@@ -1930,6 +2062,73 @@ AS $function$
         DELETE FROM workflows AS w USING empty WHERE w.id = empty.id RETURNING 1
     )
     SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM gone_workflows)
+$function$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.publish(p_subject text, p_payload jsonb, p_key text DEFAULT NULL::text, p_headers jsonb DEFAULT NULL::jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+DECLARE
+    v_id bigint;
+    v_name text;
+    v_value jsonb;
+    v_bytes integer := 0;
+BEGIN
+    IF p_subject IS NULL OR octet_length(p_subject) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'outbox refused: subject must be 1-255 bytes' USING ERRCODE = '22023';
+    END IF;
+    IF p_subject !~ '^[!-~]+$' OR p_subject ~ '[*>]' OR p_subject ~ '(^\.|\.\.|\.$)' THEN
+        RAISE EXCEPTION 'outbox refused: subject % must be printable ASCII tokens separated by single dots, without wildcards', quote_literal(p_subject)
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_payload IS NULL THEN
+        RAISE EXCEPTION 'outbox refused: payload is NULL' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(p_payload::text) > 1000000 THEN
+        RAISE EXCEPTION 'outbox refused: payload is % bytes, over the limit of 1000000 bytes', octet_length(p_payload::text)
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_key IS NOT NULL AND (octet_length(p_key) NOT BETWEEN 1 AND 255 OR p_key ~ '[[:cntrl:]]') THEN
+        RAISE EXCEPTION 'outbox refused: key must be 1-255 bytes without control characters'
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_headers IS NOT NULL THEN
+        IF jsonb_typeof(p_headers) <> 'object' THEN
+            RAISE EXCEPTION 'outbox refused: headers must be a JSON object of strings' USING ERRCODE = '22023';
+        END IF;
+        IF (SELECT count(*) FROM jsonb_object_keys(p_headers)) > 32 THEN
+            RAISE EXCEPTION 'outbox refused: more than 32 headers' USING ERRCODE = '22023';
+        END IF;
+        FOR v_name, v_value IN SELECT * FROM jsonb_each(p_headers) LOOP
+            IF v_name !~ '^[!#$%&''*+.^_`|~0-9A-Za-z-]+$' THEN
+                RAISE EXCEPTION 'outbox refused: header name % must be token characters', quote_literal(v_name)
+                    USING ERRCODE = '22023';
+            END IF;
+            IF lower(v_name) LIKE 'nats-%' THEN
+                RAISE EXCEPTION 'outbox refused: header % is reserved: NATS headers are the relay''s', quote_literal(v_name)
+                    USING ERRCODE = '22023';
+            END IF;
+            IF jsonb_typeof(v_value) <> 'string' OR (v_value #>> '{}') ~ '[\r\n]' THEN
+                RAISE EXCEPTION 'outbox refused: header % must be a string without line breaks', quote_literal(v_name)
+                    USING ERRCODE = '22023';
+            END IF;
+            v_bytes := v_bytes + octet_length(v_name) + octet_length(v_value #>> '{}');
+        END LOOP;
+        IF v_bytes > 16384 THEN
+            RAISE EXCEPTION 'outbox refused: headers are % bytes, over the limit of 16384 bytes', v_bytes
+                USING ERRCODE = '22023';
+        END IF;
+        IF p_headers = '{}'::jsonb THEN
+            p_headers := NULL;
+        END IF;
+    END IF;
+    INSERT INTO outbox (subject, payload, key, headers)
+        VALUES (p_subject, p_payload, p_key, p_headers)
+        RETURNING id INTO v_id;
+    RETURN v_id;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.push_error(p_errors jsonb, p_entry jsonb)

@@ -221,6 +221,14 @@ impl InTransaction for PgStore {
         self.enqueue_workflow_tx(conn, graph).await
     }
 
+    async fn publish_in(
+        &self,
+        conn: &mut PgConnection,
+        msg: &docket_core::outbox::NewMessage,
+    ) -> Result<i64> {
+        self.publish_on(conn, msg).await
+    }
+
     async fn open_batch_in(
         &self,
         conn: &mut PgConnection,

@@ -28,6 +28,7 @@ mod explain;
 mod health;
 mod inspect;
 pub mod migrate;
+mod outbox;
 mod outputs;
 pub mod queries;
 /// Re-exported from the core (stored errors are redacted there too).

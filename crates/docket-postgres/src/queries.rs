@@ -124,6 +124,15 @@ queries!(
     batch_list,
     workflow_kind,
     skip_edge,
+    outbox_publish,
+    outbox_origin,
+    outbox_claim,
+    outbox_mark,
+    outbox_fail,
+    outbox_prune,
+    outbox_stats,
+    outbox_list,
+    outbox_list_published,
 );
 
 #[cfg(test)]

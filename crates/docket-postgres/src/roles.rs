@@ -4,7 +4,7 @@
 //!
 //! | role | may | may not |
 //! |---|---|---|
-//! | application (`<schema>_app`) | enqueue, through `enqueue()` / `enqueue_jobs()` (SECURITY DEFINER, validated, `search_path` pinned) | read any job, change any job, insert rows directly, claim |
+//! | application (`<schema>_app`) | enqueue, through `enqueue()` / `enqueue_jobs()`, and write to the outbox through `publish()` (SECURITY DEFINER, validated, `search_path` pinned) | read any job, change any job, insert rows directly, claim |
 //! | worker (`<schema>_worker`) | everything the runtime does: claim, complete, heartbeat, reap, prune, cron, controls; job rows only through the functions that are the state machine's transitions (migration 0016) | write a job row directly (mark a job it never claimed succeeded, insert finished rows, delete history), create or alter objects, rewrite the audit log |
 //! | operator (`<schema>_operator`) | read every table (`docket stats`, `jobs list/show/why`, the dashboard's pages) | write anything; `explain` (it runs the claim's statements, rolled back: the owner's tool) |
 //!
@@ -64,6 +64,7 @@ const SIGNAL: &str = "signal(bigint, text, jsonb)";
 const ENQUEUE_WORKFLOW: &str = "enqueue_workflow(jsonb)";
 const BATCHES: &str =
     "batch_open(text, jsonb, jsonb, boolean), \"{s}\".batch_add(bigint, jsonb), \"{s}\".batch_close(bigint)";
+const PUBLISH: &str = "publish(text, jsonb, text, jsonb)";
 const ENQUEUE_JOBS: &str = "enqueue_jobs(text[], text[], jsonb[], smallint[], timestamptz[], bigint[], integer[], text[], jsonb[], bigint[], bigint[], text[], text[])";
 
 /// The grant script for `schema`: creates the group roles when missing (NOLOGIN), revokes
@@ -93,7 +94,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA \"{s}\" FROM PUBLIC;
 GRANT USAGE ON SCHEMA \"{s}\" TO \"{a}\", \"{w}\", \"{o}\";
 -- Application: enqueue through the validating definer functions, nothing else.
 REVOKE ALL ON ALL TABLES IN SCHEMA \"{s}\" FROM \"{a}\";
-GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL}, \"{s}\".{ENQUEUE_WORKFLOW}, \"{s}\".{batches} TO \"{a}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SIGNAL}, \"{s}\".{ENQUEUE_WORKFLOW}, \"{s}\".{batches}, \"{s}\".{PUBLISH} TO \"{a}\";
 -- Worker: the runtime's reads and writes; a job row only through the functions that are
 -- the state machine's transitions (claim, the fenced completions, reap, prune, controls:
 -- migration 0016), never by a statement of its own.
@@ -109,6 +110,8 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps, \"{s}\".job_signal
 -- prune_workflows() (migration 0030); batches through batch_open/add/close() and the trigger
 -- that counts their members (migration 0031).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".workflows, \"{s}\".job_deps FROM \"{w}\";
+-- The outbox only through publish() and the relay's fenced functions (migration 0032).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".outbox, \"{s}\".outbox_origin FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";

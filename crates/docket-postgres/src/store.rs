@@ -494,6 +494,53 @@ impl Store for PgStore {
         self.close_batch_impl(id).await
     }
 
+    async fn publish(&self, msg: &docket_core::outbox::NewMessage) -> Result<i64> {
+        self.publish_impl(msg).await
+    }
+
+    async fn outbox_origin(&self) -> Result<String> {
+        self.outbox_origin_impl().await
+    }
+
+    async fn outbox_claim(
+        &self,
+        relay: &str,
+        limit: i64,
+        lease: Duration,
+    ) -> Result<Vec<docket_core::outbox::OutboxMessage>> {
+        self.outbox_claim_impl(relay, limit, lease).await
+    }
+
+    async fn outbox_mark(&self, done: &[docket_core::outbox::Published]) -> Result<u64> {
+        self.outbox_mark_impl(done).await
+    }
+
+    async fn outbox_fail(
+        &self,
+        id: i64,
+        attempt: i32,
+        error: &str,
+        retry_in: Duration,
+    ) -> Result<bool> {
+        self.outbox_fail_impl(id, attempt, error, retry_in).await
+    }
+
+    async fn outbox_stats(&self) -> Result<docket_core::outbox::OutboxStats> {
+        self.outbox_stats_impl().await
+    }
+
+    async fn outbox_list(
+        &self,
+        state: docket_core::outbox::OutboxState,
+        limit: i64,
+    ) -> Result<Vec<docket_core::outbox::OutboxRow>> {
+        self.outbox_list_impl(state, limit).await
+    }
+
+    async fn prune_outbox(&self, retention: Duration, limit: i64) -> Result<u64> {
+        self.prune_outbox_impl(retention, limit).await
+    }
+
     async fn batch(&self, id: i64) -> Result<docket_core::batches::BatchStatus> {
         self.batch_impl(id).await
     }

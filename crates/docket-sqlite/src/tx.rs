@@ -207,6 +207,17 @@ impl InTransaction for SqliteStore {
         Ok(out)
     }
 
+    async fn publish_in(
+        &self,
+        conn: &mut SqliteConnection,
+        msg: &docket_core::outbox::NewMessage,
+    ) -> Result<i64> {
+        msg.validate()?;
+        let mut c = Caller(&mut *conn);
+        let now: i64 = c.scalar("now", args![]).await?;
+        docket_local::outbox::publish_on(&mut c, now, msg).await
+    }
+
     async fn enqueue_in(&self, conn: &mut SqliteConnection, job: &NewJob) -> Result<Enqueued> {
         self.enqueue_tx(conn, job).await
     }

@@ -21,7 +21,8 @@
 //! samples, audit), [`health`] (retrying and
 //! running ages, the per-minute depth samples), [`outputs`] (results stored by the fenced completion, kept for their
 //! window, bounded), [`steps`] (memoized steps recorded once, under the claim), [`signals`]
-//! (signals wake parked jobs once, refused for finished ones), [`workflows`] (graphs: readiness,
+//! (signals wake parked jobs once, refused for finished ones), [`outbox`] (a relay's claim
+//! in key order, fenced marks), [`workflows`] (graphs: readiness,
 //! fencing, failure policies, dependency outputs), and [`model`], the
 //! model-based test: random sequences of every operation against an in-memory model of the
 //! state machine, compared after every step.
@@ -36,6 +37,7 @@ pub mod lifecycle;
 pub mod maintenance;
 pub mod model;
 mod mysql;
+pub mod outbox;
 pub mod outputs;
 mod postgres;
 pub mod signals;
@@ -150,6 +152,11 @@ macro_rules! conformance_suite {
             batches::an_open_batch_takes_members_until_closed,
             batches::a_refused_batch_writes_nothing,
             batches::an_open_batch_is_not_pruned,
+            outbox::a_keys_messages_are_claimed_one_at_a_time_in_order,
+            outbox::a_stale_relay_marks_nothing,
+            outbox::a_failed_publish_waits_out_its_delay,
+            outbox::a_refused_message_writes_nothing,
+            outbox::published_messages_are_pruned_after_their_retention,
         );
         /// The model-based test over this engine (`conformance::model`).
         #[test]
