@@ -88,6 +88,12 @@ pub enum Command {
     /// Sets of jobs whose callbacks run once every member has ended.
     #[command(subcommand)]
     Batches(crate::batches::BatchesCommand),
+    /// The transactional outbox: write a message, read what is unpublished or failing.
+    #[command(subcommand)]
+    Outbox(crate::outbox::OutboxCommand),
+    /// Publish the outbox to a NATS JetStream stream (fenced, de-duplicated, in order per
+    /// key); --drain exits once nothing is left.
+    Relay(crate::outbox::RelayArgs),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader;

@@ -61,7 +61,8 @@ fn auth_from_env() -> Result<Auth, CliError> {
     }
 }
 
-async fn stop_signal() {
+/// SIGTERM or Ctrl-C.
+pub(crate) async fn stop_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -45,6 +45,8 @@ pub(crate) async fn run<E: Engine>(ctx: E, command: Command) -> anyhow::Result<(
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Workflows(c) => workflows::run(&ctx, c).await,
         Command::Batches(c) => crate::batches::run(&ctx, c).await,
+        Command::Outbox(c) => crate::outbox::run(&ctx, c).await,
+        Command::Relay(a) => crate::outbox::relay(&ctx, a).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

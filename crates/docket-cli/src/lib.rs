@@ -18,6 +18,7 @@ mod batches;
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
+mod bench_outbox;
 mod bench_workflows;
 pub mod cli;
 mod controls;
@@ -34,6 +35,7 @@ mod jobs;
 mod lab;
 pub mod mysql;
 mod ops;
+mod outbox;
 pub mod output;
 pub mod scratch;
 pub mod sqlite;
@@ -285,6 +287,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cron(c) => controls::cron(&ctx, c).await,
         Command::Workflows(c) => workflows::run(&ctx, c).await,
         Command::Batches(c) => crate::batches::run(&ctx, c).await,
+        Command::Outbox(c) => crate::outbox::run(&ctx, c).await,
+        Command::Relay(a) => crate::outbox::relay(&ctx, a).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

@@ -231,6 +231,51 @@ async fn every_command_as_each_role() {
     .unwrap();
     assert_eq!(cb, 0, "the worker ran the callback too");
 
+    // The outbox: the application role writes messages through publish() and may not touch
+    // the table; the worker role relays them through the relay's functions only.
+    let prefix = docket_testkit::nats::subject_prefix();
+    let apool = docket_testkit::pool(&role_url(&db, &au), "roles-test", 1).await;
+    sqlx::query(&format!(
+        "SELECT {s}.publish('{prefix}.paid', '{{\"order\": 1}}', 'order-1')"
+    ))
+    .execute(&apool)
+    .await
+    .expect("the application role publishes");
+    let e = sqlx::query(&format!(
+        "INSERT INTO {s}.outbox (subject, payload) VALUES ('{prefix}.forged', '{{}}')"
+    ))
+    .execute(&apool)
+    .await
+    .expect_err("the application role writes no row of its own");
+    assert!(e.to_string().contains("permission denied"), "{e}");
+    apool.close().await;
+    let wpool = docket_testkit::pool(&role_url(&db, &wu), "roles-test", 1).await;
+    let e = sqlx::query(&format!("UPDATE {s}.outbox SET published_at = now()"))
+        .execute(&wpool)
+        .await
+        .expect_err("the worker role marks nothing past the fence");
+    assert!(e.to_string().contains("permission denied"), "{e}");
+    wpool.close().await;
+    let stream = docket_testkit::nats::stream_name();
+    let mut relay = as_role(&db, &wu);
+    relay.env("DOCKET_NATS_URL", docket_testkit::nats::server_url());
+    let subjects = format!("{prefix}.>");
+    let o = run(
+        relay,
+        &[
+            "relay",
+            "--stream",
+            &stream,
+            "--create-stream",
+            "--subjects",
+            &subjects,
+            "--drain",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&o), 0, "worker relay: {}", err(&o));
+    assert!(out(&o).contains(r#""published":1"#), "{}", out(&o));
+
     // Every command that changes something, as the worker role (the role an operator who
     // acts must use), and each refused to the operator role with a clear error.
     let o = cli.run(&["enqueue", "--queue", "c", "--kind", "k", "--delay", "1h"]);
@@ -301,6 +346,8 @@ async fn every_command_as_each_role() {
         vec!["keys", "list"],
         vec!["keys", "blocked"],
         vec!["cron", "list"],
+        vec!["outbox", "stats"],
+        vec!["outbox", "list", "--state", "published"],
     ] {
         let o = run(as_role(&db, &ou), &args);
         assert_eq!(code(&o), 0, "operator {args:?}: {}", err(&o));

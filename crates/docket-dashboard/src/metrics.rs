@@ -128,13 +128,14 @@ pub const MAX_QUEUE_SERIES: usize = 500;
 /// are simply gone. Label values (queue names are anyone's input) are escaped as the format
 /// requires.
 pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::StoreError> {
-    let (o, health, workers, table, flows, batches) = tokio::try_join!(
+    let (o, health, workers, table, flows, batches, outbox) = tokio::try_join!(
         store.overview(GAUGE_CAP),
         store.queue_health(GAUGE_CAP),
         store.workers(),
         store.table_health(),
         store.workflows(MAX_WORKFLOWS_COUNTED),
-        store.batches(MAX_WORKFLOWS_COUNTED)
+        store.batches(MAX_WORKFLOWS_COUNTED),
+        store.outbox_stats()
     )?;
     let health: std::collections::BTreeMap<&str, &docket_core::QueueHealth> =
         health.iter().map(|h| (h.queue.as_str(), h)).collect();
@@ -193,6 +194,31 @@ pub async fn db_gauges<S: Store>(store: &S) -> Result<String, docket_core::Store
     for st in ["open", "running", "succeeded", "failed"] {
         let n = batches.iter().filter(|b| b.state() == st).count();
         t.sample(&[("state", st)], n as f64);
+    }
+    for (name, help, v) in [
+        (
+            "docket_outbox_unpublished",
+            "Outbox messages not yet published (the relay's backlog).",
+            outbox.unpublished as f64,
+        ),
+        (
+            "docket_outbox_in_flight",
+            "Outbox messages a relay holds (claimed, being published).",
+            outbox.in_flight as f64,
+        ),
+        (
+            "docket_outbox_failing",
+            "Unpublished outbox messages whose last publish failed.",
+            outbox.failing as f64,
+        ),
+        (
+            "docket_outbox_oldest_unpublished_seconds",
+            "Age of the oldest unpublished outbox message: the relay's lag.",
+            outbox.oldest_age_ms as f64 / 1000.0,
+        ),
+    ] {
+        t.family(name, help);
+        t.sample(&[], v);
     }
     t.family(
         "docket_queue_retrying_jobs",

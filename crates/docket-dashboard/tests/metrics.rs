@@ -89,6 +89,11 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
             .await
             .unwrap();
     }
+    // Two outbox messages no relay has published.
+    for i in 0..2 {
+        let m = docket_core::outbox::NewMessage::new("orders.paid", &serde_json::json!({ "i": i }));
+        s.publish(&m.unwrap()).await.unwrap();
+    }
 
     let base = serve(
         s.clone(),
@@ -159,6 +164,13 @@ async fn a_worker_run_shows_in_the_metrics_and_the_samples() {
     assert_eq!(v(r#"docket_batches{state="open"}"#), 1.0);
     assert_eq!(v(r#"docket_batches{state="succeeded"}"#), 1.0);
     assert_eq!(v(r#"docket_batches{state="failed"}"#), 0.0);
+    assert_eq!(
+        v("docket_outbox_unpublished"),
+        2.0,
+        "the two outbox messages"
+    );
+    assert_eq!(v("docket_outbox_failing"), 0.0);
+    assert!(v("docket_outbox_oldest_unpublished_seconds") >= 0.0);
     assert!(v(r#"docket_claim_duration_seconds_count{queue="m"}"#) >= 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="dead"}"#), 1.0);
     assert_eq!(v(r#"docket_queue_jobs{queue="m",state="pending"}"#), 0.0);

@@ -25,6 +25,7 @@ pub mod checker_mysql;
 pub mod checker_sqlite;
 pub mod conformance;
 pub mod mariadb;
+pub mod nats;
 pub mod netns;
 pub mod pgbouncer;
 pub mod proxy;

@@ -23,6 +23,8 @@ mod crash;
 mod exec;
 #[path = "../hostile.rs"]
 mod hostile;
+#[path = "../outbox_chaos.rs"]
+mod outbox_chaos;
 #[path = "../partition.rs"]
 mod partition;
 #[path = "../pooler.rs"]

@@ -179,13 +179,14 @@ const MAX_ROWS: usize = 200;
 /// `GET /`.
 pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
     let started = Instant::now();
-    let (o, samples, health, depth, workers) = match tokio::try_join!(
+    let (o, samples, health, depth, workers, outbox) = match tokio::try_join!(
         app.store.overview(CAP),
         app.store.samples(Duration::from_secs(3600)),
         app.store.queue_health(CAP),
         app.store
             .depth_history(Duration::from_secs(60 * (DEPTH_MINUTES as u64 + 1))),
-        app.store.workers()
+        app.store.workers(),
+        app.store.outbox_stats()
     ) {
         Ok(v) => v,
         Err(e) => return layout::error(&app, &e),
@@ -250,6 +251,19 @@ pub async fn page<S: Store>(State(app): State<Arc<App<S>>>, headers: HeaderMap) 
                 (all_running) ": " (all_running - all_buffered) " executing, " (all_buffered) " buffered" }
             div.card #wait-percentiles { h3 { "Wait p50 / p95 / p99, 1 h" } (percentiles(&all_wait)) }
             div.card #run-percentiles { h3 { "Run time p50 / p95 / p99, 1 h" } (percentiles(&all_run)) }
+            @if outbox.unpublished > 0 || outbox.published > 0 {
+                // The transactional outbox (docs/outbox.md): what the relay has not yet
+                // published, how long the oldest has waited (the relay's lag), failures.
+                div.card #outbox { h3 { "Outbox" }
+                    (outbox.unpublished) " unpublished · " (outbox.in_flight) " in flight · "
+                    (outbox.failing) " failing"
+                    br;
+                    "oldest " (layout::ms(outbox.oldest_age_ms as f64))
+                    @if let Some(e) = &outbox.last_error {
+                        br; small title=(e) { "newest error: " (e.chars().take(120).collect::<String>()) }
+                    }
+                }
+            }
         }
         div.bar {
             (layout::trusted(chart::lines("jobs per minute", "jobs", &[("enqueued", &enq_hour), ("done", &done_hour)], "-60 min", 520, 150)))
