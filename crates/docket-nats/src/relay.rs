@@ -96,6 +96,51 @@ impl RelayConfig {
     }
 }
 
+/// Why a publish failed, and so when to try it again.
+enum Failed {
+    /// The broker did not answer in time or the connection broke (a restart, a leader
+    /// election, a partition): nothing is wrong with the message, so it is tried again
+    /// within two seconds however often this happened — a long outage must not leave
+    /// messages waiting minutes after the broker is back.
+    Broker(String),
+    /// No stream answered for the subject: a stream missing or misconfigured, or a
+    /// cluster electing its stream leader — doubling, at most 10 seconds.
+    NoStream(String),
+    /// Anything else (the message is too large, a stored field that cannot be sent): the
+    /// delay doubles with each failure, up to 5 minutes.
+    Message(String),
+}
+
+impl From<async_nats::jetstream::context::PublishError> for Failed {
+    fn from(e: async_nats::jetstream::context::PublishError) -> Self {
+        use async_nats::jetstream::context::PublishErrorKind as K;
+        let text = redact(&e.to_string());
+        match e.kind() {
+            K::TimedOut | K::BrokenPipe | K::MaxAckPending => Failed::Broker(text),
+            K::StreamNotFound => Failed::NoStream(text),
+            _ => Failed::Message(text),
+        }
+    }
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Broker(t) | Failed::NoStream(t) | Failed::Message(t) => f.write_str(t),
+        }
+    }
+}
+
+impl Failed {
+    fn retry_in(&self, errors: i32) -> Duration {
+        match self {
+            Failed::Broker(_) => retry_delay(errors).min(Duration::from_secs(2)),
+            Failed::NoStream(_) => retry_delay(errors).min(Duration::from_secs(10)),
+            Failed::Message(_) => retry_delay(errors),
+        }
+    }
+}
+
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pass {
@@ -186,15 +231,15 @@ impl<S: Store> Relay<S> {
                     .js
                     .send_publish(m.subject.clone(), p)
                     .await
-                    .map_err(|e| redact(&e.to_string())),
-                Err(e) => Err(e),
+                    .map_err(Failed::from),
+                Err(e) => Err(Failed::Message(e)),
             };
             sent.push(r);
         }
         let mut done = Vec::with_capacity(msgs.len());
         for (m, r) in msgs.iter().zip(sent) {
             let ack = match r {
-                Ok(fut) => fut.await.map_err(|e| redact(&e.to_string())),
+                Ok(fut) => fut.await.map_err(Failed::from),
                 Err(e) => Err(e),
             };
             match ack {
@@ -210,9 +255,10 @@ impl<S: Store> Relay<S> {
                 }
                 Err(e) => {
                     pass.failed += 1;
-                    tracing::warn!(message = m.id, subject = %m.subject, error = %e, "outbox publish failed");
+                    let text = e.to_string();
+                    tracing::warn!(message = m.id, subject = %m.subject, error = %text, "outbox publish failed");
                     self.store
-                        .outbox_fail(m.id, m.attempt, &e, retry_delay(m.errors + 1))
+                        .outbox_fail(m.id, m.attempt, &text, e.retry_in(m.errors + 1))
                         .await?;
                 }
             }

@@ -178,11 +178,16 @@ enum NatsCommand {
 impl NatsProcess {
     /// Starts a server under `dir` on its owner thread.
     pub fn start(dir: &Path) -> NatsProcess {
+        Self::start_with(dir, free_port().expect("free port"), Vec::new())
+    }
+
+    /// Starts a server on `port` with `extra` arguments (a cluster node) on its owner thread.
+    pub fn start_with(dir: &Path, port: u16, extra: Vec<String>) -> NatsProcess {
         let dir = dir.to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel::<(NatsCommand, std::sync::mpsc::Sender<()>)>();
         let (url_tx, url_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut server = PrivateNats::start(&dir);
+            let mut server = PrivateNats::start_with(&dir, port, extra);
             let _ = url_tx.send(server.url());
             // Ends when the NatsProcess is dropped (its sender gone): the server goes with it.
             while let Ok((cmd, done)) = rx.recv() {
@@ -214,7 +219,50 @@ impl NatsProcess {
 
     /// SIGKILL, then a new server on the same port and store (waits until it listens).
     pub fn kill_and_restart(&self) {
+        self.kill();
+        self.restart();
+    }
+
+    /// SIGKILL (a crash, no shutdown).
+    pub fn kill(&self) {
         self.ask(NatsCommand::Kill);
+    }
+
+    /// Starts the server again on the same port and store (waits until it listens).
+    pub fn restart(&self) {
         self.ask(NatsCommand::Run);
     }
+}
+
+/// A three-node JetStream cluster on loopback, each node with its own port, route port and
+/// store directory under `dir`.
+pub fn cluster(dir: &Path) -> Vec<NatsProcess> {
+    let ports: Vec<(u16, u16)> = (0..3)
+        .map(|_| (free_port().expect("port"), free_port().expect("port")))
+        .collect();
+    let routes = ports
+        .iter()
+        .map(|(_, r)| format!("nats://127.0.0.1:{r}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, (p, r))| {
+            NatsProcess::start_with(
+                &dir.join(format!("n{i}")),
+                *p,
+                vec![
+                    "--server_name".into(),
+                    format!("n{i}"),
+                    "--cluster_name".into(),
+                    "docket".into(),
+                    "--cluster".into(),
+                    format!("nats://127.0.0.1:{r}"),
+                    "--routes".into(),
+                    routes.clone(),
+                ],
+            )
+        })
+        .collect()
 }
