@@ -344,6 +344,13 @@ pub struct WorkArgs {
     /// worker, and gauges read from the database).
     #[arg(long)]
     pub metrics_listen: Option<String>,
+    /// Also relay the outbox to this JetStream stream, in this process (stopped with the
+    /// worker). NATS from DOCKET_NATS_URL (default nats://127.0.0.1:4222), a token from
+    /// DOCKET_NATS_TOKEN, a password from DOCKET_NATS_PASSWORD with DOCKET_NATS_USER, a
+    /// creds file from DOCKET_NATS_CREDS. The stream must exist (`docket relay
+    /// --create-stream` makes one).
+    #[arg(long, value_name = "STREAM")]
+    pub relay_stream: Option<String>,
 }
 
 /// `docket jobs …`.

@@ -378,3 +378,31 @@ pub async fn relay(ctx: &impl Open, a: RelayArgs) -> anyhow::Result<()> {
     relay.run(stop).await;
     Ok(())
 }
+
+/// The relay `docket work --relay-stream STREAM` runs beside its worker: NATS from the
+/// environment only (a worker's flags are about jobs), the stream checked, the defaults.
+pub async fn relay_service<S: docket_core::Store>(
+    store: S,
+    stream: &str,
+) -> anyhow::Result<Relay<S>> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let opts = NatsOptions {
+        url: env("DOCKET_NATS_URL").unwrap_or_else(|| "nats://127.0.0.1:4222".into()),
+        creds_file: env("DOCKET_NATS_CREDS").map(PathBuf::from),
+        token: env("DOCKET_NATS_TOKEN"),
+        user_password: env("DOCKET_NATS_USER").zip(env("DOCKET_NATS_PASSWORD")),
+        name: Some("docket work relay".into()),
+        ..NatsOptions::default()
+    };
+    let client = opts.connect(Duration::from_secs(10)).await.map_err(|e| {
+        CliError::new(crate::cli::exit::UNAVAILABLE, e.to_string())
+            .hint(format!("is NATS running at {}?", opts.display_url()))
+    })?;
+    let cfg = RelayConfig::default();
+    let lease = cfg.lease;
+    let relay = Relay::new(store, client, cfg).await?;
+    docket_nats::stream::check(relay.jetstream(), stream, lease)
+        .await
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    Ok(relay)
+}

@@ -146,14 +146,26 @@ pub async fn run(ctx: &impl Open, a: WorkArgs) -> anyhow::Result<()> {
     if let Some(addr) = &a.metrics_listen {
         crate::dashboard::serve_metrics(addr, store.clone()).await?;
     }
+    let relay = match &a.relay_stream {
+        Some(stream) => Some(crate::outbox::relay_service(store.clone(), stream).await?),
+        None => None,
+    };
     let worker = Worker::new(store, registry, cfg)?;
     eprintln!("docket: worker {} serving {:?}", worker.owner(), a.queues);
     let shutdown = Shutdown::on_signals();
+    // Stops with the worker's first signal, or once the worker itself has stopped.
+    let relay_stop = shutdown.graceful.child_token();
+    let relay = relay.map(|r| tokio::spawn(r.run(relay_stop.clone())));
     let report = if a.drain {
         worker.drain(shutdown).await?
     } else {
         worker.run(shutdown).await?
     };
+    if let Some(r) = relay {
+        // The relay finishes the pass it is in (its acknowledgements and their mark).
+        relay_stop.cancel();
+        let _ = r.await;
+    }
     eprintln!(
         "docket: worker stopped: {} succeeded, {} failed, {} released, {} fenced",
         report.metrics.completed,

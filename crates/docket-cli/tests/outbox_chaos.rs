@@ -419,3 +419,70 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
         assert!(faults.contains_key(f), "fault {f} never ran: {faults:?}");
     }
 }
+
+/// `docket work --relay-stream` relays the outbox beside its worker and stops with it; a
+/// stream that is missing is refused before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_relays_the_outbox_beside_its_jobs() {
+    let db = TestDb::new().await;
+    let (_d, dir) = scratch();
+    let (stream, prefix) = (tnats::stream_name(), tnats::subject_prefix());
+    let nc = async_nats::connect(tnats::server_url()).await.unwrap();
+    let js = jetstream::new(nc);
+    docket_nats::stream::ensure(
+        &js,
+        &docket_nats::StreamSpec::new(stream.clone(), vec![format!("{prefix}.>")]),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    for i in 0..5 {
+        let m = NewMessage::new(format!("{prefix}.x"), &json!({ "i": i })).unwrap();
+        db.store.publish(&m).await.unwrap();
+    }
+    let mut missing = docket(&db);
+    missing.env("DOCKET_NATS_URL", tnats::server_url());
+    let o = missing
+        .args([
+            "work",
+            "--queue",
+            "q",
+            "--exec",
+            "true",
+            "--relay-stream",
+            "NO_SUCH_STREAM",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NO_SUCH_STREAM"));
+    let mut c = docket(&db);
+    c.env("DOCKET_NATS_URL", tnats::server_url())
+        .args([
+            "work",
+            "--queue",
+            "q",
+            "--exec",
+            "true",
+            "--relay-stream",
+            &stream,
+        ])
+        .stderr(std::fs::File::create(dir.join("work.err")).unwrap());
+    let mut w = Proc::spawn(&mut c);
+    eventually(
+        Duration::from_secs(30),
+        "the worker's relay publishes",
+        || async { db.store.outbox_stats().await.unwrap().unpublished == 0 },
+    )
+    .await;
+    signal(w.id(), "TERM");
+    assert!(w.wait().unwrap().success());
+    let mut s = js.get_stream(&stream).await.unwrap();
+    assert_eq!(s.info().await.unwrap().state.messages, 5);
+    let _ = js.delete_stream(&stream).await;
+}

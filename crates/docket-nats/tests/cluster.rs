@@ -18,7 +18,11 @@ use tokio_util::sync::CancellationToken;
 async fn a_node_killed_and_restarted_under_an_r3_stream_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let nodes = tnats::cluster(dir.path());
-    let urls = nodes.iter().map(NatsProcess::url).collect::<Vec<_>>().join(",");
+    let urls = nodes
+        .iter()
+        .map(NatsProcess::url)
+        .collect::<Vec<_>>()
+        .join(",");
     let nc = docket_nats::NatsOptions::new(urls)
         .connect(Duration::from_secs(10))
         .await
@@ -30,11 +34,15 @@ async fn a_node_killed_and_restarted_under_an_r3_stream_loses_and_duplicates_not
         ..StreamSpec::new(stream.clone(), vec![format!("{prefix}.>")])
     };
     // The cluster elects its JetStream leader some moments after the nodes listen.
-    eventually(Duration::from_secs(60), "the R3 stream is created", || async {
-        docket_nats::stream::ensure(&js, &spec, Duration::from_secs(30))
-            .await
-            .is_ok()
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the R3 stream is created",
+        || async {
+            docket_nats::stream::ensure(&js, &spec, Duration::from_secs(30))
+                .await
+                .is_ok()
+        },
+    )
     .await;
 
     let db = TestDb::new().await;
@@ -66,9 +74,11 @@ async fn a_node_killed_and_restarted_under_an_r3_stream_loses_and_duplicates_not
     let victim = &nodes[1];
     tokio::task::block_in_place(|| victim.kill());
     let at_kill = published().await;
-    eventually(Duration::from_secs(60), "publishing on with a node down", || async {
-        published().await > at_kill + 200
-    })
+    eventually(
+        Duration::from_secs(60),
+        "publishing on with a node down",
+        || async { published().await > at_kill + 200 },
+    )
     .await;
     tokio::task::block_in_place(|| victim.restart());
     eventually(Duration::from_secs(120), "everything published", || async {
@@ -106,6 +116,9 @@ async fn a_node_killed_and_restarted_under_an_r3_stream_loses_and_duplicates_not
     );
     assert_eq!(lost, 0, "messages missing from the stream");
     assert_eq!(duplicates, 0, "a duplicate inside the window");
-    assert_eq!(order_violations, 0, "a key's sequence went backwards or skipped");
+    assert_eq!(
+        order_violations, 0,
+        "a key's sequence went backwards or skipped"
+    );
     let _ = js.delete_stream(&stream).await;
 }
