@@ -67,7 +67,7 @@ pub async fn claim<E: Engine>(
     let mut tx = e.begin().await?;
     let now = tx.now();
     let heads = tx
-        .fetch_all("outbox_heads", args![now, limit, pipelined])
+        .fetch_all("outbox_heads", args![now, limit, pipelined, limit * 4])
         .await?;
     let heads = heads
         .iter()
@@ -76,7 +76,7 @@ pub async fn claim<E: Engine>(
     let ids = if heads.is_empty() {
         heads
     } else {
-        tx.fetch_all("outbox_lock", args![&heads[..], now])
+        tx.fetch_all("outbox_lock", args![&heads[..], now, limit])
             .await?
             .iter()
             .map(|r| r.get::<i64>("id"))

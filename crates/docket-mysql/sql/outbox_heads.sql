@@ -3,8 +3,10 @@
 -- the oldest 2,000 unpublished keyed messages by a window function (a key's earlier
 -- messages are older still, so inside the window): no probe per message. Read without
 -- locks; outbox_lock then takes what no other relay holds.
--- Parameters: ?1 now (ms), ?2 limit, ?3 1 only under the mutant outbox_key_pipelined
---   (docket_core::mutants; always 0 otherwise).
+-- Parameters: ?1 now (ms), ?2 limit (unused here), ?3 1 only under the mutant
+--   outbox_key_pipelined (docket_core::mutants; always 0 otherwise), ?4 candidates: four
+--   times the limit, so relays claiming side by side, which read the same candidates and
+--   then skip each other's locks, still fill their batches.
 SELECT id FROM (
     SELECT k.id FROM (
         SELECT w.id, w.available_at,
@@ -18,8 +20,8 @@ SELECT id FROM (
     SELECT u.id FROM (
         SELECT id FROM outbox
         WHERE published_at IS NULL AND `key` IS NULL AND available_at <= ?1
-        ORDER BY id LIMIT ?2
+        ORDER BY id LIMIT ?4
     ) u
 ) c
 ORDER BY id
-LIMIT ?2
+LIMIT ?4

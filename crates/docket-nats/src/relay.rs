@@ -210,6 +210,7 @@ impl<S: Store> Relay<S> {
     }
 
     async fn pass(&self, mark: bool) -> Result<Pass, NatsError> {
+        let started = Instant::now();
         let msgs = self
             .store
             .outbox_claim(&self.cfg.name, self.cfg.batch, self.cfg.lease)
@@ -221,7 +222,7 @@ impl<S: Store> Relay<S> {
         if msgs.is_empty() {
             return Ok(pass);
         }
-        let started = Instant::now();
+        let claimed_in = started.elapsed();
         // Every publish is sent before the first acknowledgement is awaited: the claim
         // holds at most one message per key, so nothing here must wait for another.
         let mut sent = Vec::with_capacity(msgs.len());
@@ -236,6 +237,7 @@ impl<S: Store> Relay<S> {
             };
             sent.push(r);
         }
+        let sent_in = started.elapsed();
         let mut done = Vec::with_capacity(msgs.len());
         for (m, r) in msgs.iter().zip(sent) {
             let ack = match r {
@@ -263,9 +265,18 @@ impl<S: Store> Relay<S> {
                 }
             }
         }
+        let acked_in = started.elapsed();
         if mark {
             pass.marked = self.store.outbox_mark(&done).await?;
         }
+        tracing::debug!(
+            claimed = pass.claimed,
+            ?claimed_in,
+            ?sent_in,
+            ?acked_in,
+            marked_in = ?started.elapsed(),
+            "outbox relay pass"
+        );
         metrics::counter!("docket_outbox_published_total").increment(pass.marked);
         metrics::counter!("docket_outbox_duplicates_total").increment(pass.duplicates as u64);
         metrics::counter!("docket_outbox_publish_errors_total").increment(pass.failed as u64);

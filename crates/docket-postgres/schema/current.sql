@@ -1817,24 +1817,31 @@ AS $function$
               WHERE o.published_at IS NULL AND o.key IS NOT NULL
               ORDER BY o.id
               LIMIT 2000) w
-    ), candidates AS (
-        SELECT k.id FROM keyed k
-        WHERE k.turn = 1 AND k.available_at <= statement_timestamp()
-        UNION ALL
-        (SELECT u.id FROM outbox u
-         WHERE u.published_at IS NULL AND u.key IS NULL
-           AND u.available_at <= statement_timestamp()
-         ORDER BY u.id
-         LIMIT least(greatest(p_limit, 1), 1000))
-    ), heads AS (
+    ), keyed_heads AS (
         SELECT o.id
         FROM outbox o
-        WHERE o.id IN (SELECT c.id FROM candidates c)
+        WHERE o.id IN (SELECT k.id FROM keyed k
+                       WHERE k.turn = 1 AND k.available_at <= statement_timestamp())
           AND o.published_at IS NULL
           AND o.available_at <= statement_timestamp()
         ORDER BY o.id
         LIMIT least(greatest(p_limit, 1), 1000)
         FOR UPDATE SKIP LOCKED
+    ), unkeyed AS (
+        -- Locked as the index is walked, so what a concurrent claim holds is skipped
+        -- without counting against the limit (lanes and relays claim side by side).
+        SELECT u.id
+        FROM outbox u
+        WHERE u.published_at IS NULL AND u.key IS NULL
+          AND u.available_at <= statement_timestamp()
+        ORDER BY u.id
+        LIMIT least(greatest(p_limit, 1), 1000)
+        FOR UPDATE SKIP LOCKED
+    ), heads AS (
+        SELECT h.id
+        FROM (SELECT id FROM keyed_heads UNION ALL SELECT id FROM unkeyed) h
+        ORDER BY h.id
+        LIMIT least(greatest(p_limit, 1), 1000)
     )
     UPDATE outbox o
     SET attempt = o.attempt + 1,

@@ -4,7 +4,8 @@
 -- messages are older still, so inside the window): no probe per message. Read without
 -- locks; outbox_lock then takes what no other relay holds.
 -- Parameters: ?1 now (ms), ?2 limit, ?3 1 only under the mutant outbox_key_pipelined
---   (docket_core::mutants; always 0 otherwise).
+--   (docket_core::mutants; always 0 otherwise), ?4 unused here (MariaDB's candidates; the
+--   single writer claims alone).
 SELECT id FROM (
     SELECT w.id, w.available_at,
            row_number() OVER (PARTITION BY w.key ORDER BY w.id) AS turn
