@@ -107,7 +107,7 @@ pub struct RelayArgs {
     #[arg(long)]
     pub drain: bool,
     /// Messages per claim, 1..=1000.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 1000)]
     pub batch: i64,
     /// Claim → publish → mark loops side by side, 1..=64.
     #[arg(long, default_value_t = 4)]

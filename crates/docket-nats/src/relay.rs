@@ -57,7 +57,7 @@ impl Default for RelayConfig {
     fn default() -> Self {
         Self {
             name: format!("relay-{}-{}", std::process::id(), rand_suffix()),
-            batch: 256,
+            batch: 1000,
             lanes: 4,
             lease: Duration::from_secs(30),
             ack_timeout: Duration::from_secs(10),
