@@ -49,6 +49,26 @@ pub fn chown_to_server(paths: &[&std::path::Path]) {
     }
 }
 
+/// Makes the server `cmd` starts die (SIGKILL) with the *thread* that spawns it, and
+/// refuses to start it when that parent is already gone: a test process killed by any means
+/// leaves no server behind. Spawn from a thread that lives as long as the server is used.
+pub fn dies_with_spawning_thread(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    #[allow(unsafe_code)]
+    // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("parent already exited"));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Host and port of a `postgres://` URL (for tools configured by host and port).
 pub fn host_port(url: &str) -> (String, u16) {
     let opts: PgConnectOptions = url.parse().expect("valid URL");

@@ -4,7 +4,6 @@
 //! (`PR_SET_PDEATHSIG`, as the PostgreSQL cluster in `shared.rs`). Each test gets its own
 //! database, so tests run in parallel; databases of earlier, killed runs are dropped.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -92,19 +91,7 @@ impl PrivateMariaDb {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-        #[allow(unsafe_code)]
-        // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() == 1 {
-                    return Err(std::io::Error::other("parent already exited"));
-                }
-                Ok(())
-            });
-        }
+        crate::dies_with_spawning_thread(&mut cmd);
         self.child = Some(cmd.spawn().expect("start mariadbd"));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {

@@ -5,7 +5,6 @@
 //! ([`subject_prefix`]), so tests run in parallel. Tests that kill or restart a server start
 //! a [`PrivateNats`] of their own.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -77,19 +76,7 @@ impl PrivateNats {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-        #[allow(unsafe_code)]
-        // SAFETY: only async-signal-safe calls (prctl, getppid) run between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() == 1 {
-                    return Err(std::io::Error::other("parent already exited"));
-                }
-                Ok(())
-            });
-        }
+        crate::dies_with_spawning_thread(&mut cmd);
         self.child = Some(cmd.spawn().unwrap_or_else(|e| {
             panic!(
                 "no NATS_URL and nats-server cannot run: {e} (Debian: apt-get install nats-server)"
