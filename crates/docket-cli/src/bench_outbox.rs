@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use docket_core::outbox::{message_id, NewMessage};
-use docket_core::{InTransaction, NewJob, Store};
+use docket_core::{InTransaction, NewJob};
 use docket_nats::async_nats::{self, jetstream};
 use docket_nats::{Relay, RelayConfig, StreamSpec};
 use serde_json::json;
@@ -157,20 +157,8 @@ async fn relay(
         .await?;
     let relay = Relay::new(store.clone(), nc.clone(), RelayConfig::default()).await?;
     let started = Instant::now();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(relay.clone().run(stop.clone()));
-    loop {
-        let s = store.outbox_stats().await?;
-        if s.unpublished == 0 {
-            break;
-        }
-        // Polling the count while the relay works: the bench's own clock, not a wait for
-        // an event (the relay has none to give).
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let rate = n as f64 / started.elapsed().as_secs_f64();
-    stop.cancel();
-    let _ = run.await;
+    let marked = relay.drain(&CancellationToken::new()).await?;
+    let rate = marked as f64 / started.elapsed().as_secs_f64();
     let _ = js.delete_stream(&name).await;
     Ok(rate)
 }

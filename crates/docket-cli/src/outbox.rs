@@ -227,23 +227,12 @@ async fn list(ctx: &impl Open, a: ListArgs) -> anyhow::Result<()> {
                     .unwrap_or_default(),
             ),
             Cell::new(r.stream_seq.map(|s| s.to_string()).unwrap_or_default()),
-            Cell::new(output::safe(&truncate(&r.payload, 60))),
-            Cell::new(output::safe(&truncate(
-                r.last_error.as_deref().unwrap_or(""),
-                80,
-            ))),
+            Cell::new(output::clip(&r.payload, 60)),
+            Cell::new(output::clip(r.last_error.as_deref().unwrap_or(""), 80)),
         ]);
     }
     println!("{t}");
     Ok(())
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        s.chars().take(n).collect::<String>() + "…"
-    }
 }
 
 /// The NATS options of `a`: secrets from the environment or files only.

@@ -56,7 +56,13 @@ pub fn safe(s: &str) -> String {
 
 /// Bounded preview of JSON for tables (payloads can be large), terminal-safe.
 pub fn preview(v: &serde_json::Value, max: usize) -> String {
-    let s = safe(&v.to_string());
+    clip(&v.to_string(), max)
+}
+
+/// `s` terminal-safe and cut to at most `max` bytes (at a character boundary), `…` marking
+/// a cut.
+pub fn clip(s: &str, max: usize) -> String {
+    let s = safe(s);
     if s.len() <= max {
         s
     } else {

@@ -56,22 +56,6 @@ fn relay(db: &TestDb, nats_url: &str, stream: &str, subjects: &str, err: &std::p
     Proc::spawn(&mut c)
 }
 
-/// The relays' stderr, for a failure's message.
-fn tails(errs: &[std::path::PathBuf]) -> String {
-    errs.iter()
-        .map(|e| {
-            let t = std::fs::read_to_string(e).unwrap_or_default();
-            let lines: Vec<&str> = t.lines().collect();
-            format!(
-                "{}:\n{}",
-                e.display(),
-                lines[lines.len().saturating_sub(20)..].join("\n")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Keys per producer.
 const KEYS: usize = 8;
 
@@ -240,7 +224,7 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
                         let l: Vec<&str> = log.lines().collect();
                         format!(
                             "{}\nnats: {}",
-                            tails(&errs),
+                            worker_log_tails(&dir),
                             l[l.len().saturating_sub(15)..].join("\n")
                         )
                     },
@@ -316,7 +300,7 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
                     format!("{rows:?}\nactivity: {act:?}\nnow {now:?}")
                 })
             });
-            format!("{}\nunpublished: {rows}", tails(&errs))
+            format!("{}\nunpublished: {rows}", worker_log_tails(&dir))
         },
     )
     .await;
@@ -328,7 +312,7 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
         assert!(
             status.success(),
             "a relay exited {status} after SIGTERM: {}",
-            tails(&errs)
+            worker_log_tails(&dir)
         );
     }
     for e in &errs {

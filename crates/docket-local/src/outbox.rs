@@ -25,7 +25,6 @@ use crate::rows::{ms, time, time_opt};
 
 /// Writes `msg` in a transaction of its own; its id.
 pub async fn publish<E: Engine>(e: &E, msg: &NewMessage) -> Result<i64> {
-    msg.validate()?;
     let mut tx = e.begin().await?;
     let now = tx.now();
     let id = publish_on(&mut tx, now, msg).await?;
@@ -33,10 +32,10 @@ pub async fn publish<E: Engine>(e: &E, msg: &NewMessage) -> Result<i64> {
     Ok(id)
 }
 
-/// Writes `msg` on `c` (perhaps inside the caller's transaction) at database time `now`.
+/// Writes `msg` on `c` (perhaps inside the caller's transaction) at database time `now`,
+/// checked first (nothing is written when refused).
 pub async fn publish_on<C: Conn>(c: &mut C, now: i64, msg: &NewMessage) -> Result<i64> {
-    msg.validate()?;
-    let payload = msg.payload_text()?;
+    let payload = msg.checked()?;
     let headers = msg.headers_text();
     match c
         .insert(

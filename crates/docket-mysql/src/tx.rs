@@ -257,7 +257,6 @@ impl InTransaction for MySqlStore {
         conn: &mut MySqlTx,
         msg: &docket_core::outbox::NewMessage,
     ) -> Result<i64> {
-        msg.validate()?;
         let mut c = Caller(conn.conn());
         let now: i64 = c.scalar("now", args![]).await?;
         docket_local::outbox::publish_on(&mut c, now, msg).await

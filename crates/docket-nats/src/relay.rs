@@ -85,6 +85,15 @@ impl RelayConfig {
         if !(1..=64).contains(&self.lanes) {
             return bad("relay lanes must be 1..=64");
         }
+        if self.lease < Duration::from_secs(1) || self.lease > Duration::from_secs(3600) {
+            return bad("the relay lease must be 1 s to 1 h");
+        }
+        if self.retention > Duration::from_secs(366 * 86_400) {
+            return bad("the retention of published messages must be at most a year");
+        }
+        if self.poll.is_zero() || self.poll > Duration::from_secs(60) {
+            return bad("the relay poll interval must be above 0 and at most a minute");
+        }
         if self.ack_timeout.is_zero() || self.ack_timeout >= self.lease {
             return bad("the ack timeout must be above 0 and shorter than the lease (a publish still awaited when the lease ends could be claimed again)");
         }
@@ -304,24 +313,38 @@ impl<S: Store> Relay<S> {
         Ok(p)
     }
 
-    /// Publishes until nothing is left unpublished (failing messages are retried after
-    /// their delays, so this waits for them too); the total marked.
+    /// Publishes until nothing is left unpublished, with all its lanes (failing messages are
+    /// retried after their delays, so this waits for them too); the total marked.
     pub async fn drain(&self, stop: &CancellationToken) -> Result<u64, NatsError> {
         let mut marked = 0;
         loop {
-            let pass = self.run_once().await?;
-            marked += pass.marked;
-            if pass.claimed == 0 {
-                if self.store.outbox_stats().await?.unpublished == 0 {
-                    return Ok(marked);
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return Ok(marked),
-                    _ = tokio::time::sleep(self.cfg.poll) => {}
-                }
+            // Each lane claims until a claim comes back empty.
+            let mut lanes = tokio::task::JoinSet::new();
+            for _ in 0..self.cfg.lanes {
+                let (r, stop) = (self.clone(), stop.clone());
+                lanes.spawn(async move {
+                    let mut marked = 0;
+                    while !stop.is_cancelled() {
+                        let pass = r.run_once().await?;
+                        marked += pass.marked;
+                        if pass.claimed == 0 {
+                            break;
+                        }
+                    }
+                    Ok::<u64, NatsError>(marked)
+                });
             }
-            if stop.is_cancelled() {
+            while let Some(lane) = lanes.join_next().await {
+                marked += lane.map_err(|e| NatsError::Config(format!("relay lane: {e}")))??;
+            }
+            if stop.is_cancelled() || self.store.outbox_stats().await?.unpublished == 0 {
                 return Ok(marked);
+            }
+            // What is left waits out a retry delay or a lease another relay holds: no event
+            // says when (other processes' writes send none), so poll.
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(marked),
+                _ = tokio::time::sleep(self.cfg.poll) => {}
             }
         }
     }

@@ -23,7 +23,6 @@ fn ms(d: Duration) -> i64 {
 
 impl PgStore {
     pub(crate) async fn publish_impl(&self, msg: &NewMessage) -> Result<i64> {
-        msg.validate()?;
         self.run(async |c: &mut PgConnection| self.publish_on(c, msg).await)
             .await
     }
@@ -35,14 +34,13 @@ impl PgStore {
         conn: &mut PgConnection,
         msg: &NewMessage,
     ) -> Result<i64> {
-        msg.validate()?;
-        let headers = (!msg.headers.is_empty())
-            .then(|| serde_json::to_value(&msg.headers).expect("a map of strings serialises"));
+        // Checked once; the payload's text is what is bound (serialised once).
+        let payload = msg.checked()?;
         self.query_scalar(&self.queries().outbox_publish)
             .bind(&msg.subject)
-            .bind(&msg.payload)
+            .bind(payload)
             .bind(msg.key.as_deref())
-            .bind(headers)
+            .bind(msg.headers_text())
             .fetch_one(&mut *conn)
             .await
             .map_err(outbox_err)

@@ -212,7 +212,6 @@ impl InTransaction for SqliteStore {
         conn: &mut SqliteConnection,
         msg: &docket_core::outbox::NewMessage,
     ) -> Result<i64> {
-        msg.validate()?;
         let mut c = Caller(&mut *conn);
         let now: i64 = c.scalar("now", args![]).await?;
         docket_local::outbox::publish_on(&mut c, now, msg).await
