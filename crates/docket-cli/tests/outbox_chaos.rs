@@ -174,6 +174,20 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
     let mut relays: Vec<Proc> = (0..2)
         .map(|i| relay(&db, &nats_url, &stream, &subjects, &errs[i]))
         .collect();
+    // Both relays running (connected, stream checked) before the first fault: on a loaded
+    // machine a start can take many seconds, and a fault aimed at the one that runs would
+    // leave none publishing.
+    eventually_explained(
+        Duration::from_secs(120),
+        "both relays started",
+        || async {
+            errs.iter().all(|e| {
+                std::fs::read_to_string(e).is_ok_and(|t| t.contains("relaying the outbox"))
+            })
+        },
+        || worker_log_tails(&dir),
+    )
+    .await;
 
     let mut rng = rand::thread_rng();
     let mut faults: BTreeMap<&str, u32> = BTreeMap::new();
@@ -209,7 +223,7 @@ async fn relays_killed_stopped_and_servers_restarted_lose_and_duplicate_nothing(
                     .scalar("SELECT count(*) FROM {schema}.outbox WHERE published_at IS NOT NULL")
                     .await;
                 eventually_explained(
-                    Duration::from_secs(30),
+                    Duration::from_secs(90),
                     "the other relay publishes on",
                     || async {
                         db.scalar(
