@@ -103,6 +103,15 @@ pub enum Mutant {
     /// one: a key's messages are published side by side and may reach the stream out of
     /// order.
     OutboxKeyPipelined,
+    /// The JetStream source writes a job's outcome after its delivery ran out: a worker
+    /// paused past `ack_wait` acks (or naks) a job its successor is running.
+    SourceWritesWhenLost,
+    /// The JetStream source sends no in-progress acks: a job running longer than `ack_wait`
+    /// is delivered to a second worker while the first still runs it.
+    SourceNoBeat,
+    /// The JetStream source terminates a dead job without its dead-letter copy: the job and
+    /// its error are gone.
+    SourceNoDeadLetter,
     /// A completion with an output is applied without its fence: a stale attempt records
     /// its output over its successor's run.
     OutputStaleCompletion,
@@ -171,6 +180,9 @@ impl Mutant {
         Mutant::OutboxMarkNoFence,
         Mutant::OutboxNoMsgId,
         Mutant::OutboxKeyPipelined,
+        Mutant::SourceWritesWhenLost,
+        Mutant::SourceNoBeat,
+        Mutant::SourceNoDeadLetter,
         Mutant::OutputStaleCompletion,
         Mutant::ProgressStaleAttempt,
         Mutant::StepNoFence,
@@ -219,6 +231,9 @@ impl Mutant {
             Mutant::OutboxMarkNoFence => "outbox_mark_no_fence",
             Mutant::OutboxNoMsgId => "outbox_no_msg_id",
             Mutant::OutboxKeyPipelined => "outbox_key_pipelined",
+            Mutant::SourceWritesWhenLost => "source_writes_when_lost",
+            Mutant::SourceNoBeat => "source_no_beat",
+            Mutant::SourceNoDeadLetter => "source_no_dead_letter",
             Mutant::OutputStaleCompletion => "output_stale_completion",
             Mutant::ProgressStaleAttempt => "progress_stale_attempt",
             Mutant::StepNoFence => "step_no_fence",

@@ -209,6 +209,7 @@ impl JobContext {
         children: Vec<(String, docket_core::NewJob)>,
         then: Option<(String, docket_core::NewJob)>,
     ) -> Result<docket_core::WorkflowEnqueued, JobError> {
+        self.supported()?;
         if self.workflow().is_none() {
             return Err(JobError::discard("only a workflow node can spawn nodes"));
         }
@@ -248,6 +249,7 @@ impl JobContext {
     /// job). A node runs once each parent has succeeded — or ended on an edge whose policy is
     /// `ignore`, so a parent here may be dead or cancelled, without an output.
     pub async fn deps(&self) -> Result<Vec<docket_core::DepOutput>, JobError> {
+        self.supported()?;
         self.steps.deps(self.id).await.map_err(|e| {
             JobError::retry(format!("the dependencies' outputs could not be read: {e}"))
         })
@@ -361,6 +363,7 @@ impl JobContext {
     /// A step recorded before (or by) this run, marking `name` used in this run: a name
     /// used twice in one run is a [`JobError::Discard`].
     async fn recorded_step(&self, name: &str) -> Result<Option<docket_core::StepRecord>, JobError> {
+        self.supported()?;
         let mut st = self.run.steps.lock().await;
         if !st.used.insert(name.to_string()) {
             return Err(JobError::discard(format!(
@@ -420,6 +423,15 @@ impl JobContext {
                 )))
             }
             Err(e) => Err(JobError::retry(format!("step {name:?} not recorded: {e}"))),
+        }
+    }
+
+    /// A discard when the job's source keeps no steps (a JetStream delivery): the same
+    /// answer on every run, so retrying would not help.
+    fn supported(&self) -> Result<(), JobError> {
+        match self.steps.unsupported() {
+            Some(why) => Err(JobError::discard(why)),
+            None => Ok(()),
         }
     }
 

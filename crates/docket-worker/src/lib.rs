@@ -24,6 +24,7 @@ mod completer;
 pub mod config;
 mod enqueue;
 mod executor;
+pub mod external;
 mod faults;
 mod fetcher;
 mod heartbeat;

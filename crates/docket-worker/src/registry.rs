@@ -63,7 +63,10 @@ pub(crate) fn bad_args(kind: &str, e: serde_json::Error) -> JobError {
     JobError::discard(format!("invalid args for kind {kind}: {e}"))
 }
 
-impl<S: Store> Registry<S> {
+/// Registering needs no engine: a registry for a source without one (a JetStream
+/// consumer) is a `Registry<()>`. Only in-transaction handlers need the engine's
+/// transactions.
+impl<S> Registry<S> {
     /// Registers a typed job. A later registration of the same kind replaces the earlier.
     pub fn register<J: Job>(&mut self) -> &mut Self {
         let f: Arc<PlainFn> = Arc::new(|args, ctx| {
@@ -80,7 +83,7 @@ impl<S: Store> Registry<S> {
     /// Registers a job that runs inside its completing transaction.
     pub fn register_tx<J: TxJob<S>>(&mut self) -> &mut Self
     where
-        S: InTransaction,
+        S: InTransaction + Store,
     {
         let f: Arc<TxFn<S>> = Arc::new(|call| Box::pin(crate::intx::run::<S, J>(call)));
         self.handlers

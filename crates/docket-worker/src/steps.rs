@@ -43,6 +43,12 @@ pub(crate) trait StepStore: Send + Sync {
         step: &'a str,
         graph: &'a docket_core::workflow::Graph,
     ) -> BoxFuture<'a, Result<docket_core::WorkflowEnqueued, StoreError>>;
+    /// Why this source keeps no steps, when it keeps none (a job delivered by a broker has
+    /// no row to record them in): every step, sleep, signal, spawn and dependency read is
+    /// then refused with this reason as a discard, before anything runs.
+    fn unsupported(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The most steps one batch carries, and the most output bytes (a batch is one statement:
