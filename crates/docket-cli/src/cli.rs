@@ -94,6 +94,9 @@ pub enum Command {
     /// Publish the outbox to a NATS JetStream stream (fenced, de-duplicated, in order per
     /// key); --drain exits once nothing is left.
     Relay(crate::outbox::RelayArgs),
+    /// Run jobs from a NATS JetStream stream (a queue moved off the database) with one
+    /// command per job, as `work --exec` does; --drain exits once nothing is left.
+    Consume(crate::consume::ConsumeArgs),
     /// Per-queue counts, ages, stuck leases, and table health.
     Stats(JsonFlag),
     /// Live worker processes: owner, host, queues, slots, jobs held, last report, leader;

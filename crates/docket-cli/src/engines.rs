@@ -47,6 +47,7 @@ pub(crate) async fn run<E: Engine>(ctx: E, command: Command) -> anyhow::Result<(
         Command::Batches(c) => crate::batches::run(&ctx, c).await,
         Command::Outbox(c) => crate::outbox::run(&ctx, c).await,
         Command::Relay(a) => crate::outbox::relay(&ctx, a).await,
+        Command::Consume(a) => crate::consume::run(a).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

@@ -58,7 +58,7 @@ pub struct ExecSpec {
 impl ExecSpec {
     /// A spec whose environment scrub covers Docket's own secrets: the variables that name
     /// the database (`DATABASE_URL`, `MYSQL_URL`, `DOCKET_LISTEN_URL`, libpq's `PG*`), the
-    /// dashboard's credentials (`DOCKET_DASHBOARD_*`), and any whose value contains one of
+    /// dashboard's credentials (`DOCKET_DASHBOARD_*`), NATS's (`DOCKET_NATS_*`), and any whose value contains one of
     /// `passwords` (the database's, when the URL has one) or those credentials, as written or
     /// percent-encoded.
     pub fn new(cmd: String, kill_grace: Duration, passwords: &[String]) -> ExecSpec {
@@ -67,6 +67,8 @@ impl ExecSpec {
             "DOCKET_DASHBOARD_TOKEN",
             "DOCKET_DASHBOARD_PASSWORD",
             "DOCKET_METRICS_TOKEN",
+            "DOCKET_NATS_TOKEN",
+            "DOCKET_NATS_PASSWORD",
         ] {
             if let Ok(v) = std::env::var(k) {
                 raw.push(v);
@@ -94,6 +96,7 @@ impl ExecSpec {
                     "DATABASE_URL" | "MYSQL_URL" | "DOCKET_LISTEN_URL"
                 ) || k.starts_with("PG")
                     || k.starts_with("DOCKET_DASHBOARD_")
+                    || k.starts_with("DOCKET_NATS_")
                     || k == "DOCKET_METRICS_TOKEN"
                     || {
                         // A value may carry a secret encoded any way: compare decoded too.

@@ -21,6 +21,7 @@ mod bench_handlers;
 mod bench_outbox;
 mod bench_workflows;
 pub mod cli;
+mod consume;
 mod controls;
 mod dashboard;
 mod demo;
@@ -253,6 +254,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Bench(a) = &cli.command {
         bench::check_sizes(a)?;
     }
+    // A queue on JetStream needs no database.
+    let cli = match cli.command {
+        Command::Consume(a) => return consume::run(a).await,
+        command => Cli { command, ..cli },
+    };
     // A blank DATABASE_URL is a mistake (an unset secret in a deployment), not a request for
     // the embedded cluster: only an absent one means that.
     let blank = |v: &str| v.trim().is_empty();
@@ -289,6 +295,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Batches(c) => crate::batches::run(&ctx, c).await,
         Command::Outbox(c) => crate::outbox::run(&ctx, c).await,
         Command::Relay(a) => crate::outbox::relay(&ctx, a).await,
+        Command::Consume(a) => crate::consume::run(a).await,
         Command::Stats(a) => ops::stats(&ctx, a.json).await,
         Command::Workers(a) => ops::workers(&ctx, a).await,
         Command::Audit(a) => audit::run(&ctx, a).await,

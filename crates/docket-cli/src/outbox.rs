@@ -61,9 +61,9 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-/// `docket relay`: publish the outbox to a JetStream stream.
-#[derive(Debug, Args)]
-pub struct RelayArgs {
+/// How to reach NATS (shared by `docket relay` and `docket consume`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NatsArgs {
     /// NATS server URL(s), comma-separated. A token or password belongs in
     /// DOCKET_NATS_TOKEN / DOCKET_NATS_PASSWORD or a file, not here.
     #[arg(
@@ -91,6 +91,13 @@ pub struct RelayArgs {
     /// Extra root certificates (PEM) for TLS.
     #[arg(long)]
     pub nats_ca: Option<PathBuf>,
+}
+
+/// `docket relay`: publish the outbox to a JetStream stream.
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// The stream to publish into (checked: its duplicate window must cover a re-publish).
     #[arg(long)]
     pub stream: String,
@@ -236,7 +243,7 @@ async fn list(ctx: &impl Open, a: ListArgs) -> anyhow::Result<()> {
 }
 
 /// The NATS options of `a`: secrets from the environment or files only.
-pub fn nats_options(a: &RelayArgs) -> anyhow::Result<NatsOptions> {
+pub fn nats_options(a: &NatsArgs, name: &str) -> anyhow::Result<NatsOptions> {
     let read = |p: &PathBuf, what: &str| {
         std::fs::read_to_string(p)
             .map(|s| s.trim().to_string())
@@ -264,7 +271,7 @@ pub fn nats_options(a: &RelayArgs) -> anyhow::Result<NatsOptions> {
         user_password,
         require_tls: a.nats_tls,
         ca_file: a.nats_ca.clone(),
-        name: Some("docket relay".into()),
+        name: Some(name.into()),
     })
 }
 
@@ -329,7 +336,7 @@ pub async fn relay(ctx: &impl Open, a: RelayArgs) -> anyhow::Result<()> {
     };
     cfg.validate()
         .map_err(|e| CliError::invalid(e.to_string()))?;
-    let opts = nats_options(&a)?;
+    let opts = nats_options(&a.nats, "docket relay")?;
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
     tokio::spawn(async move {

@@ -52,6 +52,12 @@ impl Flight {
         }
     }
 
+    /// True when a write sent at `t` reaches the server before the lease ends, `spare` to
+    /// spare.
+    pub(crate) fn held_at(&self, t: Instant, spare: Duration) -> bool {
+        t + spare < self.deadline()
+    }
+
     fn deadline(&self) -> Instant {
         *self.deadline.lock().expect("poisoned")
     }

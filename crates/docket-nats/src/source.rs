@@ -333,9 +333,9 @@ impl<S: Send + Sync + 'static> Source<S> {
         Ok(got)
     }
 
-    /// One heartbeat: an in-progress ack for every running job, awaited; a job's deadline
-    /// moves to one lease after the beat was sent when the server confirmed it. Returns how
-    /// many were confirmed.
+    /// One heartbeat: an in-progress ack for every running job whose lease surely still
+    /// holds, awaited; a job's deadline moves to one lease after the beat was sent when the
+    /// server confirmed it. Returns how many were confirmed.
     pub async fn beat_once(&self) -> usize {
         let flights: Vec<Arc<Flight>> = self
             .inner
@@ -346,8 +346,15 @@ impl<S: Send + Sync + 'static> Source<S> {
             .cloned()
             .collect();
         let ack_wait = self.inner.cfg.ack_wait;
+        let spare = self.inner.cfg.ack_wait / 10;
         let beats = flights.iter().map(|f| async move {
             let sent = Instant::now();
+            // A beat sent once the lease may have run out proves nothing: JetStream confirms
+            // an in-progress ack of a delivery it has since given to another worker. Such a
+            // delivery is lost, whatever the server answers.
+            if !f.held_at(sent, spare) {
+                return false;
+            }
             match f.beat().await {
                 Ok(()) => {
                     f.extend(sent + ack_wait);

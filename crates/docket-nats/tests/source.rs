@@ -489,6 +489,11 @@ async fn a_worker_past_its_delivery_writes_nothing() {
     )
     .await;
     cb.flush().await.unwrap();
+    assert_eq!(
+        a.beat_once().await,
+        0,
+        "a beat sent after the lease ran out extends nothing (the server would confirm it)"
+    );
     release.notify_waiters();
     a.wait_idle().await;
     ca.flush().await.unwrap();

@@ -15,6 +15,8 @@ mod bulk;
 mod chaos;
 #[path = "../cli.rs"]
 mod cli;
+#[path = "../consume_crash.rs"]
+mod consume_crash;
 #[path = "../controls.rs"]
 mod controls;
 #[path = "../crash.rs"]
