@@ -717,13 +717,14 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         "steps",
         "workflows",
         "outbox",
+        "jetstream",
     ]
     .contains(&a.scenario.as_str())
     {
         let hint = if ["scale", "churn", "charts"].contains(&a.scenario.as_str()) {
             "the long benchmarks (scale, churn, charts) are `docket-bench`'s: cargo run --release -p docket-bench -- <scenario>"
         } else {
-            "drain, concurrency, mixed, handlers, steps, workflows, outbox, enqueue, latency or all"
+            "drain, concurrency, mixed, handlers, steps, workflows, outbox, jetstream, enqueue, latency or all"
         };
         return Err(
             CliError::invalid(format!("unknown scenario {:?}", a.scenario))
@@ -749,6 +750,10 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     }
     if a.scenario == "outbox" {
         let r = crate::bench_outbox::outbox(&ctx, &a).await?;
+        return print(&r, a.json);
+    }
+    if a.scenario == "jetstream" {
+        let r = crate::bench_jetstream::jetstream(&a).await?;
         return print(&r, a.json);
     }
     if a.scenario == "workflows" {

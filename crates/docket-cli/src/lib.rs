@@ -18,6 +18,7 @@ mod batches;
 pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
+mod bench_jetstream;
 mod bench_outbox;
 mod bench_workflows;
 pub mod cli;

@@ -14,7 +14,7 @@ use docket_worker::StopReason;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::jobs::{KIND_HEADER, METADATA_HEADER};
-use crate::source::{Busy, Inner};
+use crate::source::{Busy, Inner, Outcome};
 
 /// The header naming how a dead-lettered job ended (`dead` or `cancelled`).
 pub const OUTCOME_HEADER: &str = "Docket-Outcome";
@@ -137,18 +137,25 @@ pub(crate) async fn handle<S: Send + Sync + 'static>(
         running,
         deadline: Mutex::new(deadline),
     });
-    inner
-        .flights
-        .lock()
-        .expect("poisoned")
-        .insert(seq, flight.clone());
     let margin = inner.cfg.margin();
-    let verdict = tokio::select! {
+    // A handler done at its first poll needs no watchdog (arming one costs a timer per job)
+    // and no beat.
+    let first = futures::poll!(&mut run);
+    let verdict = if let std::task::Poll::Ready(v) = first {
+        v
+    } else {
+        inner
+            .flights
+            .lock()
+            .expect("poisoned")
+            .insert(seq, flight.clone());
+        tokio::select! {
         v = &mut run => v,
         _ = watchdog(&flight, margin, inner.cfg.unguarded) => {
             tracing::warn!(job = seq, "delivery about to run out without a confirmed in-progress ack; stopping the handler");
             flight.running.stop(StopReason::LeaseLost);
             run.await
+        }
         }
     };
     drop(permit);
@@ -179,22 +186,15 @@ fn held<S>(inner: &Inner<S>, deadline: Instant) -> bool {
 }
 
 async fn write<S>(inner: &Inner<S>, f: &Flight, attempt: i32, verdict: Verdict) {
-    let count = |field: fn(&mut crate::source::SourceReport) -> &mut u64| {
-        *field(&mut inner.report.lock().expect("poisoned")) += 1;
-    };
     if verdict == Verdict::Lost || !held(inner, f.deadline()) {
         tracing::warn!(job = f.seq, "the delivery ran out before the job ended; its outcome is not written (JetStream delivers it again)");
-        count(|r| &mut r.lost);
-        metrics::counter!("docket_jetstream_jobs_total", "outcome" => "lost").increment(1);
+        inner.tally.ended(Outcome::Lost);
         return;
     }
     let last = attempt >= inner.cfg.max_attempts;
     let nak = |delay: Option<Duration>| f.msg.ack_with(AckKind::Nak(delay));
     let (outcome, sent) = match verdict {
-        Verdict::Succeeded(_) => {
-            count(|r| &mut r.succeeded);
-            ("succeeded", f.msg.ack().await)
-        }
+        Verdict::Succeeded(_) => (Outcome::Succeeded, f.msg.ack().await),
         Verdict::Retry { message, .. } if last => {
             let why = format!("no attempt left: {message}");
             dead(inner, &f.msg, f.seq, attempt, "dead", &why, f.deadline()).await;
@@ -203,8 +203,7 @@ async fn write<S>(inner: &Inner<S>, f: &Flight, attempt: i32, verdict: Verdict) 
         Verdict::Retry { message, delay } => {
             let delay = delay.unwrap_or_else(|| backoff(&inner.cfg, attempt));
             tracing::info!(job = f.seq, attempt, error = %docket_core::outbox::stored_error(&message), retry_in = ?delay, "job failed; retried");
-            count(|r| &mut r.retried);
-            ("retried", nak(Some(delay)).await)
+            (Outcome::Retried, nak(Some(delay)).await)
         }
         Verdict::Discard(m) => {
             dead(inner, &f.msg, f.seq, attempt, "dead", &m, f.deadline()).await;
@@ -219,17 +218,11 @@ async fn write<S>(inner: &Inner<S>, f: &Flight, attempt: i32, verdict: Verdict) 
             dead(inner, &f.msg, f.seq, attempt, "dead", why, f.deadline()).await;
             return;
         }
-        Verdict::Snooze(d) => {
-            count(|r| &mut r.snoozed);
-            ("snoozed", nak(Some(d)).await)
-        }
-        Verdict::Released => {
-            count(|r| &mut r.released);
-            ("released", nak(None).await)
-        }
+        Verdict::Snooze(d) => (Outcome::Snoozed, nak(Some(d)).await),
+        Verdict::Released => (Outcome::Released, nak(None).await),
         Verdict::Lost => unreachable!("handled above"),
     };
-    metrics::counter!("docket_jetstream_jobs_total", "outcome" => outcome).increment(1);
+    inner.tally.ended(outcome);
     if let Err(e) = sent {
         tracing::warn!(job = f.seq, error = %crate::connect::redact(&e.to_string()), "the outcome could not be sent; JetStream delivers the job again");
     }
@@ -315,8 +308,11 @@ async fn dead<S>(
             }
         }
     }
-    inner.report.lock().expect("poisoned").dead += 1;
-    metrics::counter!("docket_jetstream_jobs_total", "outcome" => outcome).increment(1);
+    inner.tally.ended(if outcome == "cancelled" {
+        Outcome::Cancelled
+    } else {
+        Outcome::Dead
+    });
     if let Err(e) = msg.ack_with(AckKind::Term).await {
         tracing::warn!(job = seq, error = %crate::connect::redact(&e.to_string()), "the term could not be sent; JetStream delivers the job again (its dead letter is de-duplicated)");
     }

@@ -23,6 +23,7 @@
 //!   see as `ctx.id`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -177,7 +178,7 @@ pub struct SourceReport {
     pub succeeded: u64,
     /// Handed back for a retry (nak with a delay).
     pub retried: u64,
-    /// Dead-lettered and terminated.
+    /// Dead-lettered and terminated (cancelled ones included).
     pub dead: u64,
     /// Snoozed (nak with the snooze's delay).
     pub snoozed: u64,
@@ -187,6 +188,73 @@ pub struct SourceReport {
     pub lost: u64,
     /// In-progress acks the server confirmed.
     pub beats: u64,
+    /// Pull requests sent (delivered / pulls: the jobs one pull brought).
+    pub pulls: u64,
+}
+
+/// How a written job ended, for the report and `docket_jetstream_jobs_total{outcome}`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outcome {
+    Succeeded,
+    Retried,
+    Dead,
+    Cancelled,
+    Snoozed,
+    Released,
+    Lost,
+}
+
+const OUTCOMES: [&str; 7] = [
+    "succeeded",
+    "retried",
+    "dead",
+    "cancelled",
+    "snoozed",
+    "released",
+    "lost",
+];
+
+/// The report's counts, kept in atomics (written once or twice per job by every job's
+/// task), and the outcome counters, registered once.
+pub(crate) struct Tally {
+    counts: [AtomicU64; 7],
+    delivered: AtomicU64,
+    beats: AtomicU64,
+    pulls: AtomicU64,
+    metrics: [metrics::Counter; 7],
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            counts: Default::default(),
+            delivered: AtomicU64::new(0),
+            beats: AtomicU64::new(0),
+            pulls: AtomicU64::new(0),
+            metrics: OUTCOMES
+                .map(|o| metrics::counter!("docket_jetstream_jobs_total", "outcome" => o)),
+        }
+    }
+
+    pub(crate) fn ended(&self, o: Outcome) {
+        self.counts[o as usize].fetch_add(1, Ordering::Relaxed);
+        self.metrics[o as usize].increment(1);
+    }
+
+    fn report(&self) -> SourceReport {
+        let c = |o: Outcome| self.counts[o as usize].load(Ordering::Relaxed);
+        SourceReport {
+            delivered: self.delivered.load(Ordering::Relaxed),
+            succeeded: c(Outcome::Succeeded),
+            retried: c(Outcome::Retried),
+            dead: c(Outcome::Dead) + c(Outcome::Cancelled),
+            snoozed: c(Outcome::Snoozed),
+            released: c(Outcome::Released),
+            lost: c(Outcome::Lost),
+            beats: self.beats.load(Ordering::Relaxed),
+            pulls: self.pulls.load(Ordering::Relaxed),
+        }
+    }
 }
 
 pub(crate) struct Inner<S> {
@@ -199,7 +267,7 @@ pub(crate) struct Inner<S> {
     slots: Arc<Semaphore>,
     /// Jobs started and not yet ended (their task included), for [`Source::wait_idle`].
     pub(crate) busy: watch::Sender<usize>,
-    pub(crate) report: Mutex<SourceReport>,
+    pub(crate) tally: Tally,
     tasks: TaskTracker,
 }
 
@@ -268,7 +336,7 @@ impl<S: Send + Sync + 'static> Source<S> {
                 consumer,
                 flights: Mutex::default(),
                 busy: watch::Sender::new(0),
-                report: Mutex::default(),
+                tally: Tally::new(),
                 tasks: TaskTracker::new(),
             }),
         })
@@ -281,7 +349,7 @@ impl<S: Send + Sync + 'static> Source<S> {
 
     /// What it has done so far.
     pub fn report(&self) -> SourceReport {
-        *self.inner.report.lock().expect("poisoned")
+        self.inner.tally.report()
     }
 
     /// Jobs running now.
@@ -293,6 +361,11 @@ impl<S: Send + Sync + 'static> Source<S> {
     /// first), starts each as it arrives, and returns how many arrived. A job runs on after
     /// this returns; [`Source::wait_idle`] waits for them.
     pub async fn run_once(&self) -> Result<usize, NatsError> {
+        self.pull(self.inner.cfg.pull_wait()).await
+    }
+
+    /// A pull whose request waits at most `wait` for jobs.
+    async fn pull(&self, wait: Duration) -> Result<usize, NatsError> {
         let first = self
             .inner
             .slots
@@ -300,11 +373,16 @@ impl<S: Send + Sync + 'static> Source<S> {
             .acquire_owned()
             .await
             .map_err(|_| NatsError::Config("the source is closed".into()))?;
+        // Jobs that just ended release their slots when their tasks next run: letting them
+        // run first makes one pull of many instead of many pulls of one (measured with no-op
+        // jobs on 200 slots: pulls of 1-3 messages without it).
+        tokio::task::yield_now().await;
         let mut permits = vec![first];
         while let Ok(p) = self.inner.slots.clone().try_acquire_owned() {
             permits.push(p);
         }
         let asked = permits.len();
+        self.inner.tally.pulls.fetch_add(1, Ordering::Relaxed);
         // A delivery's lease counts from the server's send, which comes after this.
         let sent = Instant::now();
         let mut batch = self
@@ -312,7 +390,7 @@ impl<S: Send + Sync + 'static> Source<S> {
             .consumer
             .batch()
             .max_messages(asked)
-            .expires(self.inner.cfg.pull_wait())
+            .expires(wait)
             .messages()
             .await
             .map_err(NatsError::nats)?;
@@ -321,14 +399,19 @@ impl<S: Send + Sync + 'static> Source<S> {
             let m = m.map_err(NatsError::nats)?;
             let Some(permit) = permits.pop() else { break };
             got += 1;
-            self.inner.report.lock().expect("poisoned").delivered += 1;
+            self.inner.tally.delivered.fetch_add(1, Ordering::Relaxed);
             let busy = Busy::new(self.inner.clone());
-            self.inner.tasks.spawn(deliver::handle(
+            let mut job = Box::pin(deliver::handle(
                 busy,
                 m,
                 permit,
                 sent + self.inner.cfg.ack_wait,
             ));
+            // Polled here first: a job done at once (its handler ready at its first poll,
+            // its ack sent) costs no task; one that waits goes on in a task of its own.
+            if futures::poll!(&mut job).is_pending() {
+                self.inner.tasks.spawn(job);
+            }
         }
         Ok(got)
     }
@@ -371,7 +454,10 @@ impl<S: Send + Sync + 'static> Source<S> {
             .into_iter()
             .filter(|ok| *ok)
             .count();
-        self.inner.report.lock().expect("poisoned").beats += confirmed as u64;
+        self.inner
+            .tally
+            .beats
+            .fetch_add(confirmed as u64, Ordering::Relaxed);
         confirmed
     }
 
@@ -409,13 +495,19 @@ impl<S: Send + Sync + 'static> Source<S> {
                 }
             })
         };
+        // Draining, an empty pull ends soon: the check for "nothing left" follows it.
+        let wait = if drain {
+            self.inner.cfg.pull_wait().min(Duration::from_millis(100))
+        } else {
+            self.inner.cfg.pull_wait()
+        };
         let mut failures = 0u32;
         let result = loop {
             if stop.is_cancelled() {
                 break Ok(());
             }
             let pulled = tokio::select! {
-                r = self.run_once() => r,
+                r = self.pull(wait) => r,
                 _ = stop.cancelled() => break Ok(()),
             };
             match pulled {

@@ -10,7 +10,7 @@
 //! verdict for the source to keep or drop.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use docket_core::duration::MAX_DELAY;
@@ -22,7 +22,7 @@ use crate::executor::panic_message;
 use crate::job::{JobContext, JobError, JobResult};
 use crate::registry::{Handler, Registry};
 use crate::steps::StepStore;
-use crate::tracker::{InFlight, StopReason, Tracker};
+use crate::tracker::{InFlight, StopReason};
 
 /// One delivered job.
 #[derive(Debug, Clone)]
@@ -165,10 +165,8 @@ impl<S> Registry<S> {
             kind: d.kind.as_str().into(),
             claimed_at: d.delivered_at,
         };
-        // A tracker of one: the entry the context's cancellation and stop reason live in.
-        let entry = Tracker::default()
-            .insert(lease, None, Instant::now() + MAX_DELAY, labels)
-            .expect("a fresh tracker holds nothing");
+        // The record the context's cancellation and stop reason live in.
+        let entry = InFlight::detached(lease, labels);
         let running = Running {
             entry: entry.clone(),
         };

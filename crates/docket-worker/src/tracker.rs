@@ -119,6 +119,23 @@ impl InFlight {
     }
 }
 
+impl InFlight {
+    /// A record of a job run outside any tracker (a delivered job: its source keeps the
+    /// delivery), with no slot and no deadline of its own.
+    pub(crate) fn detached(lease: Lease, labels: crate::telemetry::Labels) -> Arc<InFlight> {
+        Arc::new(InFlight {
+            lease,
+            labels,
+            cancel: CancellationToken::new(),
+            reason: Arc::new(Mutex::new(None)),
+            deadline: Mutex::new(Instant::now()),
+            permit: Mutex::new(None),
+            finished: Default::default(),
+            progress: Default::default(),
+        })
+    }
+}
+
 /// All jobs in flight.
 #[derive(Debug, Default)]
 pub struct Tracker {
