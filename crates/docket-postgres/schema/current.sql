@@ -81,6 +81,7 @@ CREATE TABLE {{schema}}.jobs (
     deps_waiting integer,
     batch_id bigint
 );
+ALTER TABLE {{schema}}.jobs SET (autovacuum_vacuum_scale_factor=0.02, autovacuum_analyze_scale_factor=0.05);
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_nonnegative CHECK ((attempt >= 0));
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_attempt_within_budget CHECK ((attempt <= max_attempts)) NOT VALID;
 ALTER TABLE {{schema}}.jobs ADD CONSTRAINT jobs_blocked_is_pending_keyed CHECK (((NOT blocked) OR ((state = 'pending'::text) AND ((ordering_key IS NOT NULL) OR (concurrency_key IS NOT NULL)))));
@@ -179,6 +180,7 @@ CREATE TABLE {{schema}}.outbox (
     stream_seq bigint,
     duplicate boolean
 );
+ALTER TABLE {{schema}}.outbox SET (fillfactor=50);
 ALTER TABLE {{schema}}.outbox ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
 CREATE INDEX outbox_keyed ON {{schema}}.outbox USING btree (id) WHERE ((published_at IS NULL) AND (key IS NOT NULL));
 CREATE INDEX outbox_published ON {{schema}}.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);

@@ -67,6 +67,20 @@ pub async fn dump(pool: &PgPool, schema: &str) -> Result<String, StoreError> {
             .collect();
         out.push_str(&lines.join(",\n"));
         out.push_str("\n);\n");
+        // Storage parameters (a fillfactor, autovacuum settings) are part of the definition.
+        let (options,): (Option<String>,) = sqlx::query_as(
+            "SELECT array_to_string(c.reloptions, ', ')
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2",
+        )
+        .bind(schema)
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .map_err(db_err)?;
+        if let Some(o) = options.filter(|o| !o.is_empty()) {
+            out.push_str(&format!("ALTER TABLE {{{{schema}}}}.{table} SET ({o});\n"));
+        }
         let constraints: Vec<(String, String)> = sqlx::query_as(
             "SELECT con.conname::text, pg_get_constraintdef(con.oid)
              FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid

@@ -1,0 +1,12 @@
+-- Migration 0033: the outbox's pages keep half their space free, so a relay's claim updates
+-- a message in place.
+--
+-- A claim rewrites attempt, relay and available_at — no indexed column and no column of an
+-- index's predicate — so PostgreSQL can write the new version on the same page without
+-- touching any index (a HOT update), but only if the page has room. Rows are inserted
+-- densely by producers, so at the default fillfactor (100) every claim moved its row to
+-- another page and added an entry to each of its indexes. Measured with `docket bench
+-- --scenario outbox`: a relay draining 40,000 messages went from 48k to 71k messages/s.
+-- Applies to pages written from now on; the table is a transit area (published messages
+-- are pruned after the retention), so older pages leave with their messages.
+ALTER TABLE outbox SET (fillfactor = 50);
