@@ -261,3 +261,64 @@ async fn a_paused_consumer_cannot_overwrite_its_successor() {
     drop((a, b));
     st.drop_it().await;
 }
+
+/// Bad flags and an unreachable server get a clear error and consume nothing; a password in
+/// the NATS URL is never printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_refuses_bad_flags_and_hides_its_secrets() {
+    let run = |args: &[&str], url: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_docket"))
+            .env_remove("DATABASE_URL")
+            .env("DOCKET_NATS_URL", url)
+            .arg("consume")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let good = tnats::server_url();
+    for (args, says) in [
+        (
+            vec!["--stream", "S", "--exec", "true", "--concurrency", "0"],
+            "slots",
+        ),
+        (vec!["--stream", "a.b", "--exec", "true"], "names are 1-64"),
+        (
+            vec!["--stream", "S", "--exec", "true", "--lease", "10ms"],
+            "ack wait",
+        ),
+        (
+            vec!["--stream", "S", "--exec", "true", "--max-attempts", "0"],
+            "max attempts",
+        ),
+        (
+            vec!["--stream", "S", "--exec", "true", "--filter", "a..b"],
+            "subject",
+        ),
+        (
+            vec!["--stream", "S", "--exec", "true", "--dead-letter", "x.*"],
+            "dead-letter",
+        ),
+        (
+            vec!["--stream", "S", "--exec", "true", "--kill-grace", "2h"],
+            "kill-grace",
+        ),
+    ] {
+        let (code, err) = run(&args, &good);
+        assert_ne!(code, Some(0), "{args:?} accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (code, err) = run(
+        &["--stream", "S", "--exec", "true"],
+        "nats://worker:hunter2secret@127.0.0.1:1",
+    );
+    assert_ne!(code, Some(0));
+    assert!(
+        !err.contains("hunter2secret"),
+        "the password was printed: {err}"
+    );
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
