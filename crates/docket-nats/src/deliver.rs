@@ -150,12 +150,12 @@ pub(crate) async fn handle<S: Send + Sync + 'static>(
             .expect("poisoned")
             .insert(seq, flight.clone());
         tokio::select! {
-        v = &mut run => v,
-        _ = watchdog(&flight, margin, inner.cfg.unguarded) => {
-            tracing::warn!(job = seq, "delivery about to run out without a confirmed in-progress ack; stopping the handler");
-            flight.running.stop(StopReason::LeaseLost);
-            run.await
-        }
+            v = &mut run => v,
+            _ = watchdog(&flight, margin, inner.cfg.unguarded) => {
+                tracing::warn!(job = seq, "delivery about to run out without a confirmed in-progress ack; stopping the handler");
+                flight.running.stop(StopReason::LeaseLost);
+                run.await
+            }
         }
     };
     drop(permit);
