@@ -62,6 +62,8 @@ async fn done_of(db: &TestDb, loaded: i64) -> i64 {
 /// Stops the survivors (each must exit 0 without a panic), then runs the checker.
 async fn finish(db: &TestDb, workers: &mut [Proc], log: &std::path::Path) -> checker::CheckReport {
     for w in workers.iter() {
+        // A worker respawned a moment ago may still be starting.
+        wait_handles_sigterm(w.id()).await;
         signal(w.id(), "TERM");
     }
     for w in workers.iter_mut() {

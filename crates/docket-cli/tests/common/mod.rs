@@ -139,6 +139,28 @@ pub async fn term_and_time_clean_exit(mut w: Proc, err: &Path) -> std::time::Dur
     took
 }
 
+/// Waits until process `pid` has installed its SIGTERM handler (the `SigCgt` mask of
+/// `/proc/PID/status`): a worker signalled before that dies of the default action, which a
+/// test that just respawned it must not mistake for a crash on shutdown.
+pub async fn wait_handles_sigterm(pid: u32) {
+    let catches = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("SigCgt:"))
+                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            })
+            .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
+    };
+    eventually(
+        std::time::Duration::from_secs(60),
+        "the process handles SIGTERM",
+        || async { catches() },
+    )
+    .await;
+}
+
 /// Sends a signal to a process.
 pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
