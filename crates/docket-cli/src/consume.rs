@@ -71,6 +71,10 @@ pub struct ConsumeArgs {
     /// The longest retry delay.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub backoff_cap: Duration,
+    /// Serve Prometheus metrics on http://ADDR/metrics (this process's counters:
+    /// `docket_jetstream_jobs_total`); beyond loopback only with DOCKET_METRICS_TOKEN.
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
     /// Exit once the consumer has nothing left (nothing waiting, delivered or running).
     #[arg(long)]
     pub drain: bool,
@@ -133,6 +137,10 @@ pub async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
     .into_iter()
     .flatten()
     .collect();
+    if let Some(addr) = &a.metrics_listen {
+        // Before the source: its counters are registered with the recorder installed here.
+        crate::dashboard::serve_process_metrics(addr).await?;
+    }
     let spec = ExecSpec::new(a.exec.clone(), a.kill_grace, &secrets);
     let mut registry = Registry::<()>::default();
     registry.fallback(move |args, jctx| exec_job(spec.clone(), args, jctx));

@@ -156,6 +156,18 @@ pub async fn run(ctx: &impl Open, a: DashboardArgs) -> anyhow::Result<()> {
 /// Starts `/metrics` for a worker process on `addr` (in the background, for as long as the
 /// process runs).
 pub async fn serve_metrics<S: docket_core::Store>(addr_text: &str, store: S) -> anyhow::Result<()> {
+    serve_metrics_of(addr_text, Some(store)).await
+}
+
+/// [`serve_metrics`] for a process without a database (`docket consume`): its own counters.
+pub async fn serve_process_metrics(addr_text: &str) -> anyhow::Result<()> {
+    serve_metrics_of::<docket_postgres::PgStore>(addr_text, None).await
+}
+
+async fn serve_metrics_of<S: docket_core::Store>(
+    addr_text: &str,
+    store: Option<S>,
+) -> anyhow::Result<()> {
     let addr = addr("--metrics-listen", addr_text)?;
     // Beyond loopback, like the dashboard: closed without a secret (from the environment).
     let token = std::env::var("DOCKET_METRICS_TOKEN")
@@ -174,7 +186,10 @@ pub async fn serve_metrics<S: docket_core::Store>(addr_text: &str, store: S) -> 
         "docket: metrics on http://{}/metrics",
         listener.local_addr()?
     );
-    let app = docket_dashboard::metrics::router_with_token(store, handle, token);
+    let app = match store {
+        Some(store) => docket_dashboard::metrics::router_with_token(store, handle, token),
+        None => docket_dashboard::metrics::process_router(handle, token),
+    };
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");

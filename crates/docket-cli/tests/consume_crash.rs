@@ -322,3 +322,38 @@ async fn consume_refuses_bad_flags_and_hides_its_secrets() {
     );
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
+
+/// `docket consume --metrics-listen` serves its own counters: the jobs it ran, by outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_serves_its_job_counters() {
+    let st = Streams::new().await;
+    st.enqueue(3).await;
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_docket"));
+    c.env_remove("DATABASE_URL")
+        .env("DOCKET_NATS_URL", tnats::server_url())
+        .args([
+            "consume",
+            "--stream",
+            &st.jobs,
+            "--dead-letter",
+            &format!("{}dead.jobs", st.prefix),
+            "--exec",
+            "cat > /dev/null",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ]);
+    let (_consumer, addr) = spawn_and_wait(c, "docket: metrics on http://");
+    let url = format!("http://{}", addr.trim());
+    let line = r#"docket_jetstream_jobs_total{outcome="succeeded"} 3"#;
+    eventually_explained(
+        Duration::from_secs(30),
+        "the endpoint counts the three jobs",
+        || {
+            let url = url.clone();
+            async move { curl(&[&url]).contains(line) }
+        },
+        || curl(&[&url]),
+    )
+    .await;
+    st.drop_it().await;
+}

@@ -477,6 +477,47 @@ pub fn router<S: Store>(store: S, handle: PrometheusHandle) -> Router {
     router_with_token(store, handle, None)
 }
 
+/// `/metrics` for a process with no database to read (`docket consume`): its own counters
+/// and histograms only, behind the same bearer token and host check.
+pub fn process_router(handle: PrometheusHandle, token: Option<String>) -> Router {
+    let opts = token_options(token);
+    Router::new().route(
+        "/metrics",
+        get(move |headers: axum::http::HeaderMap| {
+            let handle = handle.clone();
+            let opts = opts.clone();
+            async move {
+                match refused(&opts, &headers) {
+                    Some(r) => r,
+                    None => exposition(handle.render()),
+                }
+            }
+        }),
+    )
+}
+
+/// Bearer-token auth when a token is given, else open (loopback host names only).
+fn token_options(token: Option<String>) -> crate::Options {
+    crate::Options {
+        auth: match token {
+            Some(t) => crate::Auth::Token(t),
+            None => crate::Auth::Open,
+        },
+        ..Default::default()
+    }
+}
+
+/// The answer to a scrape that may not be served: a host not served, or no token.
+fn refused(opts: &crate::Options, headers: &axum::http::HeaderMap) -> Option<Response> {
+    if !crate::auth::host_allowed(opts, headers) {
+        return Some((StatusCode::MISDIRECTED_REQUEST, "host not served").into_response());
+    }
+    if opts.auth.actor(headers).is_none() {
+        return Some((StatusCode::UNAUTHORIZED, "bearer token required").into_response());
+    }
+    None
+}
+
 /// [`router`], answering only requests that carry `Authorization: Bearer <token>` when a
 /// token is given (Prometheus's `authorization` setting) — what `docket work
 /// --metrics-listen` requires beyond loopback — and, without one, only the loopback host
@@ -487,26 +528,17 @@ pub fn router_with_token<S: Store>(
     token: Option<String>,
 ) -> Router {
     let scraper = Scraper::new(store, handle);
-    let opts = crate::Options {
-        auth: match token {
-            Some(t) => crate::Auth::Token(t),
-            None => crate::Auth::Open,
-        },
-        ..Default::default()
-    };
+    let opts = token_options(token);
     Router::new().route(
         "/metrics",
         get(move |headers: axum::http::HeaderMap| {
             let s = scraper.clone();
             let opts = opts.clone();
             async move {
-                if !crate::auth::host_allowed(&opts, &headers) {
-                    return (StatusCode::MISDIRECTED_REQUEST, "host not served").into_response();
+                match refused(&opts, &headers) {
+                    Some(r) => r,
+                    None => exposition(s.render().await),
                 }
-                if opts.auth.actor(&headers).is_none() {
-                    return (StatusCode::UNAUTHORIZED, "bearer token required").into_response();
-                }
-                exposition(s.render().await)
             }
         }),
     )
