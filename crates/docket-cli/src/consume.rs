@@ -114,7 +114,7 @@ pub async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
             .hint(format!("is NATS running at {}?", opts.display_url()))
     })?;
     if a.create_streams {
-        let js = async_nats_js(&client);
+        let js = docket_nats::async_nats::jetstream::new(client.clone());
         let window = docket_nats::stream::DEFAULT_WINDOW;
         let jobs = StreamSpec {
             replicas: a.replicas,
@@ -185,10 +185,4 @@ pub async fn run(a: ConsumeArgs) -> anyhow::Result<()> {
         report.succeeded, report.retried, report.dead, report.released, report.lost
     );
     Ok(())
-}
-
-fn async_nats_js(
-    client: &docket_nats::async_nats::Client,
-) -> docket_nats::async_nats::jetstream::Context {
-    docket_nats::async_nats::jetstream::new(client.clone())
 }

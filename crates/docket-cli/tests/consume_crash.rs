@@ -188,11 +188,21 @@ async fn a_paused_consumer_cannot_overwrite_its_successor() {
     let (_d, dir) = scratch();
     let log = dir.join("runs.log");
     let ids = st.enqueue(1).await;
-    // The first delivery sleeps past the lease and discards (exit 65); later ones succeed.
+    // The first delivery waits for the test's word on a FIFO (past the lease) and discards
+    // (exit 65); later ones succeed. (Not reading its arguments first: A may be stopped
+    // before it has written them.)
+    let fifo = dir.join("release");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let body = logged_rc(
         &log,
-        // (Not reading its arguments first: A may be stopped before it has written them.)
-        r#"if [ "$DOCKET_ATTEMPT" = 1 ]; then sleep 3; exit 65; fi; cat > /dev/null"#,
+        &format!(
+            r#"if [ "$DOCKET_ATTEMPT" = 1 ]; then read _ < {}; exit 65; fi; cat > /dev/null"#,
+            fifo.display()
+        ),
     );
     let a_err = dir.join("a.err");
     let a = st.consumer(
@@ -200,21 +210,12 @@ async fn a_paused_consumer_cannot_overwrite_its_successor() {
         &a_err,
         &[("DOCKET_NO_WORKER_GUARDS", "1"), ("DOCKET_LOG", "warn")],
     );
-    let started = |n: usize| {
-        let log = log.clone();
-        move || {
-            let log = log.clone();
-            async move {
-                std::fs::read_to_string(&log)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter(|l| l.starts_with("start"))
-                    .count()
-                    >= n
-            }
-        }
-    };
-    eventually(Duration::from_secs(30), "A started the job", started(1)).await;
+    eventually(Duration::from_secs(30), "A started the job", || async {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("start ")
+    })
+    .await;
     signal(a.id(), "STOP");
     let b = st.consumer(&["--lease", "2s", "--exec", &body], &dir.join("b.err"), &[]);
     eventually(
@@ -223,6 +224,12 @@ async fn a_paused_consumer_cannot_overwrite_its_successor() {
         || async { runs(&log).get(&ids[0]).is_some_and(|f| !f.is_empty()) },
     )
     .await;
+    // Only now does A's command end, while A is still stopped: its outcome waits for it.
+    let release = fifo.clone();
+    tokio::task::spawn_blocking(move || std::fs::write(release, "go\n"))
+        .await
+        .unwrap()
+        .unwrap();
     eventually_explained(
         Duration::from_secs(30),
         "A's command ended (exit 65)",

@@ -33,7 +33,6 @@ use docket_worker::{Registry, StopReason};
 use futures::StreamExt;
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::deliver::{self, Flight};
 use crate::error::NatsError;
@@ -268,7 +267,6 @@ pub(crate) struct Inner<S> {
     /// Jobs started and not yet ended (their task included), for [`Source::wait_idle`].
     pub(crate) busy: watch::Sender<usize>,
     pub(crate) tally: Tally,
-    tasks: TaskTracker,
 }
 
 /// A worker on a JetStream consumer (see the module doc). Clones share the source.
@@ -337,7 +335,6 @@ impl<S: Send + Sync + 'static> Source<S> {
                 flights: Mutex::default(),
                 busy: watch::Sender::new(0),
                 tally: Tally::new(),
-                tasks: TaskTracker::new(),
             }),
         })
     }
@@ -410,7 +407,7 @@ impl<S: Send + Sync + 'static> Source<S> {
             // Polled here first: a job done at once (its handler ready at its first poll,
             // its ack sent) costs no task; one that waits goes on in a task of its own.
             if futures::poll!(&mut job).is_pending() {
-                self.inner.tasks.spawn(job);
+                tokio::spawn(job);
             }
         }
         Ok(got)
@@ -528,8 +525,7 @@ impl<S: Send + Sync + 'static> Source<S> {
                 }
             }
         };
-        self.inner.tasks.close();
-        // Running jobs get the shutdown timeout to end, then are stopped and handed back.
+        // Running jobs (counted in `busy` until their task ends) get the shutdown timeout to end, then are stopped and handed back.
         if tokio::time::timeout(self.inner.cfg.shutdown_timeout, self.wait_idle())
             .await
             .is_err()
@@ -539,19 +535,19 @@ impl<S: Send + Sync + 'static> Source<S> {
             }
             self.wait_idle().await;
         }
-        self.inner.tasks.wait().await;
         beats.abort();
         result.map(|()| self.report())
     }
 
     /// True when the consumer has nothing waiting or unacknowledged and nothing runs here.
     async fn nothing_left(&self) -> Result<bool, NatsError> {
-        if self.in_flight() > 0 {
+        let idle = || *self.inner.busy.borrow() == 0;
+        if !idle() {
             return Ok(false);
         }
         let mut c = self.inner.consumer.clone();
         let info = c.info().await.map_err(NatsError::nats)?;
-        Ok(info.num_pending == 0 && info.num_ack_pending == 0 && self.in_flight() == 0)
+        Ok(info.num_pending == 0 && info.num_ack_pending == 0 && idle())
     }
 }
 
