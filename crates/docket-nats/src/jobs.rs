@@ -11,10 +11,7 @@
 //! (`Nats-Msg-Id`, [`JobQueue::enqueue_with_id`]), honoured inside the stream's duplicate
 //! window.
 
-use std::str::FromStr;
-
 use async_nats::jetstream::{self, message::PublishMessage};
-use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use docket_core::outbox::NewMessage;
 use docket_core::{JobId, NewJob, Schedule};
 use docket_worker::Job;
@@ -31,14 +28,22 @@ pub const MAX_METADATA_BYTES: usize = 8 * 1024;
 /// The outbox message that enqueues `job` on the JetStream queue `subject` when the
 /// transaction it is published in commits (`store.publish_in(&mut tx, &msg)`).
 pub fn job_message<J: Job>(subject: &str, job: &J) -> Result<NewMessage, NatsError> {
-    let args = serde_json::to_value(job)
-        .map_err(|e| NatsError::Config(format!("job {} does not serialize: {e}", J::KIND)))?;
-    new_job_message(subject, &NewJob::new(J::QUEUE, J::KIND, args))
+    new_job_message(subject, &typed(job)?)
+}
+
+/// The [`NewJob`] of a typed job (`docket_worker::new_job`), its error as this crate's.
+fn typed<J: Job>(job: &J) -> Result<NewJob, NatsError> {
+    docket_worker::new_job(job).map_err(|e| NatsError::Config(e.to_string()))
 }
 
 /// The outbox message for a [`NewJob`]: refused when it sets what a JetStream job cannot
 /// carry (see the module doc).
 pub fn new_job_message(subject: &str, job: &NewJob) -> Result<NewMessage, NatsError> {
+    checked_job_message(subject, job).map(|(msg, _)| msg)
+}
+
+/// [`new_job_message`] and its checked payload text (what is published).
+fn checked_job_message(subject: &str, job: &NewJob) -> Result<(NewMessage, String), NatsError> {
     let (kind, metadata) = parts(job)?;
     let mut msg = NewMessage::new(subject, &job.args)
         .map_err(|e| NatsError::Config(e.to_string()))?
@@ -46,9 +51,10 @@ pub fn new_job_message(subject: &str, job: &NewJob) -> Result<NewMessage, NatsEr
     if let Some(m) = metadata {
         msg = msg.header(METADATA_HEADER, m);
     }
-    msg.checked()
-        .map_err(|e| NatsError::Config(e.to_string()))
-        .map(|_| msg)
+    let payload = msg
+        .checked()
+        .map_err(|e| NatsError::Config(e.to_string()))?;
+    Ok((msg, payload))
 }
 
 /// The kind and the metadata header of a job, after refusing what cannot carry over.
@@ -124,35 +130,21 @@ impl JobQueue {
 
     /// Enqueues a typed job.
     pub async fn enqueue<J: Job>(&self, job: &J) -> Result<JobId, NatsError> {
-        let args = serde_json::to_value(job)
-            .map_err(|e| NatsError::Config(format!("job {} does not serialize: {e}", J::KIND)))?;
-        self.enqueue_new(&NewJob::new(J::QUEUE, J::KIND, args), None)
-            .await
+        self.enqueue_new(&typed(job)?, None).await
     }
 
     /// Enqueues a typed job once per `id` inside the stream's duplicate window: a second
     /// enqueue with the same id returns the first one's job id and adds nothing.
     pub async fn enqueue_with_id<J: Job>(&self, job: &J, id: &str) -> Result<JobId, NatsError> {
-        let args = serde_json::to_value(job)
-            .map_err(|e| NatsError::Config(format!("job {} does not serialize: {e}", J::KIND)))?;
-        self.enqueue_new(&NewJob::new(J::QUEUE, J::KIND, args), Some(id))
-            .await
+        self.enqueue_new(&typed(job)?, Some(id)).await
     }
 
     /// Enqueues a [`NewJob`] (refused when it sets what a JetStream job cannot carry).
     pub async fn enqueue_new(&self, job: &NewJob, id: Option<&str>) -> Result<JobId, NatsError> {
-        let msg = new_job_message(&self.subject, job)?;
-        let checked = msg
-            .checked()
-            .map_err(|e| NatsError::Config(e.to_string()))?;
-        let mut headers = HeaderMap::new();
-        for (k, v) in &msg.headers {
-            let name = HeaderName::from_str(k).map_err(|e| NatsError::Config(e.to_string()))?;
-            let value = HeaderValue::from_str(v).map_err(|e| NatsError::Config(e.to_string()))?;
-            headers.insert(name, value);
-        }
+        let (msg, payload) = checked_job_message(&self.subject, job)?;
+        let headers = crate::relay::header_map(&msg.headers).map_err(NatsError::Config)?;
         let mut p = PublishMessage::build()
-            .payload(checked.into_bytes().into())
+            .payload(payload.into_bytes().into())
             .headers(headers);
         if let Some(id) = id {
             if id.is_empty() || id.len() > 255 || id.chars().any(char::is_control) {

@@ -105,6 +105,21 @@ impl RelayConfig {
     }
 }
 
+/// A message's headers as the client's map, each name and value checked (the client's
+/// `&str` conversions panic on a bad one).
+pub(crate) fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_str(k).map_err(|_| format!("invalid header name {k:?}"))?;
+        let value =
+            HeaderValue::from_str(v).map_err(|_| format!("invalid value of header {k:?}"))?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
 /// Why a publish failed, and so when to try it again.
 enum Failed {
     /// The broker did not answer in time or the connection broke (a restart, a leader
@@ -297,13 +312,7 @@ impl<S: Store> Relay<S> {
     /// `publish()` by the schema's owner must not panic the client).
     fn message(&self, m: &OutboxMessage) -> Result<Publish, String> {
         docket_core::outbox::check_subject(&m.subject).map_err(|e| e.to_string())?;
-        let mut headers = HeaderMap::new();
-        for (k, v) in &m.headers {
-            let name = HeaderName::from_str(k).map_err(|_| format!("invalid header name {k:?}"))?;
-            let value =
-                HeaderValue::from_str(v).map_err(|_| format!("invalid value of header {k:?}"))?;
-            headers.insert(name, value);
-        }
+        let headers = header_map(&m.headers)?;
         let mut p = Publish::build()
             .payload(Bytes::from(m.payload.clone()))
             .headers(headers);
