@@ -8,9 +8,9 @@
 //!   drained by a [`Source`] with the library's defaults and `slots` slots (10, 50 and 200),
 //!   its handler doing nothing: jobs per second and the ratio to the floor at the same
 //!   pull size (target ≥ 0.7).
-//! - **Source, 50 ms jobs**: 200 slots running a handler that takes 50 ms, against the
-//!   ideal of 200 / 50 ms = 4,000 jobs/s: what real handler times cost (pulls sized to free
-//!   slots, in-progress acks, no prefetch).
+//! - **Source, real handler times**: 50 ms on 10 and 200 slots, 1 s on 50 slots, each
+//!   against its ideal (slots / handler time): what real handler times cost (pulls sized to
+//!   free slots, in-progress acks, no prefetch).
 //!
 //! The messages are published first (not timed); each variant gets a fresh stream. The
 //! time is taken when the last job's ack has been sent (flushed), not when `drain` returns
@@ -67,29 +67,36 @@ pub async fn jetstream(a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
             ..Default::default()
         });
     }
-    let (slots, work) = (200usize, Duration::from_millis(50));
-    let jobs = (n / 10).max(2_000);
-    let ideal = slots as f64 / work.as_secs_f64();
-    let mut rates = Vec::new();
-    for run in 0..a.runs.max(1) {
-        rates.push(source(&nc, &js, jobs, slots, work, run).await?);
+    // Real handler times: each variant runs about five seconds of ideal work.
+    for (slots, work) in [
+        (10usize, Duration::from_millis(50)),
+        (200, Duration::from_millis(50)),
+        (50, Duration::from_secs(1)),
+    ] {
+        let ideal = slots as f64 / work.as_secs_f64();
+        let jobs = (ideal * 5.0) as u64;
+        let mut rates = Vec::new();
+        for run in 0..a.runs.max(1) {
+            rates.push(source(&nc, &js, jobs, slots, work, run).await?);
+        }
+        let r = med(&rates);
+        let ms = work.as_millis();
+        out.push(BenchResult {
+            scenario: format!("jetstream_source_{ms}ms"),
+            jobs: Some(jobs),
+            concurrency: Some(slots),
+            jobs_per_s: Some(r),
+            floor_jobs_per_s: Some(ideal),
+            ratio: Some(r / ideal),
+            note: Some(format!(
+                "jobs/s of a {ms} ms handler on {slots} slots (library defaults), median of {} \
+                 runs, against the ideal {ideal:.0}/s (every slot busy all the time)",
+                a.runs.max(1)
+            )),
+            extra: Some(json!({ "runs": rates })),
+            ..Default::default()
+        });
     }
-    let r = med(&rates);
-    out.push(BenchResult {
-        scenario: "jetstream_source_50ms".into(),
-        jobs: Some(jobs),
-        concurrency: Some(slots),
-        jobs_per_s: Some(r),
-        floor_jobs_per_s: Some(ideal),
-        ratio: Some(r / ideal),
-        note: Some(format!(
-            "jobs/s of a 50 ms handler on {slots} slots (library defaults), median of {} runs, \
-             against the ideal {ideal:.0}/s (every slot busy all the time)",
-            a.runs.max(1)
-        )),
-        extra: Some(json!({ "runs": rates })),
-        ..Default::default()
-    });
     Ok(out)
 }
 
