@@ -234,7 +234,12 @@ async fn list(ctx: &impl Open, a: ListArgs) -> anyhow::Result<()> {
                     .unwrap_or_default(),
             ),
             Cell::new(r.stream_seq.map(|s| s.to_string()).unwrap_or_default()),
-            Cell::new(output::clip(&r.payload, 60)),
+            // A published payload PostgreSQL did not keep (over 1,800 bytes stored) is in
+            // the stream at `seq`.
+            Cell::new(output::clip(
+                r.payload.as_deref().unwrap_or("(in the stream)"),
+                60,
+            )),
             Cell::new(output::clip(r.last_error.as_deref().unwrap_or(""), 80)),
         ]);
     }

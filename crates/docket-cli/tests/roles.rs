@@ -255,6 +255,14 @@ async fn every_command_as_each_role() {
         .await
         .expect_err("the worker role marks nothing past the fence");
     assert!(e.to_string().contains("permission denied"), "{e}");
+    let e = sqlx::query(&format!(
+        "INSERT INTO {s}.outbox_sent (id, subject, payload, created_at, attempt, errors, published_at)
+         VALUES (1, 'x', '{{}}', now(), 1, 0, now())"
+    ))
+    .execute(&wpool)
+    .await
+    .expect_err("the worker role records no publish of its own");
+    assert!(e.to_string().contains("permission denied"), "{e}");
     wpool.close().await;
     let stream = docket_testkit::nats::stream_name();
     let mut relay = as_role(&db, &wu);

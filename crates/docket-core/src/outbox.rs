@@ -358,8 +358,10 @@ pub struct OutboxRow {
     pub published_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Its stream sequence number, once published.
     pub stream_seq: Option<i64>,
-    /// The payload's JSON text.
-    pub payload: String,
+    /// The payload's JSON text. `None` for a published message whose payload was not kept:
+    /// PostgreSQL's history keeps payloads of at most 1,800 bytes as stored (a larger one is
+    /// in the stream at `stream_seq`); SQLite and MariaDB keep every one.
+    pub payload: Option<String>,
 }
 
 /// The delay before a message whose publish failed `errors` times is claimed again:

@@ -192,6 +192,22 @@ CREATE TABLE {{schema}}.outbox_origin (
 ALTER TABLE {{schema}}.outbox_origin ADD CONSTRAINT outbox_origin_origin_check CHECK ((origin ~ '^[0-9a-f]{16}$'::text));
 ALTER TABLE {{schema}}.outbox_origin ADD CONSTRAINT outbox_origin_pkey PRIMARY KEY (origin);
 
+CREATE TABLE {{schema}}.outbox_sent (
+    id bigint NOT NULL,
+    subject text NOT NULL,
+    payload jsonb,
+    key text,
+    headers jsonb,
+    created_at timestamp with time zone NOT NULL,
+    attempt integer NOT NULL,
+    errors integer NOT NULL,
+    last_error text,
+    published_at timestamp with time zone NOT NULL,
+    stream_seq bigint,
+    duplicate boolean
+);
+CREATE INDEX outbox_sent_published ON {{schema}}.outbox_sent USING brin (published_at);
+
 CREATE TABLE {{schema}}.periodic (
     name text NOT NULL,
     cron text NOT NULL,
@@ -1808,6 +1824,11 @@ CREATE OR REPLACE FUNCTION {{schema}}.outbox_claim(p_relay text, p_limit integer
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+    -- A claim lost with a crash of the server is harmless (as a job's claim, migration 0011):
+    -- the messages are claimable again with the same attempt; if the relay that held them
+    -- publishes and marks anyway, its mark and its successor's are one move (the second
+    -- finds nothing to move) and JetStream drops the second publish by its id.
+    SELECT set_config('synchronous_commit', 'off', true);
     WITH keyed AS (
         -- The oldest unpublished keyed messages, at most 2,000: a key's oldest among them is
         -- its oldest of all (every earlier message of that key is older still, so inside the
@@ -1820,7 +1841,7 @@ AS $function$
               ORDER BY o.id
               LIMIT 2000) w
     ), keyed_heads AS (
-        SELECT o.id
+        SELECT o.id, o.ctid AS t
         FROM outbox o
         WHERE o.id IN (SELECT k.id FROM keyed k
                        WHERE k.turn = 1 AND k.available_at <= statement_timestamp())
@@ -1832,7 +1853,7 @@ AS $function$
     ), unkeyed AS (
         -- Locked as the index is walked, so what a concurrent claim holds is skipped
         -- without counting against the limit (lanes and relays claim side by side).
-        SELECT u.id
+        SELECT u.id, u.ctid AS t
         FROM outbox u
         WHERE u.published_at IS NULL AND u.key IS NULL
           AND u.available_at <= statement_timestamp()
@@ -1840,17 +1861,17 @@ AS $function$
         LIMIT least(greatest(p_limit, 1), 1000)
         FOR UPDATE SKIP LOCKED
     ), heads AS (
-        SELECT h.id
-        FROM (SELECT id FROM keyed_heads UNION ALL SELECT id FROM unkeyed) h
+        SELECT h.t
+        FROM (SELECT id, t FROM keyed_heads UNION ALL SELECT id, t FROM unkeyed) h
         ORDER BY h.id
         LIMIT least(greatest(p_limit, 1), 1000)
     )
+    -- The rows are locked by this statement, so their ctids cannot change under it.
     UPDATE outbox o
     SET attempt = o.attempt + 1,
         relay = p_relay,
         available_at = statement_timestamp() + p_lease_ms * interval '1 millisecond'
-    FROM heads
-    WHERE o.id = heads.id
+    WHERE o.ctid = ANY (ARRAY(SELECT t FROM heads))
     RETURNING o.id, o.attempt, o.errors, o.subject, o.payload::text, o.key, o.headers
 $function$;
 
@@ -1882,17 +1903,25 @@ CREATE OR REPLACE FUNCTION {{schema}}.outbox_mark(p_ids bigint[], p_attempts int
 AS $function$
     WITH m AS (
         SELECT * FROM unnest(p_ids, p_attempts, p_seqs, p_dups) AS m(id, attempt, seq, dup)
-        ORDER BY 1
-    ), marked AS (
-        UPDATE outbox o
-        SET published_at = statement_timestamp(), stream_seq = m.seq, duplicate = m.dup
-        FROM m
+    ), moved AS (
+        DELETE FROM outbox o
+        USING m
         WHERE o.id = m.id
           AND o.attempt = m.attempt
           AND o.published_at IS NULL
+        RETURNING o.id, o.subject, o.payload, o.key, o.headers, o.created_at, o.attempt,
+                  o.errors, o.last_error, m.seq, m.dup
+    ), sent AS (
+        INSERT INTO outbox_sent (id, subject, payload, key, headers, created_at, attempt,
+                                 errors, last_error, published_at, stream_seq, duplicate)
+        SELECT v.id, v.subject,
+               CASE WHEN pg_column_size(v.payload) <= 1800 THEN v.payload END,
+               v.key, v.headers, v.created_at, v.attempt,
+               v.errors, v.last_error, statement_timestamp(), v.seq, v.dup
+        FROM moved v
         RETURNING 1
     )
-    SELECT count(*) FROM marked
+    SELECT count(*) FROM sent
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.park_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_signals text[], p_owner text)
@@ -2000,13 +2029,12 @@ CREATE OR REPLACE FUNCTION {{schema}}.prune_outbox(p_retention_ms bigint, p_limi
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     WITH gone AS (
-        DELETE FROM outbox
-        WHERE id IN (
-            SELECT id FROM outbox
+        DELETE FROM outbox_sent
+        WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM outbox_sent
             WHERE published_at < statement_timestamp() - p_retention_ms * interval '1 millisecond'
-            ORDER BY published_at
-            LIMIT least(greatest(p_limit, 1), 100000)
-            FOR UPDATE SKIP LOCKED)
+            LIMIT least(greatest(p_limit, 1), 100000)))
+          AND published_at < statement_timestamp() - p_retention_ms * interval '1 millisecond'
         RETURNING 1
     )
     SELECT count(*) FROM gone

@@ -110,8 +110,8 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".job_steps, \"{s}\".job_signal
 -- prune_workflows() (migration 0030); batches through batch_open/add/close() and the trigger
 -- that counts their members (migration 0031).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".workflows, \"{s}\".job_deps FROM \"{w}\";
--- The outbox only through publish() and the relay's fenced functions (migration 0032).
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".outbox, \"{s}\".outbox_origin FROM \"{w}\";
+-- The outbox only through publish() and the relay's fenced functions (migrations 0032, 0034).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".outbox, \"{s}\".outbox_origin, \"{s}\".outbox_sent FROM \"{w}\";
 -- The audit log is append-only for everyone but its owner: an entry, once written, is
 -- neither rewritten nor removed by the roles it records.
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";

@@ -1,6 +1,6 @@
 //! The outbox's SQL API called directly with hostile input: `publish()` refuses every value
 //! the library refuses, with a clear error and nothing written; the relay's functions clamp
-//! what they are given.
+//! what they are given; a published message moves to the history table (migration 0034).
 
 use docket_testkit::TestDb;
 
@@ -129,4 +129,126 @@ async fn publish_refuses_hostile_input_from_sql_writing_nothing() {
         marked, 1,
         "arrays of unequal length mark only what matches: {marked}"
     );
+}
+
+/// A relay's mark moves a message to `outbox_sent` with its stream sequence; the payload goes
+/// with it when it is stored inline (at most 1,800 bytes), a larger one stays only in the
+/// stream — listed as `None` — so the mark never copies an out-of-line value.
+#[tokio::test]
+async fn a_published_message_moves_to_the_history_with_its_payload_when_small() {
+    use docket_core::outbox::{NewMessage, OutboxState, Published};
+    use docket_core::Store;
+    let db = TestDb::new().await;
+    let s = &db.store;
+    // 40 kB of digits from a linear congruential sequence: not compressible below 1,800 bytes.
+    let mut x: u64 = 7;
+    let big: String = (0..40_000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'0' + ((x >> 33) % 10) as u8)
+        })
+        .collect();
+    let small = NewMessage::new("orders.small", &serde_json::json!({"n": 1})).unwrap();
+    let large = NewMessage::new("orders.large", &serde_json::json!({ "blob": big })).unwrap();
+    let small_id = s.publish(&small).await.unwrap();
+    let large_id = s.publish(&large).await.unwrap();
+    let claimed = s
+        .outbox_claim("r", 10, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let done: Vec<Published> = claimed
+        .iter()
+        .map(|m| Published {
+            id: m.id,
+            attempt: m.attempt,
+            stream_seq: m.id as u64 + 100,
+            duplicate: false,
+        })
+        .collect();
+    assert_eq!(s.outbox_mark(&done).await.unwrap(), 2);
+    let left: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}.outbox", db.schema))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "a published message leaves the hot table");
+    let mut rows = s.outbox_list(OutboxState::Published, 10).await.unwrap();
+    rows.sort_by_key(|r| r.id);
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.id, r.stream_seq))
+            .collect::<Vec<_>>(),
+        vec![
+            (small_id, Some(small_id + 100)),
+            (large_id, Some(large_id + 100))
+        ]
+    );
+    assert_eq!(rows[0].payload.as_deref(), Some(r#"{"n": 1}"#));
+    assert_eq!(
+        rows[1].payload, None,
+        "a payload stored out of line is not copied"
+    );
+    assert!(rows.iter().all(|r| r.published_at.is_some()));
+    assert_eq!(s.outbox_stats().await.unwrap().published, 2);
+}
+
+/// Migration 0034 moves what earlier relays marked published into `outbox_sent`, leaving the
+/// unpublished messages where the claim finds them.
+#[tokio::test]
+async fn migration_0034_moves_published_messages_to_the_history() {
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    let schema = docket_testkit::fresh_schema();
+    let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "CREATE SCHEMA {schema}; SET search_path TO {schema}"
+    ))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let run = |v: i64| {
+        docket_postgres::migrate::MIGRATOR
+            .iter()
+            .find(|m| m.version == v)
+            .unwrap()
+            .sql
+            .to_string()
+    };
+    for v in 1..=33 {
+        sqlx::raw_sql(&run(v)).execute(&mut c).await.unwrap();
+    }
+    sqlx::raw_sql(
+        "INSERT INTO outbox (subject, payload, key, attempt, published_at, stream_seq, duplicate)
+         VALUES ('a.one', '{\"n\": 1}', 'k', 1, now() - interval '1 minute', 11, false),
+                ('a.two', '{\"n\": 2}', 'k', 0, NULL, NULL, NULL),
+                ('a.three', '{\"n\": 3}', NULL, 2, now(), 12, true)",
+    )
+    .execute(&mut c)
+    .await
+    .unwrap();
+    sqlx::raw_sql(&run(34)).execute(&mut c).await.unwrap();
+    let sent: Vec<(String, i64, bool, Option<String>)> = sqlx::query_as(
+        "SELECT subject, stream_seq, duplicate, payload::text FROM outbox_sent ORDER BY published_at",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(
+        sent,
+        vec![
+            ("a.one".into(), 11, false, Some(r#"{"n": 1}"#.into())),
+            ("a.three".into(), 12, true, Some(r#"{"n": 3}"#.into())),
+        ]
+    );
+    let left: Vec<String> = sqlx::query_scalar("SELECT subject FROM outbox")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(left, vec!["a.two".to_string()]);
+    sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut c)
+        .await
+        .unwrap();
 }
