@@ -405,12 +405,15 @@ pub async fn a_freed_key_wakes_the_worker_holding_its_next_job_before_any_poll<H
     );
     let freed = Instant::now();
     release.notify_one();
-    let (name, at) = tokio::time::timeout(Duration::from_secs(5), started.recv())
+    // Anything short of the hour-long poll proves the hint; 30 s rather than 5 because the
+    // full suite on two cores has taken the first job's end, the hint and MariaDB's claim
+    // past 5 s once (it passed alone in half a second).
+    let (name, at) = tokio::time::timeout(Duration::from_secs(30), started.recv())
         .await
         .expect("the freed key's next job starts without a poll")
         .unwrap();
     assert_eq!(name, "second");
-    assert!(at.duration_since(freed) < Duration::from_secs(5));
+    assert!(at.duration_since(freed) < Duration::from_secs(30));
     a.stop().await;
     b.stop().await;
 }
