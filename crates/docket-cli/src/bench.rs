@@ -277,7 +277,7 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
     if a.output_bytes > 0 {
         cfg = cfg.max_output_bytes(a.output_bytes + 64);
     }
-    if a.real_handlers {
+    if a.real_handlers || a.keep_succeeded {
         cfg = cfg.keep_succeeded(true);
     }
     if a.defaults {
@@ -718,13 +718,14 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
         "workflows",
         "outbox",
         "jetstream",
+        "keep",
     ]
     .contains(&a.scenario.as_str())
     {
         let hint = if ["scale", "churn", "charts"].contains(&a.scenario.as_str()) {
             "the long benchmarks (scale, churn, charts) are `docket-bench`'s: cargo run --release -p docket-bench -- <scenario>"
         } else {
-            "drain, concurrency, mixed, handlers, steps, workflows, outbox, jetstream, enqueue, latency or all"
+            "drain, concurrency, mixed, handlers, steps, workflows, outbox, jetstream, keep, enqueue, latency or all"
         };
         return Err(
             CliError::invalid(format!("unknown scenario {:?}", a.scenario))
@@ -750,6 +751,10 @@ pub async fn run(ctx: &Ctx, a: BenchArgs) -> anyhow::Result<()> {
     }
     if a.scenario == "outbox" {
         let r = crate::bench_outbox::outbox(&ctx, &a).await?;
+        return print(&r, a.json);
+    }
+    if a.scenario == "keep" {
+        let r = crate::bench_keep::keep(&ctx, &a).await?;
         return print(&r, a.json);
     }
     if a.scenario == "jetstream" {

@@ -80,7 +80,7 @@ pub(crate) async fn one_drain(
 }
 
 /// [`one_drain`] with more arguments for the worker (steps, outputs).
-async fn drain_with(
+pub(crate) async fn drain_with(
     ctx: &Ctx,
     n: u64,
     slots: usize,

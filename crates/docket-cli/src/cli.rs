@@ -806,8 +806,8 @@ pub enum EmbeddedCommand {
 /// `docket bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// drain, concurrency, mixed, enqueue, latency or all (scale, churn and the charts are
-    /// `docket-bench`'s).
+    /// drain, concurrency, mixed, handlers, steps, workflows, outbox, jetstream, keep,
+    /// enqueue, latency or all (scale, churn and the charts are `docket-bench`'s).
     #[arg(long, default_value = "drain")]
     pub scenario: String,
     /// Jobs for drain and bulk enqueue (default 100,000) and for mixed work (default 20,000,
@@ -910,6 +910,9 @@ pub struct BenchWorkerArgs {
     /// rows are kept for the scenario to read.
     #[arg(long)]
     pub real_handlers: bool,
+    /// Succeeded jobs are kept (`WorkerConfig::keep_succeeded(true)`: the keep scenario).
+    #[arg(long)]
+    pub keep_succeeded: bool,
     /// Each no-op job runs this many memoized steps (`ctx.step`), each recording a small
     /// value (the steps scenario).
     #[arg(long, default_value_t = 0)]

@@ -19,6 +19,7 @@ pub mod bench;
 pub mod bench_concurrency;
 mod bench_handlers;
 mod bench_jetstream;
+mod bench_keep;
 mod bench_outbox;
 mod bench_workflows;
 pub mod cli;

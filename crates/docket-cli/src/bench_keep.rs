@@ -1,0 +1,65 @@
+//! `docket bench --scenario keep`: what keeping succeeded jobs costs against the deleting
+//! default, on PostgreSQL. One default worker process drains N no-op jobs with
+//! `WorkerConfig::keep_succeeded(false)` (the default: a success deletes its row) and then with
+//! `keep_succeeded(true)` (a success updates its row to `succeeded`, kept for the retention),
+//! alternating, at each of `--levels`; reported per level: the kept drain's rate over the
+//! deleting one's and the database server's CPU per job of each (the target an operator
+//! would hold it to: at most 15 % more).
+
+use serde_json::json;
+
+use crate::bench::BenchResult;
+use crate::bench_concurrency::{drain_with, median};
+use crate::cli::BenchArgs;
+use crate::Ctx;
+
+/// The scenario (see the module doc).
+pub async fn keep(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
+    let n = a.counts.first().copied().unwrap_or(20_000);
+    let mut out = Vec::new();
+    for &w in &a.levels {
+        let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+        for _ in 0..a.runs.max(1) {
+            for (i, extra) in [vec![], vec!["--keep-succeeded".to_string()]]
+                .iter()
+                .enumerate()
+            {
+                let d = drain_with(ctx, n, w, 0, extra).await?;
+                rates[i].push(d.rate);
+                if let Some(c) = d.server_cpu_s {
+                    cpu[i].push(c * 1e6 / n as f64);
+                }
+            }
+        }
+        let (deleted, kept) = (median(rates[0].clone()), median(rates[1].clone()));
+        let full = |v: &Vec<f64>| v.len() == a.runs.max(1);
+        let (cpu_deleted, cpu_kept) = (
+            full(&cpu[0]).then(|| median(cpu[0].clone())),
+            full(&cpu[1]).then(|| median(cpu[1].clone())),
+        );
+        out.push(BenchResult {
+            scenario: "keep_succeeded".into(),
+            jobs: Some(n),
+            workers: Some(1),
+            concurrency: Some(w),
+            jobs_per_s: Some(kept),
+            seconds: Some(n as f64 / kept),
+            ratio: Some(kept / deleted),
+            note: Some(format!(
+                "kept drain's rate over the deleting default's (target >= 0.85); one process, \
+                 library defaults; median of {} runs, alternating",
+                rates[0].len()
+            )),
+            extra: Some(json!({
+                "deleted_jobs_per_s": deleted,
+                "runs_deleted": rates[0],
+                "runs_kept": rates[1],
+                "server_cpu_us_per_job_deleted": cpu_deleted,
+                "server_cpu_us_per_job_kept": cpu_kept,
+                "server_cpu_kept_over_deleted": cpu_kept.zip(cpu_deleted).map(|(k, d)| k / d),
+            })),
+            ..Default::default()
+        });
+    }
+    Ok(out)
+}
