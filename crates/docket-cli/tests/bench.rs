@@ -148,6 +148,53 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
     assert_completed_once(&db, 400).await;
 }
 
+/// `--scenario keep` alternates a deleting and a keeping drain at each level and reports the
+/// kept rate over the deleted one; the keeping drain really keeps: its jobs are left as
+/// `succeeded`, once each.
+#[tokio::test]
+async fn the_keep_bench_compares_a_keeping_drain_with_the_deleting_default() {
+    let db = TestDb::new().await;
+    let cli = Cli { db: &db };
+    let o = cli.run(&[
+        "bench",
+        "--scenario",
+        "keep",
+        "--levels",
+        "4",
+        "--counts",
+        "300",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", err(&o));
+    let rows = json_lines(&o);
+    assert_eq!(bench_sizes(&rows), [(300, 4)], "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["scenario"], "keep_succeeded", "{r}");
+    let (kept, deleted) = (
+        r["jobs_per_s"].as_f64().unwrap(),
+        r["extra"]["deleted_jobs_per_s"].as_f64().unwrap(),
+    );
+    assert!(kept > 0.0 && deleted > 0.0, "{r}");
+    assert!(
+        (r["ratio"].as_f64().unwrap() - kept / deleted).abs() < 1e-9,
+        "{r}"
+    );
+    // The last drain was the keeping one.
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM {schema}_bench.jobs WHERE state = 'succeeded' AND attempt = 1"
+        )
+        .await,
+        300
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM {schema}_bench.jobs").await,
+        300
+    );
+}
+
 /// The last drain's `n` jobs all completed on their first claim: no row is left (the default
 /// worker deletes what succeeds) and the bench's completion log adds up to `n` of attempt 1.
 async fn assert_completed_once(db: &TestDb, n: i64) {
