@@ -11,11 +11,21 @@ use serde_json::json;
 use crate::bench::BenchResult;
 use crate::bench_concurrency::{drain_with, median};
 use crate::cli::BenchArgs;
+use crate::fail::CliError;
 use crate::Ctx;
 
 /// The scenario (see the module doc).
 pub async fn keep(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> {
     let n = a.counts.first().copied().unwrap_or(20_000);
+    if a.runs == 0 || a.levels.is_empty() {
+        return Err(CliError::invalid("--runs and --levels must not be empty").into());
+    }
+    if !(1..=100_000_000).contains(&n) {
+        return Err(CliError::invalid("--counts must be 1..=100000000").into());
+    }
+    if a.levels.iter().any(|w| !(1..=10_000).contains(w)) {
+        return Err(CliError::invalid("--levels must each be 1..=10000").into());
+    }
     let mut out = Vec::new();
     for &w in &a.levels {
         let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);

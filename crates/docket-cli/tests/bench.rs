@@ -193,6 +193,11 @@ async fn the_keep_bench_compares_a_keeping_drain_with_the_deleting_default() {
         db.scalar("SELECT count(*) FROM {schema}_bench.jobs").await,
         300
     );
+    for bad in [["--counts", "0"], ["--levels", "0"], ["--runs", "0"]] {
+        let o = cli.run(&["bench", "--scenario", "keep", bad[0], bad[1]]);
+        assert_eq!(code(&o), 5, "{bad:?}: {}", err(&o));
+        assert!(err(&o).contains(bad[0]), "{bad:?}: {}", err(&o));
+    }
 }
 
 /// The last drain's `n` jobs all completed on their first claim: no row is left (the default

@@ -20,9 +20,10 @@
 -- What does not change: the fence (a mark deletes only a row whose attempt is the claim's and
 -- that is still unpublished, so a stale relay moves nothing), per-key order (a key's next
 -- message is claimable once its predecessor left the unpublished set, now by the move),
--- the functions' signatures and grants, and what operators see (`docket outbox list
--- --published` reads outbox_sent). outbox's published_at, stream_seq and duplicate columns
--- stay (NULL from now on) so the migration is additive.
+-- the functions' signatures and grants, and what operators see (`docket outbox list --state
+-- published` reads outbox_sent, a payload not kept shown as in the stream). outbox's
+-- published_at, stream_seq and duplicate columns stay (NULL from now on) so the migration is
+-- additive.
 
 CREATE TABLE outbox_sent (
     id bigint NOT NULL,
