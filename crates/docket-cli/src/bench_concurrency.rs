@@ -80,7 +80,7 @@ pub(crate) async fn one_drain(
 }
 
 /// [`one_drain`] with more arguments for the worker (steps, outputs).
-pub(crate) async fn drain_with(
+async fn drain_with(
     ctx: &Ctx,
     n: u64,
     slots: usize,
@@ -314,6 +314,36 @@ async fn output_floor(ctx: &Ctx, n: u64, bytes: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / t.elapsed().as_secs_f64().max(1e-6))
 }
 
+/// `runs` rounds (at least one) of one drain of `n` jobs at `w` slots per case, the cases in
+/// turn so a drift of the machine's pace falls on each alike: per case, its rates and the
+/// server's CPU µs a job (where it could be read).
+pub(crate) async fn alternating(
+    ctx: &Ctx,
+    n: u64,
+    w: usize,
+    runs: usize,
+    cases: &[Vec<String>],
+) -> anyhow::Result<(Vec<Vec<f64>>, Vec<Vec<f64>>)> {
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for _ in 0..runs.max(1) {
+        for (i, extra) in cases.iter().enumerate() {
+            let d = drain_with(ctx, n, w, 0, extra).await?;
+            rates[i].push(d.rate);
+            if let Some(c) = d.server_cpu_s {
+                cpu[i].push(c * 1e6 / n as f64);
+            }
+        }
+    }
+    Ok((rates, cpu))
+}
+
+/// The median of `v` when every one of `runs` rounds gave a value, else none (a server CPU
+/// that could not be read in some round is not reported from the others).
+pub(crate) fn median_of_all(v: &[f64], runs: usize) -> Option<f64> {
+    (v.len() == runs.max(1)).then(|| median(v.to_vec()))
+}
+
 /// The steps scenario at `w` slots.
 async fn steps_at(ctx: &Ctx, a: &BenchArgs, n: u64, w: usize) -> anyhow::Result<Vec<BenchResult>> {
     let cases: [(&str, Vec<String>); 3] = [
@@ -324,28 +354,18 @@ async fn steps_at(ctx: &Ctx, a: &BenchArgs, n: u64, w: usize) -> anyhow::Result<
             vec!["--output-bytes".into(), "65536".into()],
         ),
     ];
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    for _ in 0..a.runs.max(1) {
-        for (i, (_, extra)) in cases.iter().enumerate() {
-            let d = drain_with(ctx, n, w, 0, extra).await?;
-            rates[i].push(d.rate);
-            if let Some(c) = d.server_cpu_s {
-                cpu[i].push(c * 1e6 / n as f64);
-            }
-        }
-    }
+    let extras: Vec<Vec<String>> = cases.iter().map(|(_, e)| e.clone()).collect();
+    let (rates, cpu) = alternating(ctx, n, w, a.runs, &extras).await?;
     let floor = output_floor(ctx, n, 65536).await?;
     let plain = median(rates[0].clone());
-    let full = |v: &Vec<f64>| v.len() == a.runs.max(1);
-    let plain_cpu = full(&cpu[0]).then(|| median(cpu[0].clone()));
+    let plain_cpu = median_of_all(&cpu[0], a.runs);
     Ok(cases
         .iter()
         .zip(rates)
         .zip(cpu)
         .map(|(((name, _), r), c)| {
             let m = median(r.clone());
-            let us = full(&c).then(|| median(c.clone()));
+            let us = median_of_all(&c, a.runs);
             let (ratio, target) = match (*name, us.zip(plain_cpu)) {
                 ("10 steps", Some((us, p))) => {
                     (us / p, "server CPU per job vs plain, target <= 12")

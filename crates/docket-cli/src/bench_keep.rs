@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use crate::bench::BenchResult;
-use crate::bench_concurrency::{drain_with, median};
+use crate::bench_concurrency::{alternating, median, median_of_all};
 use crate::cli::BenchArgs;
 use crate::fail::CliError;
 use crate::Ctx;
@@ -28,24 +28,12 @@ pub async fn keep(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchResult>> 
     }
     let mut out = Vec::new();
     for &w in &a.levels {
-        let (mut rates, mut cpu) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
-        for _ in 0..a.runs.max(1) {
-            for (i, extra) in [vec![], vec!["--keep-succeeded".to_string()]]
-                .iter()
-                .enumerate()
-            {
-                let d = drain_with(ctx, n, w, 0, extra).await?;
-                rates[i].push(d.rate);
-                if let Some(c) = d.server_cpu_s {
-                    cpu[i].push(c * 1e6 / n as f64);
-                }
-            }
-        }
+        let cases = [vec![], vec!["--keep-succeeded".to_string()]];
+        let (rates, cpu) = alternating(ctx, n, w, a.runs, &cases).await?;
         let (deleted, kept) = (median(rates[0].clone()), median(rates[1].clone()));
-        let full = |v: &Vec<f64>| v.len() == a.runs.max(1);
         let (cpu_deleted, cpu_kept) = (
-            full(&cpu[0]).then(|| median(cpu[0].clone())),
-            full(&cpu[1]).then(|| median(cpu[1].clone())),
+            median_of_all(&cpu[0], a.runs),
+            median_of_all(&cpu[1], a.runs),
         );
         out.push(BenchResult {
             scenario: "keep_succeeded".into(),

@@ -480,16 +480,28 @@ pub fn router<S: Store>(store: S, handle: PrometheusHandle) -> Router {
 /// `/metrics` for a process with no database to read (`docket consume`): its own counters
 /// and histograms only, behind the same bearer token and host check.
 pub fn process_router(handle: PrometheusHandle, token: Option<String>) -> Router {
+    guarded(token, move || {
+        let handle = handle.clone();
+        async move { handle.render() }
+    })
+}
+
+/// `/metrics` answering with what `render` produces, once the host and, when a token is
+/// given, the bearer token were checked: the one route both routers serve.
+fn guarded<F, Fut>(token: Option<String>, render: F) -> Router
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = String> + Send + 'static,
+{
     let opts = token_options(token);
     Router::new().route(
         "/metrics",
         get(move |headers: axum::http::HeaderMap| {
-            let handle = handle.clone();
-            let opts = opts.clone();
+            let (opts, render) = (opts.clone(), render.clone());
             async move {
                 match refused(&opts, &headers) {
                     Some(r) => r,
-                    None => exposition(handle.render()),
+                    None => exposition(render().await),
                 }
             }
         }),
@@ -528,18 +540,8 @@ pub fn router_with_token<S: Store>(
     token: Option<String>,
 ) -> Router {
     let scraper = Scraper::new(store, handle);
-    let opts = token_options(token);
-    Router::new().route(
-        "/metrics",
-        get(move |headers: axum::http::HeaderMap| {
-            let s = scraper.clone();
-            let opts = opts.clone();
-            async move {
-                match refused(&opts, &headers) {
-                    Some(r) => r,
-                    None => exposition(s.render().await),
-                }
-            }
-        }),
-    )
+    guarded(token, move || {
+        let s = scraper.clone();
+        async move { s.render().await }
+    })
 }
