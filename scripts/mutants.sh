@@ -24,7 +24,7 @@ source scripts/lib/jobs.sh
 
 # mutant | tests that must catch it (package:test-target[:name filter], space-separated)
 MAP=$(cat <<'EOF'
-complete_no_attempt_check|docket-postgres:conformance:a_wrong_owner_cannot_write docket-postgres:conformance docket-postgres:interleavings
+complete_no_attempt_check|docket-postgres:history:a_stale_completion_moves_nothing docket-postgres:conformance:a_wrong_owner_cannot_write docket-postgres:conformance docket-postgres:interleavings
 complete_no_fence|docket-cli:cli_all:crash::without_worker_guards docket-postgres:conformance:store_matches_the_state_machine_model docket-postgres:interleavings
 complete_after_expiry|docket-postgres:lifecycle:an_expired_lease_cannot_complete docket-postgres:conformance
 complete_delete_no_fence|docket-postgres:conformance:completing_by_delete docket-postgres:conformance

@@ -37,7 +37,8 @@ async fn sample(
                 coalesce(pg_stat_get_live_tuples(to_regclass('{s}.jobs')), 0),
                 coalesce(pg_stat_get_dead_tuples(to_regclass('{s}.jobs')), 0),
                 (SELECT count(*) FROM {s}.jobs WHERE state = 'pending' AND run_at <= now()),
-                (SELECT count(*) FROM {s}.jobs WHERE state = 'succeeded')",
+                (SELECT count(*) FROM {s}.jobs WHERE state = 'succeeded')
+                  + (SELECT coalesce(sum(n), 0) FROM {s}.jobs_succeeded)::bigint",
         s = schema
     ))
     .fetch_one(store.pool())

@@ -435,7 +435,7 @@ pub async fn verify_drained(
     let (left, done, max_attempt, secs): (i64, i64, i32, Option<f64>) = sqlx::query_as(&format!(
         "SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'), coalesce(max(attempt), 0),
                 extract(epoch FROM max(finished_at) - min(attempted_at))::float8
-         FROM {s}.jobs"
+         FROM {s}.jobs_all"
     ))
     .fetch_one(store.pool())
     .await?;

@@ -107,7 +107,7 @@ async fn one(ctx: &Ctx, n: u64, slots: usize) -> anyhow::Result<BenchResult> {
                     coalesce(max(attempt - released), 0),
                     percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - run_at)),
                     percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM attempted_at - run_at))
-             FROM {s}.jobs"
+             FROM {s}.jobs_all"
         ))
         .fetch_one(store.pool())
         .await?;

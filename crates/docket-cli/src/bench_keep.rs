@@ -1,7 +1,8 @@
 //! `docket bench --scenario keep`: what keeping succeeded jobs costs against the deleting
 //! default, on PostgreSQL. One default worker process drains N no-op jobs with
 //! `WorkerConfig::keep_succeeded(false)` (the default: a success deletes its row) and then with
-//! `keep_succeeded(true)` (a success updates its row to `succeeded`, kept for the retention),
+//! `keep_succeeded(true)` (a success moves its row to the packed history `jobs_succeeded`,
+//! migration 0035, kept for the retention),
 //! alternating, at each of `--levels`; reported per level: the kept drain's rate over the
 //! deleting one's and the database server's CPU per job of each (the target an operator
 //! would hold it to: at most 15 % more).

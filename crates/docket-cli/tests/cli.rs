@@ -9,8 +9,9 @@ use docket_testkit::TestDb;
 use crate::common;
 use common::*;
 
+/// Every job, kept successes included (on PostgreSQL they live in `jobs_succeeded`).
 async fn jobs(db: &TestDb) -> i64 {
-    db.scalar("SELECT count(*) FROM {schema}.jobs").await
+    db.scalar("SELECT count(*) FROM {schema}.jobs_all").await
 }
 
 #[tokio::test]
@@ -370,7 +371,7 @@ esac"#,
         let kind = kind.to_string();
         async move {
             let row: (String, serde_json::Value) = sqlx::query_as(&format!(
-                "SELECT state, errors FROM {}.jobs WHERE kind = $1",
+                "SELECT state, errors FROM {}.jobs_all WHERE kind = $1",
                 db.schema
             ))
             .bind(kind)
@@ -400,7 +401,7 @@ esac"#,
         "{e}"
     );
     let id = db
-        .scalar("SELECT id FROM {schema}.jobs WHERE kind = 'ok'")
+        .scalar("SELECT id FROM {schema}.jobs_all WHERE kind = 'ok'")
         .await;
     let stdin = std::fs::read_to_string(dir.path().join(format!("stdin-{id}"))).unwrap();
     assert_eq!(stdin, r#"{"hello":"world"}"#);
@@ -625,7 +626,7 @@ async fn the_demo_runs_end_to_end() {
     assert!(text.contains("sent, not finished       0"), "{text}");
     let (left, succeeded, sends, once): (i64, i64, i64, bool) = sqlx::query_as(&format!(
         "SELECT (SELECT count(*) FROM {schema}.jobs WHERE queue = 'email' AND state NOT IN ('succeeded', 'dead')),
-                (SELECT count(*) FROM {schema}.jobs WHERE queue = 'email' AND state = 'succeeded'),
+                (SELECT count(*) FROM {schema}.jobs_all WHERE queue = 'email' AND state = 'succeeded'),
                 (SELECT count(*) FROM {schema}.demo_sends),
                 (SELECT coalesce(bool_and(n = 1), true) FROM (SELECT count(*) AS n FROM {schema}.demo_attempts
                                                                WHERE NOT deduped GROUP BY job_id) t)"
@@ -644,8 +645,8 @@ async fn the_demo_runs_end_to_end() {
     .await
     .unwrap();
     let unsent: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM {schema}.jobs WHERE queue = 'email' AND state = 'succeeded'
-         AND NOT EXISTS (SELECT 1 FROM {schema}.demo_sends d WHERE d.job_id = jobs.id)"
+        "SELECT count(*) FROM {schema}.jobs_all WHERE queue = 'email' AND state = 'succeeded'
+         AND NOT EXISTS (SELECT 1 FROM {schema}.demo_sends d WHERE d.job_id = jobs_all.id)"
     ))
     .fetch_one(&db.pool)
     .await
@@ -678,10 +679,13 @@ async fn reap_and_prune_act_on_real_data_and_only_on_what_is_due() {
         .await
         .unwrap();
     let (done, rest) = claimed.split_at(3);
-    db.store
-        .complete_many("crashed", &[done[0].lease(), done[1].lease()])
-        .await
-        .unwrap();
+    // One at a time: each kept success its own history row, so each can be aged apart.
+    for d in &done[..2] {
+        db.store
+            .complete_many("crashed", &[d.lease()])
+            .await
+            .unwrap();
+    }
     db.store
         .fail_many(
             "crashed",
@@ -716,15 +720,18 @@ async fn reap_and_prune_act_on_real_data_and_only_on_what_is_due() {
     assert_eq!(count(&db, "pending").await, 2);
     // One success 8 days old, one 1 day old; the dead job 8 days old (kept 30 days).
     db.exec(&format!(
-        "UPDATE {{schema}}.jobs SET finished_at = now() - interval '8 days' WHERE id IN ({}, {})",
-        done[0].id, done[2].id
+        "UPDATE {{schema}}.jobs SET finished_at = now() - interval '8 days' WHERE id = {}",
+        done[2].id
     ))
     .await;
-    db.exec(&format!(
-        "UPDATE {{schema}}.jobs SET finished_at = now() - interval '1 day' WHERE id = {}",
-        done[1].id
-    ))
-    .await;
+    for (d, age) in [(&done[0], "8 days"), (&done[1], "1 day")] {
+        db.exec(&format!(
+            "UPDATE {{schema}}.jobs_succeeded SET finished_at = now() - interval '{age}'
+             WHERE int8range(lo, hi, '[]') @> {}::bigint",
+            d.id
+        ))
+        .await;
+    }
     let o = cli.run(&["prune", "--older-than", "7d", "--json"]);
     let p: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(

@@ -158,7 +158,8 @@ async fn a_paused_worker_cannot_overwrite_its_successor() {
     assert_eq!((rec.state, rec.attempt), (JobState::Succeeded, 2));
     let a_owner = owner_of(&std::fs::read_to_string(&a_err).unwrap()).expect("A's owner");
     let winners: Vec<(i32, String)> = sqlx::query_as(&format!(
-        "SELECT old_attempt, old_owner FROM {}.audit WHERE new_state = 'succeeded'",
+        "SELECT old_attempt, old_owner FROM {}.audit
+         WHERE new_state = 'succeeded' OR (op = 'D' AND writer = 'complete_many')",
         db.schema
     ))
     .fetch_all(&db.pool)

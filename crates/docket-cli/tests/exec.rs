@@ -55,7 +55,7 @@ async fn enqueue(db: &TestDb, args: &str) -> i64 {
 
 async fn state(db: &TestDb, id: i64) -> String {
     sqlx::query_scalar(&format!(
-        "SELECT state FROM {}.jobs WHERE id = $1",
+        "SELECT state FROM {}.jobs_all WHERE id = $1",
         db.schema
     ))
     .bind(id)

@@ -119,6 +119,18 @@ CREATE TRIGGER jobs_release_keys_on_delete AFTER DELETE ON {{schema}}.jobs FOR E
 CREATE TRIGGER jobs_workflow_deleted AFTER DELETE ON {{schema}}.jobs FOR EACH ROW WHEN (((old.workflow_id IS NOT NULL) AND (old.state = ANY (ARRAY['waiting'::text, 'pending'::text, 'running'::text])) AND (pg_trigger_depth() = 0))) EXECUTE FUNCTION {{schema}}.jobs_workflow_ended();
 CREATE TRIGGER jobs_workflow_ended AFTER UPDATE OF state ON {{schema}}.jobs FOR EACH ROW WHEN (((old.workflow_id IS NOT NULL) AND (old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['succeeded'::text, 'dead'::text, 'cancelled'::text])) AND (pg_trigger_depth() = 0) AND (current_setting('docket.nodes_batch'::text, true) IS DISTINCT FROM 'on'::text))) EXECUTE FUNCTION {{schema}}.jobs_workflow_ended();
 
+CREATE TABLE {{schema}}.jobs_succeeded (
+    lo bigint NOT NULL,
+    hi bigint NOT NULL,
+    queue text NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    n integer NOT NULL,
+    jobs {{schema}}.succeeded_job[] NOT NULL
+);
+ALTER TABLE {{schema}}.jobs_succeeded ADD CONSTRAINT jobs_succeeded_check CHECK (((lo <= hi) AND (n = cardinality(jobs))));
+CREATE INDEX jobs_succeeded_finished ON {{schema}}.jobs_succeeded USING btree (finished_at);
+CREATE INDEX jobs_succeeded_ids ON {{schema}}.jobs_succeeded USING gist (int8range(lo, hi, '[]'::text));
+
 CREATE TABLE {{schema}}.key_handovers (
     id bigint NOT NULL DEFAULT nextval('{{schema}}.key_handovers_id_seq'::regclass),
     key text NOT NULL,
@@ -909,24 +921,49 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    -- Plan: one primary-key probe per id. Mentioning state = 'running' here would let the
-    -- planner scan jobs_lease_idx (every running lease plus its dead entries) and hash-join
-    -- it instead, which measured 8x slower per row under load; the owner test carries it
-    -- (CHECK jobs_running_has_lease). coalesce( …, false) keeps the planner from estimating
-    -- the owner test from column statistics (analysed while nothing ran, they say no row has
-    -- an owner, and a custom plan scanned the whole table once per id).
-    -- `attempt = c.attempt` is a no-op while the fence holds and makes a write that slipped
-    -- past a broken fence visible to the invariant checker's audit trigger.
-    UPDATE jobs AS j
-    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
-        lease_owner = NULL, lease_expires_at = NULL
-    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+    -- Plan notes of migration 0016 hold (one primary-key probe per id; the owner test carries
+    -- the state). Plain jobs move: deleted, then appended packed, one history row per queue.
+    WITH moved AS (
+    DELETE FROM jobs AS j
+    USING unnest(p_ids, p_attempts) AS c(id, attempt)
     WHERE j.id = c.id
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
+      AND j.workflow_id IS NULL
+    RETURNING j.*
+    ), kept AS (
+    INSERT INTO jobs_succeeded (lo, hi, queue, finished_at, n, jobs)
+    SELECT min(m.id), max(m.id), m.queue, statement_timestamp(), count(*),
+           array_agg(ROW(m.id, m.queue, m.kind, m.args, m.priority, m.run_at, m.attempt,
+                         m.max_attempts, m.released, m.cancel_requested_at, m.unique_key,
+                         m.ordering_key, m.concurrency_key, m.errors, m.metadata,
+                         m.created_at, m.attempted_at, m.progress_percent,
+                         m.progress_message, m.progress_at, m.batch_id)::succeeded_job
+                     ORDER BY m.id)
+    FROM moved AS m
+    GROUP BY m.queue
+    RETURNING 1
+    ), nodes AS (
+    -- A workflow node completed here (in its handler's transaction) keeps its row: only the
+    -- ids the move did not take are probed again, so a batch of plain jobs pays nothing.
+    UPDATE jobs AS j
+    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+        lease_owner = NULL, lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE c.id NOT IN (SELECT m.id FROM moved AS m)
+      AND j.id = c.id
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+      AND j.workflow_id IS NOT NULL
     RETURNING j.id, j.attempt
+    )
+    SELECT m.id, m.attempt FROM moved AS m
+    UNION ALL
+    SELECT n.id, n.attempt FROM nodes AS n
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.complete_nodes_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[], p_owner text)
@@ -2003,8 +2040,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.prune_finished(p_states text[], p_retentio
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    -- prune_finished(text[], bigint, bigint) (migration 0016), and a row with an output is
-    -- also past the outputs' window.
+    -- Migration 0018's prune of `jobs`, and, for 'succeeded', whole history rows past the
+    -- retention (at most p_batch jobs' worth a call, at least one row). Returns the jobs gone.
     WITH doomed AS (
         SELECT d.id
         FROM jobs AS d
@@ -2018,8 +2055,22 @@ AS $function$
         FOR UPDATE SKIP LOCKED
     ), gone AS (
         DELETE FROM jobs AS j USING doomed WHERE j.id = doomed.id RETURNING 1
+    ), old_history AS (
+        SELECT h.ctid AS t, sum(h.n) OVER (ORDER BY h.finished_at) AS upto
+        FROM jobs_succeeded AS h
+        WHERE 'succeeded' = ANY(p_states)
+          AND h.finished_at < now() - p_retention_ms * interval '1 millisecond'
+        ORDER BY h.finished_at
+        LIMIT greatest(p_batch, 0)
+    ), history_gone AS (
+        DELETE FROM jobs_succeeded AS h
+        WHERE h.ctid = ANY (ARRAY(SELECT o.t FROM old_history AS o
+                                  WHERE o.upto <= greatest(p_batch, 1)
+                                     OR o.upto = (SELECT min(upto) FROM old_history)))
+          AND h.finished_at < now() - p_retention_ms * interval '1 millisecond'
+        RETURNING h.n
     )
-    SELECT count(*) FROM gone
+    SELECT (SELECT count(*) FROM gone) + coalesce((SELECT sum(n) FROM history_gone), 0)
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.prune_outbox(p_retention_ms bigint, p_limit integer)
@@ -2046,13 +2097,16 @@ CREATE OR REPLACE FUNCTION {{schema}}.prune_steps(p_batch bigint)
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
-    -- Steps and signals of jobs that no longer exist (completed by delete, pruned), bounded.
+    -- Steps and signals of jobs that no longer exist (completed by delete, pruned), bounded;
+    -- a kept success's stay while its history row does.
     WITH doomed AS (
         SELECT s.job_id, s.name
         FROM job_steps AS s
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = s.job_id)
+          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
+                          WHERE int8range(h.lo, h.hi, '[]') @> s.job_id AND r.id = s.job_id)
         LIMIT greatest(p_batch, 0)
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF s SKIP LOCKED
     ), gone AS (
         DELETE FROM job_steps AS s USING doomed
         WHERE s.job_id = doomed.job_id AND s.name = doomed.name
@@ -2061,8 +2115,10 @@ AS $function$
         SELECT g.job_id, g.name
         FROM job_signals AS g
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = g.job_id)
+          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
+                          WHERE int8range(h.lo, h.hi, '[]') @> g.job_id AND r.id = g.job_id)
         LIMIT greatest(p_batch, 0)
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF g SKIP LOCKED
     ), gone_signals AS (
         DELETE FROM job_signals AS g USING doomed_signals
         WHERE g.job_id = doomed_signals.job_id AND g.name = doomed_signals.name

@@ -2,6 +2,8 @@
 -- No parameters. Scans the table once; meant for dashboards and the CLI, not hot paths.
 -- One vocabulary with the dashboard and the gauges: pending and ready leave out jobs held by
 -- a key (blocked, counted apart); the oldest waiting job is the oldest due one, held or not.
+-- Kept successes are counted from their packed history too (migration 0035: one row holds
+-- n jobs; the arrays are not read).
 -- Ages skip non-finite times (only a write that bypassed the table's checks can store one):
 -- `now() - '-infinity'` is an error, and one such row must not break stats for everyone.
 SELECT s.*, coalesce(q.paused_at IS NOT NULL, false) AS paused
@@ -11,7 +13,7 @@ SELECT queue,
        count(*) FILTER (WHERE state = 'pending' AND NOT blocked AND run_at <= now()) AS ready,
        count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS waiting,
        count(*) FILTER (WHERE state = 'running') AS running,
-       count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+       coalesce(sum(n) FILTER (WHERE state = 'succeeded'), 0)::bigint AS succeeded,
        count(*) FILTER (WHERE state = 'dead') AS dead,
        count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
        extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND NOT blocked AND run_at <= now() AND isfinite(run_at)))::float8
@@ -24,7 +26,10 @@ SELECT queue,
        extract(epoch FROM now() - min(finished_at) FILTER (WHERE state = 'dead' AND isfinite(finished_at)))::float8
            AS oldest_dead_age_s,
        count(*) FILTER (WHERE state = 'pending' AND blocked) AS blocked
-FROM {{schema}}.jobs
+FROM (SELECT queue, state, blocked, run_at, lease_expires_at, finished_at, 1 AS n
+      FROM {{schema}}.jobs
+      UNION ALL
+      SELECT queue, 'succeeded', false, NULL, NULL, NULL, n FROM {{schema}}.jobs_succeeded) AS j
 GROUP BY queue
 ) s
 LEFT JOIN {{schema}}.queues q ON q.name = s.queue

@@ -56,11 +56,13 @@ impl PgStore {
             Some(f) => (None, None, Some(f.path.clone()), Some(f.value.clone())),
             None => (None, None, None, None),
         };
-        let window = q.needs_window();
+        // Kept successes live packed in jobs_succeeded (migration 0035), which an id window
+        // over `jobs` cannot see: a search for them is always read in finished order.
+        let succeeded = q.state == Some(JobState::Succeeded);
+        let window = q.needs_window() && !succeeded;
         // Dead jobs are few and have their own index by id; the other finished states are
         // read in finished order over jobs_finished_idx.
-        let finished =
-            !window && matches!(q.state, Some(JobState::Succeeded | JobState::Cancelled));
+        let finished = succeeded || (!window && q.state == Some(JobState::Cancelled));
         let sql = if window {
             &self.queries().search_window
         } else if finished {

@@ -101,7 +101,9 @@ GRANT EXECUTE ON FUNCTION \"{s}\".{ENQUEUE}, \"{s}\".{ENQUEUE_JOBS}, \"{s}\".{SI
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"{s}\" TO \"{w}\";
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \"{s}\" TO \"{w}\";
-{keep_jobs}-- The record of key hand-overs is written by the key-release trigger only (migration 0017).
+{keep_jobs}-- Kept successes only through the fenced completion that moves them (migration 0035).
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".jobs_succeeded FROM \"{w}\";
+-- The record of key hand-overs is written by the key-release trigger only (migration 0017).
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".key_handovers FROM \"{w}\";
 -- A step is recorded only through the fenced record_step(), a signal only through signal()
 -- (migration 0019).

@@ -20,7 +20,17 @@ impl PgStore {
                     .map_err(db_err)
             })
             .await?;
-        let row = row.ok_or(StoreError::NotFound(id))?;
+        let Some(row) = row else {
+            // A kept success is no longer in `jobs` (migration 0035): read from its history,
+            // it is simply not pending.
+            let job = self.get(id).await?;
+            return Ok(WhyReport {
+                id,
+                queue: job.queue,
+                state: job.state,
+                gates: vec![Gate::NotPending { state: job.state }],
+            });
+        };
         let mut r = report(id, &row)?;
         if docket_core::why::scheduled_later(&r) {
             docket_core::why::name_sleep(&mut r, &self.job_steps_impl(id).await?);

@@ -70,8 +70,14 @@ async fn sixteen_claimers_complete_ten_thousand_jobs_exactly_once() {
             .await,
         0
     );
+    // Kept, each once, in the packed history (migration 0035).
     assert_eq!(
-        db.scalar("SELECT max(attempt)::bigint FROM {schema}.jobs")
+        db.scalar("SELECT count(DISTINCT r.id) FROM {schema}.jobs_succeeded h, unnest(h.jobs) r")
+            .await,
+        10_000
+    );
+    assert_eq!(
+        db.scalar("SELECT max(r.attempt)::bigint FROM {schema}.jobs_succeeded h, unnest(h.jobs) r")
             .await,
         1
     );

@@ -187,6 +187,8 @@ async fn prune_respects_separate_retentions_and_batches() {
     // Finished two days ago.
     db.exec("UPDATE {schema}.jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL")
         .await;
+    db.exec("UPDATE {schema}.jobs_succeeded SET finished_at = now() - interval '2 days'")
+        .await;
     let r = db
         .store
         .prune(&Retention {

@@ -21,9 +21,10 @@
 //! - **terminal**: at most one accepted terminal write per job and attempt, at most one
 //!   success per job;
 //! - **claims**: a claim moves `pending → running` and increments the token by one;
-//! - **deletes**: only finished jobs are deleted, or a running one by the fenced completion
-//!   that deletes (`complete_delete_many`, the workers' default), which the lease, terminal
-//!   and executions rules count as a success of the attempt it deleted;
+//! - **deletes**: only finished jobs are deleted, or a running one by a fenced completion
+//!   (`complete_delete_many`, the workers' default, and `complete_many`, which moves a kept
+//!   success to its packed history, migration 0035), which the lease, terminal and
+//!   executions rules count as a success of the attempt it deleted;
 //! - **executions** (with the log, which is then mandatory): every accepted success has the
 //!   execution that produced it, and no two attempts of one job overlap in time;
 //! - **completeness**: every job ended in an expected state.
@@ -157,7 +158,7 @@ fn rules(s: &str) -> Vec<(&'static str, String)> {
                 "SELECT format('job %s: %s of attempt %s at %s, lease expired %s',
                                job_id, writer, old_attempt, at, old_lease_expires_at)
                  FROM {s}.audit
-                 WHERE ((op = 'U' AND writer IN {WORKER}) OR (op = 'D' AND writer = 'complete_delete_many'))
+                 WHERE ((op = 'U' AND writer IN {WORKER}) OR (op = 'D' AND writer IN ('complete_delete_many', 'complete_many')))
                    AND (old_lease_expires_at IS NULL OR old_lease_expires_at <= at)"
             ),
         ),
@@ -195,7 +196,7 @@ fn rules(s: &str) -> Vec<(&'static str, String)> {
             format!(
                 "SELECT format('job %s: %s successes', job_id, count(*)) FROM {s}.audit
                  WHERE (op = 'U' AND new_state = 'succeeded' AND old_state <> 'succeeded')
-                    OR (op = 'D' AND writer = 'complete_delete_many')
+                    OR (op = 'D' AND writer IN ('complete_delete_many', 'complete_many'))
                  GROUP BY job_id HAVING count(*) > 1"
             ),
         ),
@@ -214,7 +215,7 @@ fn rules(s: &str) -> Vec<(&'static str, String)> {
             format!(
                 "SELECT format('job %s: deleted while %s by %s', job_id, old_state, writer)
                  FROM {s}.audit WHERE op = 'D' AND old_state NOT IN ('succeeded', 'dead', 'cancelled')
-                   AND NOT (writer = 'complete_delete_many' AND old_state = 'running')"
+                   AND NOT (writer IN ('complete_delete_many', 'complete_many') AND old_state = 'running')"
             ),
         ),
     ]
@@ -253,9 +254,10 @@ pub async fn check_writes(db: &TestDb, terminal: &[&str]) -> CheckReport {
             "completeness: {n} job(s) ended {state}, expected only {terminal:?}"
         );
     }
-    // Jobs completed by deleting their rows (the workers' default) succeeded.
+    // Jobs completed by deleting their rows (the workers' default, or moved to the kept
+    // history) succeeded.
     let deleted: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM {s}.audit WHERE op = 'D' AND writer = 'complete_delete_many'"
+        "SELECT count(*) FROM {s}.audit WHERE op = 'D' AND writer IN ('complete_delete_many', 'complete_many')"
     ))
     .fetch_one(&db.pool)
     .await
@@ -289,7 +291,7 @@ pub async fn check(db: &TestDb, executions: &[Execution], terminal: &[&str]) -> 
     let accepted: Vec<(i64, i32)> = sqlx::query_as(&format!(
         "SELECT job_id, old_attempt FROM {s}.audit
          WHERE (op = 'U' AND old_state = 'running' AND new_state = 'succeeded')
-            OR (op = 'D' AND writer = 'complete_delete_many')"
+            OR (op = 'D' AND writer IN ('complete_delete_many', 'complete_many'))"
     ))
     .fetch_all(&db.pool)
     .await

@@ -279,6 +279,20 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// Jobs in `state`, kept successes included: those live packed in `jobs_succeeded`
+    /// (migration 0035), not in `jobs`. `state` is one of the job states (a test's literal).
+    pub async fn count_state(&self, state: &str) -> i64 {
+        let kept = if state == "succeeded" {
+            " + (SELECT coalesce(sum(n), 0) FROM {schema}.jobs_succeeded)"
+        } else {
+            ""
+        };
+        self.scalar(&format!(
+            "SELECT ((SELECT count(*) FROM {{schema}}.jobs WHERE state = $${state}$$){kept})::bigint"
+        ))
+        .await
+    }
+
     /// Waits until at least `n` backends of this test's schema are blocked on a lock (so a
     /// race is set up for real, not by a sleep). Panics after 30 s.
     pub async fn wait_for_lock_waiters(&self, n: i64) {

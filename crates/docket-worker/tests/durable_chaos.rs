@@ -212,7 +212,7 @@ async fn steps_survive_kills_and_pauses_and_never_run_again_once_recorded() {
         .map(|e| e.id)
         .collect();
     let count = || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all WHERE state = 'succeeded'")
             .await
     };
     let (kills, stops) = chaos_until(&mut w, Duration::from_secs(240), || async {
@@ -303,7 +303,7 @@ async fn signals_racing_timeouts_resume_each_wait_once() {
         })
     };
     let count = || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded'")
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all WHERE state = 'succeeded'")
             .await
     };
     chaos_until(&mut w, Duration::from_secs(180), || async {

@@ -51,7 +51,7 @@ async fn big_numbers_and_decimals_round_trip_exactly() {
         .collect();
     db.store.enqueue_many(&bulk).await.unwrap();
     let stored: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT DISTINCT args::text FROM {}.jobs",
+        "SELECT DISTINCT args::text FROM {}.jobs_all",
         db.schema
     ))
     .fetch_all(&db.pool)

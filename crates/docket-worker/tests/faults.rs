@@ -41,7 +41,7 @@ async fn inject(
         )
     };
     let row_test = match (level, job) {
-        ("ROW", Some(j)) => format!("AND NEW.id = {j}"),
+        ("ROW", Some(j)) => format!("AND coalesce(NEW.id, OLD.id) = {j}"),
         _ => String::new(),
     };
     let sql = format!(
@@ -52,10 +52,10 @@ async fn inject(
                 AND nextval('{{schema}}.injected') <= {times} THEN
                  {body}
              END IF;
-             RETURN CASE WHEN TG_LEVEL = 'ROW' THEN NEW END;
+             RETURN CASE WHEN TG_LEVEL = 'ROW' THEN coalesce(NEW, OLD) END;
          END $$;
          DROP TRIGGER IF EXISTS inject ON {{schema}}.jobs;
-         CREATE TRIGGER inject BEFORE UPDATE ON {{schema}}.jobs FOR EACH {level}
+         CREATE TRIGGER inject BEFORE UPDATE OR DELETE ON {{schema}}.jobs FOR EACH {level}
          EXECUTE FUNCTION {{schema}}.inject_fn();"
     );
     sqlx::raw_sql(&sql.replace("{schema}", &db.schema))

@@ -145,7 +145,7 @@ async fn shutdown_deadline_releases_jobs_without_consuming_an_attempt() {
     assert_eq!(count_state(&db, "running").await, 0);
     assert_eq!(count_state(&db, "pending").await, 5);
     assert_eq!(
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE max_attempts = 2 AND run_at <= now() AND errors = '[]'")
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all WHERE max_attempts = 2 AND run_at <= now() AND errors = '[]'")
             .await,
         5,
         "released: claimable again at once, budget given back, not an error"
@@ -270,7 +270,7 @@ async fn in_transaction_jobs_commit_or_roll_back_with_their_completion() {
     reg.register_tx::<Transfer>();
     let w = start(&db, reg, config("q", 2)).await;
     eventually(Duration::from_secs(10), "both attempted", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE attempt = 1 AND state <> 'running'")
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all WHERE attempt = 1 AND state <> 'running'")
             .await
             == 2
     })
@@ -469,7 +469,7 @@ async fn the_leader_prunes_by_itself_in_bounded_batches() {
         Duration::from_secs(30),
         "the leader pruned and the held job runs",
         || async {
-            db.scalar("SELECT count(*) FROM {schema}.jobs").await == 6
+            db.scalar("SELECT count(*) FROM {schema}.jobs_all").await == 6
                 && count_state(&db, "running").await == 1
         },
     )

@@ -230,7 +230,7 @@ async fn a_drain_survives_timeouts_and_connection_kills() {
                     count(*) FILTER (WHERE state = 'dead'),
                     count(*) FILTER (WHERE kind = 'slow_tx' AND state = 'pending' AND attempt = 1),
                     count(*) FILTER (WHERE kind = 'slow_tx' AND state = 'succeeded' AND attempt = 2)
-             FROM docket.jobs",
+             FROM docket.jobs_all",
         )
         .fetch_one(&check)
         .await

@@ -126,8 +126,10 @@ async fn two_workers_drain_through_pgbouncer() {
     }
     assert_eq!(done as i64, N);
     assert_eq!(
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded' AND attempt = 1")
-            .await,
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs_all WHERE state = 'succeeded' AND attempt = 1"
+        )
+        .await,
         N
     );
     assert!(!bouncer.log().contains("ERROR"), "{}", bouncer.log());

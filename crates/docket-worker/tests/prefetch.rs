@@ -45,8 +45,10 @@ async fn prime(db: &TestDb, n: usize) {
         .collect();
     db.store.enqueue_many(&jobs).await.unwrap();
     eventually(Duration::from_secs(20), "quick jobs done", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'quick' AND state = 'succeeded'")
-            .await
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs_all WHERE kind = 'quick' AND state = 'succeeded'",
+        )
+        .await
             == n as i64
     })
     .await;
@@ -54,7 +56,7 @@ async fn prime(db: &TestDb, n: usize) {
 
 async fn row(db: &TestDb, id: i64) -> (String, i32, i32, bool) {
     sqlx::query_as(&format!(
-        "SELECT state, attempt, max_attempts, lease_owner IS NOT NULL FROM {}.jobs WHERE id = $1",
+        "SELECT state, attempt, max_attempts, lease_owner IS NOT NULL FROM {}.jobs_all WHERE id = $1",
         db.schema
     ))
     .bind(id)
@@ -172,8 +174,10 @@ async fn a_job_that_waits_too_long_in_the_buffer_goes_back_to_the_queue() {
     assert_eq!(seen.lock().unwrap().len(), 1);
     eventually(Duration::from_secs(20), "all done", || async {
         release.notify_waiters();
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'hold' AND state = 'succeeded'")
-            .await
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs_all WHERE kind = 'hold' AND state = 'succeeded'",
+        )
+        .await
             == 3
     })
     .await;
@@ -342,8 +346,10 @@ async fn keyed_work_is_claimed_only_for_free_slots() {
         .collect();
     db.store.enqueue_many(&jobs).await.unwrap();
     eventually(Duration::from_secs(60), "the keyed jobs done", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE kind = 'keyed' AND state = 'succeeded'")
-            .await
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs_all WHERE kind = 'keyed' AND state = 'succeeded'",
+        )
+        .await
             == 100
     })
     .await;
@@ -407,8 +413,10 @@ async fn slow_keyed_handlers_do_not_churn() {
         "attempts seen: {seen:?}"
     );
     assert_eq!(
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE state = 'succeeded' AND released = 0")
-            .await,
+        db.scalar(
+            "SELECT count(*) FROM {schema}.jobs_all WHERE state = 'succeeded' AND released = 0"
+        )
+        .await,
         40
     );
 }

@@ -447,7 +447,7 @@ async fn by_default_a_success_deletes_its_row_and_other_outcomes_stay() {
     eventually(
         Duration::from_secs(30),
         "only the dead job is left",
-        || async { db.scalar("SELECT count(*) FROM {schema}.jobs").await == 1 },
+        || async { db.scalar("SELECT count(*) FROM {schema}.jobs_all").await == 1 },
     )
     .await;
     let r = w.stop().await;

@@ -241,7 +241,7 @@ async fn a_queue_rate_limit_holds_across_four_workers() {
     // Claim times by the database clock, in ms since the first claim.
     let times: Vec<f64> = sqlx::query_scalar(&format!(
         "SELECT extract(epoch FROM attempted_at - min(attempted_at) OVER ())::float8 * 1000
-         FROM {}.jobs ORDER BY attempted_at",
+         FROM {}.jobs_all ORDER BY attempted_at",
         db.schema
     ))
     .fetch_all(db.store.pool())
@@ -495,12 +495,12 @@ async fn each_cron_tick_is_enqueued_once_with_four_workers() {
     })
     .await;
     eventually(Duration::from_secs(30), "four ticks enqueued", || async {
-        db.scalar("SELECT count(*) FROM {schema}.jobs").await >= 4
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all").await >= 4
     })
     .await;
     stop_all(ws).await;
     let ticks: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT metadata->>'tick' FROM {}.jobs ORDER BY 1",
+        "SELECT metadata->>'tick' FROM {}.jobs_all ORDER BY 1",
         db.schema
     ))
     .fetch_all(db.store.pool())
@@ -611,7 +611,7 @@ async fn a_paused_queue_is_never_claimed_by_any_worker() {
     assert!(ctl.paused_at.is_some());
     // From here on nothing may be claimed: record what was claimed when pause returned.
     let claimed_at_pause = db
-        .scalar("SELECT count(*) FROM {schema}.jobs WHERE attempt > 0")
+        .scalar("SELECT count(*) FROM {schema}.jobs_all WHERE attempt > 0")
         .await;
     for _ in 0..3 {
         for w in &ws {
@@ -624,7 +624,7 @@ async fn a_paused_queue_is_never_claimed_by_any_worker() {
     })
     .await;
     assert_eq!(
-        db.scalar("SELECT count(*) FROM {schema}.jobs WHERE attempt > 0")
+        db.scalar("SELECT count(*) FROM {schema}.jobs_all WHERE attempt > 0")
             .await,
         claimed_at_pause,
         "jobs were claimed after pause returned"

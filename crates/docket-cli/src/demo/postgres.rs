@@ -104,12 +104,12 @@ impl DemoDb for Db {
                -- every job it marked succeeded was really sent (a completion accepted without
                -- its handler's effect), and that nothing was sent for a job it did not finish.
                count(*) FILTER (WHERE state = 'succeeded'
-                                AND NOT EXISTS (SELECT 1 FROM {s}.demo_sends d WHERE d.job_id = jobs.id))
+                                AND NOT EXISTS (SELECT 1 FROM {s}.demo_sends d WHERE d.job_id = jobs_all.id))
                  AS unsent,
                (SELECT count(*) FROM {s}.demo_sends d
-                WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = d.job_id AND j.state = 'succeeded'))
+                WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs_all j WHERE j.id = d.job_id AND j.state = 'succeeded'))
                  AS stray
-             FROM {s}.jobs WHERE queue = 'email'",
+             FROM {s}.jobs_all WHERE queue = 'email'",
             s = store.schema()
         ))
         .fetch_one(store.pool())

@@ -183,10 +183,7 @@ pub fn scratch() -> (tempfile::TempDir, PathBuf) {
 
 /// Jobs in `state`.
 pub async fn count(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!(
-        "SELECT count(*) FROM {{schema}}.jobs WHERE state = '{state}'"
-    ))
-    .await
+    db.count_state(state).await
 }
 
 /// The owner a `docket work` process announced on stderr.

@@ -34,7 +34,7 @@ impl Harness for PgHarness {
 
     async fn reset(&self) {
         self.db
-            .exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits, {schema}.job_steps, {schema}.job_signals, {schema}.job_deps, {schema}.workflows RESTART IDENTITY")
+            .exec("TRUNCATE {schema}.jobs, {schema}.queues, {schema}.key_limits, {schema}.job_steps, {schema}.job_signals, {schema}.job_deps, {schema}.workflows, {schema}.jobs_succeeded RESTART IDENTITY")
             .await;
     }
 
@@ -64,10 +64,24 @@ impl Harness for PgHarness {
                         FROM information_schema.columns
                         WHERE table_schema = '{schema}' AND data_type = 'timestamp with time zone'
                           AND table_name NOT LIKE '\\_%'
+                          AND table_name IN (SELECT table_name FROM information_schema.tables
+                                             WHERE table_schema = '{schema}'
+                                               AND table_type = 'BASE TABLE')
                         GROUP BY table_name
                LOOP
                  EXECUTE format('UPDATE %I.%I SET %s', '{schema}', t.table_name, t.s);
                END LOOP;
+               -- The kept successes' own times, packed in their history rows (migration 0035).
+               UPDATE {schema}.jobs_succeeded SET jobs = ARRAY(
+                 SELECT ROW(r.id, r.queue, r.kind, r.args, r.priority,
+                            r.run_at - interval '{ms} milliseconds', r.attempt, r.max_attempts,
+                            r.released, r.cancel_requested_at - interval '{ms} milliseconds',
+                            r.unique_key, r.ordering_key, r.concurrency_key, r.errors, r.metadata,
+                            r.created_at - interval '{ms} milliseconds',
+                            r.attempted_at - interval '{ms} milliseconds', r.progress_percent,
+                            r.progress_message, r.progress_at - interval '{ms} milliseconds',
+                            r.batch_id)::{schema}.succeeded_job
+                 FROM unnest(jobs) AS r);
              END $$",
             schema = self.db.schema
         );

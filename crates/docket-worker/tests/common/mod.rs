@@ -69,8 +69,5 @@ pub use docket_testkit::eventually;
 
 /// Count of jobs in `state`.
 pub async fn count_state(db: &TestDb, state: &str) -> i64 {
-    db.scalar(&format!(
-        "SELECT count(*) FROM {{schema}}.jobs WHERE state = '{state}'"
-    ))
-    .await
+    db.count_state(state).await
 }
