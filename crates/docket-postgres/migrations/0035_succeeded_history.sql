@@ -10,7 +10,8 @@
 -- goes. So the completion now DELETEs the rows and appends them **packed**: one history row
 -- per completing statement and queue, holding the jobs as an array of `succeeded_job`
 -- (compressed as one value by TOAST, no tuple header or index entry a job). Same harness:
--- 899 B and 31–37 µs a job, within 10 % of the deleting default.
+-- 899 B and 31–37 µs a job, within 10 % of the deleting default (at 30 a batch, with the
+-- plan cached as below: 866 B and 38–41 µs against 792 B and 36–39 µs).
 --
 -- What does not change: the fence (id + attempt + owner + unexpired lease, judged when
 -- written: a stale attempt moves nothing), the triggers a deleted running row fires (keys
@@ -85,9 +86,22 @@ FROM jobs_succeeded AS h, unnest(h.jobs) AS r;
 
 CREATE OR REPLACE FUNCTION complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
 RETURNS TABLE (id bigint, attempt integer)
-LANGUAGE sql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off AS $$
+-- PL/pgSQL, its plans cached, where migration 0016's writes are SQL functions planned at every
+-- call: planning this statement (a delete feeding an aggregate insert into another table)
+-- cost ~11 µs a job at the worker's batch sizes of ~30, as much again as the move itself
+-- (DO-block harness, 30 a batch: SQL function 50–57 µs a job, cached 38–41, deleting
+-- default 36–39). 0016's reason for SQL functions was lock order: a cached generic plan on
+-- a small table could lock a batch's rows in heap order while a custom plan locked them in
+-- the array's. The settings above leave the generic plan one choice, the array's order —
+-- a nested loop over the ids probing the primary key, as every custom plan does.
+DECLARE
+    v_moved integer;
+BEGIN
     -- Plan notes of migration 0016 hold (one primary-key probe per id; the owner test carries
     -- the state). Plain jobs move: deleted, then appended packed, one history row per queue.
+    RETURN QUERY
     WITH moved AS (
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
@@ -110,25 +124,26 @@ LANGUAGE sql VOLATILE AS $$
     FROM moved AS m
     GROUP BY m.queue
     RETURNING 1
-    ), nodes AS (
-    -- A workflow node completed here (in its handler's transaction) keeps its row: only the
-    -- ids the move did not take are probed again, so a batch of plain jobs pays nothing.
-    UPDATE jobs AS j
-    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
-        lease_owner = NULL, lease_expires_at = NULL
-    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
-    WHERE c.id NOT IN (SELECT m.id FROM moved AS m)
-      AND j.id = c.id
-      AND j.attempt = c.attempt
-      AND coalesce(TRUE
+    )
+    SELECT m.id, m.attempt FROM moved AS m;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved < cardinality(p_ids) THEN
+        -- Ids the move did not take: a workflow node completed here (in its handler's
+        -- transaction) keeps its row, updated as before; the rest are lost leases.
+        RETURN QUERY
+        UPDATE jobs AS j
+        SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+            lease_owner = NULL, lease_expires_at = NULL
+        FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+        WHERE j.id = c.id
+          AND j.attempt = c.attempt
+          AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-      AND j.workflow_id IS NOT NULL
-    RETURNING j.id, j.attempt
-    )
-    SELECT m.id, m.attempt FROM moved AS m
-    UNION ALL
-    SELECT n.id, n.attempt FROM nodes AS n
+          AND j.workflow_id IS NOT NULL
+        RETURNING j.id, j.attempt;
+    END IF;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION prune_finished(p_states text[], p_retention_ms bigint, p_outputs_ms bigint,

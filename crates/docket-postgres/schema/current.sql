@@ -917,12 +917,27 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
  RETURNS TABLE(id bigint, attempt integer)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+-- PL/pgSQL, its plans cached, where migration 0016's writes are SQL functions planned at every
+-- call: planning this statement (a delete feeding an aggregate insert into another table)
+-- cost ~11 µs a job at the worker's batch sizes of ~30, as much again as the move itself
+-- (DO-block harness, 30 a batch: SQL function 50–57 µs a job, cached 38–41, deleting
+-- default 36–39). 0016's reason for SQL functions was lock order: a cached generic plan on
+-- a small table could lock a batch's rows in heap order while a custom plan locked them in
+-- the array's. The settings above leave the generic plan one choice, the array's order —
+-- a nested loop over the ids probing the primary key, as every custom plan does.
+DECLARE
+    v_moved integer;
+BEGIN
     -- Plan notes of migration 0016 hold (one primary-key probe per id; the owner test carries
     -- the state). Plain jobs move: deleted, then appended packed, one history row per queue.
+    RETURN QUERY
     WITH moved AS (
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
@@ -945,25 +960,26 @@ AS $function$
     FROM moved AS m
     GROUP BY m.queue
     RETURNING 1
-    ), nodes AS (
-    -- A workflow node completed here (in its handler's transaction) keeps its row: only the
-    -- ids the move did not take are probed again, so a batch of plain jobs pays nothing.
-    UPDATE jobs AS j
-    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
-        lease_owner = NULL, lease_expires_at = NULL
-    FROM unnest(p_ids, p_attempts) AS c(id, attempt)
-    WHERE c.id NOT IN (SELECT m.id FROM moved AS m)
-      AND j.id = c.id
-      AND j.attempt = c.attempt
-      AND coalesce(TRUE
+    )
+    SELECT m.id, m.attempt FROM moved AS m;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved < cardinality(p_ids) THEN
+        -- Ids the move did not take: a workflow node completed here (in its handler's
+        -- transaction) keeps its row, updated as before; the rest are lost leases.
+        RETURN QUERY
+        UPDATE jobs AS j
+        SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+            lease_owner = NULL, lease_expires_at = NULL
+        FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+        WHERE j.id = c.id
+          AND j.attempt = c.attempt
+          AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-      AND j.workflow_id IS NOT NULL
-    RETURNING j.id, j.attempt
-    )
-    SELECT m.id, m.attempt FROM moved AS m
-    UNION ALL
-    SELECT n.id, n.attempt FROM nodes AS n
+          AND j.workflow_id IS NOT NULL
+        RETURNING j.id, j.attempt;
+    END IF;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.complete_nodes_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[], p_owner text)
