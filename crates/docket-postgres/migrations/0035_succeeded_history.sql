@@ -66,6 +66,19 @@ CREATE TABLE jobs_succeeded (
 CREATE INDEX jobs_succeeded_ids ON jobs_succeeded USING gist (int8range(lo, hi, '[]'));
 CREATE INDEX jobs_succeeded_finished ON jobs_succeeded (finished_at);
 
+-- One kept success by id: the one place that knows how to find it (the GiST index on each
+-- history row's id range, then the array). get.sql, output.sql, lease_status.sql,
+-- search_finished.sql's cursor and prune_steps() call it.
+CREATE FUNCTION kept_job(p_id bigint)
+RETURNS TABLE (job succeeded_job, finished_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r, h.finished_at
+    FROM jobs_succeeded AS h, unnest(h.jobs) AS r
+    WHERE int8range(h.lo, h.hi, '[]') @> p_id
+      AND r.id = p_id
+    LIMIT 1
+$$;
+
 -- Every job, live or kept, in the columns of `jobs`: for an operator's ad-hoc SQL (and the
 -- tests). Docket's own reads go to each table by its index (a filter on id is not pushed
 -- into the history's arrays through this view).
@@ -192,8 +205,7 @@ LANGUAGE sql VOLATILE AS $$
         SELECT s.job_id, s.name
         FROM job_steps AS s
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = s.job_id)
-          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
-                          WHERE int8range(h.lo, h.hi, '[]') @> s.job_id AND r.id = s.job_id)
+          AND NOT EXISTS (SELECT 1 FROM kept_job(s.job_id))
         LIMIT greatest(p_batch, 0)
         FOR UPDATE OF s SKIP LOCKED
     ), gone AS (
@@ -204,8 +216,7 @@ LANGUAGE sql VOLATILE AS $$
         SELECT g.job_id, g.name
         FROM job_signals AS g
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = g.job_id)
-          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
-                          WHERE int8range(h.lo, h.hi, '[]') @> g.job_id AND r.id = g.job_id)
+          AND NOT EXISTS (SELECT 1 FROM kept_job(g.job_id))
         LIMIT greatest(p_batch, 0)
         FOR UPDATE OF g SKIP LOCKED
     ), gone_signals AS (
@@ -224,10 +235,13 @@ BEGIN
     FOREACH f IN ARRAY ARRAY[
         'complete_fenced(bigint[], integer[], text)',
         'prune_finished(text[], bigint, bigint, bigint)',
-        'prune_steps(bigint)'
+        'prune_steps(bigint)',
+        'kept_job(bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
     END LOOP;
+    -- A reader, but a definer: nobody without a grant reads kept jobs through it.
+    REVOKE EXECUTE ON FUNCTION kept_job(bigint) FROM PUBLIC;
     -- Whoever may read jobs (the worker and operator roles of `docket grant`) reads their
     -- history; writes stay with the definer functions above (`docket grant` revokes them).
     FOR reader IN
@@ -237,6 +251,7 @@ BEGIN
           AND a.grantee <> c.relowner
     LOOP
         EXECUTE format('GRANT SELECT ON jobs_succeeded, jobs_all TO %s', reader);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION kept_job(bigint) TO %s', reader);
     END LOOP;
 END
 $$;

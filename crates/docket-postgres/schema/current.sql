@@ -1816,6 +1816,19 @@ AS $function$
         WHERE octet_length(n.v::text) > 1024)
 $function$;
 
+CREATE OR REPLACE FUNCTION {{schema}}.kept_job(p_id bigint)
+ RETURNS TABLE(job {{schema}}.succeeded_job, finished_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO '{{schema}}', 'pg_temp'
+AS $function$
+    SELECT r, h.finished_at
+    FROM jobs_succeeded AS h, unnest(h.jobs) AS r
+    WHERE int8range(h.lo, h.hi, '[]') @> p_id
+      AND r.id = p_id
+    LIMIT 1
+$function$;
+
 CREATE OR REPLACE FUNCTION {{schema}}.lock_briefly(p_space integer, p_key integer, p_shared boolean, p_tries integer)
  RETURNS boolean
  LANGUAGE plpgsql
@@ -2119,8 +2132,7 @@ AS $function$
         SELECT s.job_id, s.name
         FROM job_steps AS s
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = s.job_id)
-          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
-                          WHERE int8range(h.lo, h.hi, '[]') @> s.job_id AND r.id = s.job_id)
+          AND NOT EXISTS (SELECT 1 FROM kept_job(s.job_id))
         LIMIT greatest(p_batch, 0)
         FOR UPDATE OF s SKIP LOCKED
     ), gone AS (
@@ -2131,8 +2143,7 @@ AS $function$
         SELECT g.job_id, g.name
         FROM job_signals AS g
         WHERE NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = g.job_id)
-          AND NOT EXISTS (SELECT 1 FROM jobs_succeeded AS h, unnest(h.jobs) AS r
-                          WHERE int8range(h.lo, h.hi, '[]') @> g.job_id AND r.id = g.job_id)
+          AND NOT EXISTS (SELECT 1 FROM kept_job(g.job_id))
         LIMIT greatest(p_batch, 0)
         FOR UPDATE OF g SKIP LOCKED
     ), gone_signals AS (

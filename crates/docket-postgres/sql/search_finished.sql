@@ -13,10 +13,7 @@
 WITH cur AS (
     SELECT coalesce($16::timestamptz,
                     (SELECT c.finished_at FROM {{schema}}.jobs c WHERE c.id = $13),
-                    (SELECT h.finished_at FROM {{schema}}.jobs_succeeded h
-                     WHERE int8range(h.lo, h.hi, '[]') @> $13::bigint
-                       AND EXISTS (SELECT 1 FROM unnest(h.jobs) AS r WHERE r.id = $13)
-                     LIMIT 1)) AS at
+                    (SELECT k.finished_at FROM {{schema}}.kept_job($13) AS k)) AS at
 )
 SELECT * FROM (
 SELECT id, queue, kind, state, attempt, max_attempts, released, priority, run_at, created_at,

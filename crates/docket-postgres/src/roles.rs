@@ -119,9 +119,10 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\".outbox, \"{s}\".outbox_origin
 REVOKE UPDATE, DELETE, TRUNCATE ON \"{s}\".operator_actions FROM \"{w}\", \"{o}\", \"{a}\";
 -- Nor is the migration history the worker's to change.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON \"{s}\"._sqlx_migrations, \"{s}\".schema_compat FROM \"{w}\";
--- Operator: read-only (and the pure helpers its reports call: \"why\" reads token buckets).
+-- Operator: read-only (and the helpers its reports call: \"why\" reads token buckets, a job
+-- page finds a kept success through kept_job()).
 GRANT SELECT ON ALL TABLES IN SCHEMA \"{s}\" TO \"{o}\";
-GRANT EXECUTE ON FUNCTION \"{s}\".bucket_tokens(double precision, timestamptz, integer, bigint), \"{s}\".lock_space(text), \"{s}\".backoff_delay(integer, bigint, bigint) TO \"{o}\";
+GRANT EXECUTE ON FUNCTION \"{s}\".bucket_tokens(double precision, timestamptz, integer, bigint), \"{s}\".lock_space(text), \"{s}\".backoff_delay(integer, bigint, bigint), \"{s}\".kept_job(bigint) TO \"{o}\";
 "
     ));
     Ok(sql)
