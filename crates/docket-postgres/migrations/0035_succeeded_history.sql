@@ -25,7 +25,8 @@
 -- read both places; a job is found by id through the GiST index on each history row's id
 -- range (the jobs of one completion were claimed together: the ranges are narrow). The
 -- retention's prune deletes whole history rows by finished_at (prune_finished()); a kept
--- success's steps and signals stay as long as it does (prune_steps()).
+-- success's steps and signals stay as long as it does (prune_steps()); signal() refuses it
+-- as succeeded.
 --
 -- `succeeded_job` is a type of its own rather than `jobs`' row type, so a later column
 -- added to `jobs` (with a default) is not refused for the history's sake.
@@ -196,6 +197,52 @@ LANGUAGE sql VOLATILE AS $$
     SELECT (SELECT count(*) FROM gone) + coalesce((SELECT sum(n) FROM history_gone), 0)
 $$;
 
+-- Migration 0019's signal(), and a kept success is refused as succeeded (55000, the state as
+-- DETAIL), as it was while its row stayed in `jobs`, not reported missing.
+CREATE OR REPLACE FUNCTION signal(p_id bigint, p_name text, p_payload jsonb)
+RETURNS TABLE (new boolean, woke boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_state text;
+    v_queue text;
+    v_new integer;
+    v_woke integer;
+BEGIN
+    IF p_name IS NULL OR octet_length(p_name) NOT BETWEEN 1 AND 128 OR p_name ~ '[[:cntrl:]]'
+       OR p_name LIKE 'docket:%' THEN
+        RAISE EXCEPTION 'invalid signal name: 1 to 128 bytes, no control characters, not docket:...'
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_payload IS NULL OR octet_length(p_payload::text) > 1048576 THEN
+        RAISE EXCEPTION 'invalid signal payload: JSON of at most 1048576 bytes' USING ERRCODE = '22023';
+    END IF;
+    SELECT j.state, j.queue INTO v_state, v_queue FROM jobs AS j WHERE j.id = p_id FOR UPDATE;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM kept_job(p_id)) THEN
+            v_state := 'succeeded';
+        ELSE
+            RAISE EXCEPTION 'job % not found', p_id USING ERRCODE = 'P0002';
+        END IF;
+    END IF;
+    IF v_state IN ('succeeded', 'dead', 'cancelled') THEN
+        RAISE EXCEPTION 'job % is %: a signal is refused', p_id, v_state
+            USING ERRCODE = '55000', DETAIL = v_state;
+    END IF;
+    INSERT INTO job_signals (job_id, name, payload) VALUES (p_id, p_name, p_payload)
+    ON CONFLICT (job_id, name) DO NOTHING;
+    GET DIAGNOSTICS v_new = ROW_COUNT;
+    UPDATE jobs AS j SET run_at = now()
+    WHERE j.id = p_id AND j.state = 'pending' AND j.run_at > now()
+      AND EXISTS (SELECT 1 FROM job_steps AS s WHERE s.job_id = p_id AND s.name = 'docket:wait:' || p_name)
+      AND NOT EXISTS (SELECT 1 FROM job_steps AS s WHERE s.job_id = p_id AND s.name = 'docket:signal:' || p_name);
+    GET DIAGNOSTICS v_woke = ROW_COUNT;
+    IF v_woke > 0 THEN
+        PERFORM pg_notify(current_schema() || '_wakeup', v_queue);
+    END IF;
+    RETURN QUERY SELECT v_new = 1, v_woke = 1;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION prune_steps(p_batch bigint)
 RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
@@ -236,6 +283,7 @@ BEGIN
         'complete_fenced(bigint[], integer[], text)',
         'prune_finished(text[], bigint, bigint, bigint)',
         'prune_steps(bigint)',
+        'signal(bigint, text, jsonb)',
         'kept_job(bigint)'
     ] LOOP
         EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());

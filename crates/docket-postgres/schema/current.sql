@@ -2485,7 +2485,11 @@ BEGIN
     END IF;
     SELECT j.state, j.queue INTO v_state, v_queue FROM jobs AS j WHERE j.id = p_id FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'job % not found', p_id USING ERRCODE = 'P0002';
+        IF EXISTS (SELECT 1 FROM kept_job(p_id)) THEN
+            v_state := 'succeeded';
+        ELSE
+            RAISE EXCEPTION 'job % not found', p_id USING ERRCODE = 'P0002';
+        END IF;
     END IF;
     IF v_state IN ('succeeded', 'dead', 'cancelled') THEN
         RAISE EXCEPTION 'job % is %: a signal is refused', p_id, v_state

@@ -149,16 +149,7 @@ impl PgStore {
                 woke: r.try_get("woke").map_err(db_err)?,
             }),
             Err(e) => match sqlstate(&e).as_deref() {
-                // No row in `jobs`: a kept success has moved to its history (migration 0035)
-                // and is finished like any other; `get` reads both places.
-                Some("P0002") => match self.get(id).await {
-                    Ok(job) => Err(StoreError::WrongState {
-                        id,
-                        state: job.state,
-                        op: "signal",
-                    }),
-                    Err(_) => Err(StoreError::NotFound(id)),
-                },
+                Some("P0002") => Err(StoreError::NotFound(id)),
                 Some("55000") => {
                     // Finished, in the state signal() gives as the error's detail.
                     let detail = match &e {
