@@ -142,6 +142,14 @@ pub enum Mutant {
     /// SQLite and MariaDB (the shared rules): the depth sample counts every job as enqueued
     /// since the previous sample, not only those above its high-water mark.
     DepthCountsEveryJob,
+    /// PostgreSQL: a hinted claim starts *after* the hint's position instead of at it, so the
+    /// jobs sharing the run_at of the last one it took (one enqueue's) are skipped.
+    ClaimHintStrict,
+    /// PostgreSQL: claims under a held horizon ignore the hint and walk from the head.
+    ClaimHintIgnored,
+    /// PostgreSQL: the probe behind the hint finds nothing: a job that became ready before
+    /// the hint waits until the hinting ends.
+    ClaimProbeBlind,
 }
 
 impl Mutant {
@@ -193,6 +201,9 @@ impl Mutant {
         Mutant::BulkUnconfirmed,
         Mutant::GaugesKeepVanished,
         Mutant::DepthCountsEveryJob,
+        Mutant::ClaimHintStrict,
+        Mutant::ClaimHintIgnored,
+        Mutant::ClaimProbeBlind,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -244,6 +255,9 @@ impl Mutant {
             Mutant::BulkUnconfirmed => "bulk_unconfirmed",
             Mutant::GaugesKeepVanished => "gauges_keep_vanished",
             Mutant::DepthCountsEveryJob => "depth_counts_every_job",
+            Mutant::ClaimHintStrict => "claim_hint_strict",
+            Mutant::ClaimHintIgnored => "claim_hint_ignored",
+            Mutant::ClaimProbeBlind => "claim_probe_blind",
         }
     }
 
@@ -301,6 +315,11 @@ impl Mutant {
                 "claim",
                 "IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;",
                 "PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));",
+            )],
+            Mutant::ClaimHintStrict => &[(
+                "claim",
+                "AND (priority, run_at) >= ($8, $9)",
+                "AND (priority, run_at) > ($8, $9)",
             )],
             Mutant::ClaimWalkStopsAtHeldKeys => {
                 &[("claim_controlled", "OR new_rated = 0 OR", "OR true OR")]

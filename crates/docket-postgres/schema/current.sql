@@ -633,7 +633,7 @@ AS $function$
     RETURNING cur.state
 $function$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false, p_controlled integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_owner text, p_lease_ms bigint, p_starve_ms bigint, p_async boolean DEFAULT false, p_controlled integer DEFAULT NULL::integer, p_from_priority smallint DEFAULT NULL::smallint, p_from_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS SETOF {{schema}}.jobs
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -659,6 +659,37 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM jobs
                        WHERE state = 'pending' AND NOT blocked AND queue = p_queue AND run_at <= now()
                          AND (ordering_key IS NOT NULL OR concurrency_key IS NOT NULL)) THEN
+        IF p_from_run_at IS NOT NULL AND p_from_priority IS NOT NULL THEN
+            -- The caller's hint: no job it may take sits before (p_from_priority,
+            -- p_from_run_at) in claim order — the first position its last claim took. The
+            -- scan starts there (a row comparison on jobs_claim_idx's columns: the index
+            -- descent skips what lies before it) instead of walking every entry of jobs
+            -- consumed since the oldest snapshot still open. Starvation is decided by the
+            -- unhinted claims the caller still runs (see the header).
+            RETURN QUERY
+-- hinted path begin
+WITH next AS (
+    SELECT id
+    FROM jobs
+    WHERE state = 'pending' AND NOT blocked AND queue = $1 AND run_at <= now()
+      AND (priority, run_at) >= ($8, $9)
+    ORDER BY priority, run_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs AS j
+SET state = 'running',
+    attempt = j.attempt + 1,
+    lease_owner = $3,
+    lease_expires_at = now() + $4 * interval '1 millisecond',
+    attempted_at = now()
+WHERE j.id = ANY (ARRAY(SELECT id FROM next))
+  AND j.ordering_key IS NULL AND j.concurrency_key IS NULL
+RETURNING j.*
+-- hinted path end
+            ;
+            RETURN;
+        END IF;
         -- The oldest ready job's age decides the path. Written as ORDER BY ... LIMIT 1 (not
         -- EXISTS with the bound in the WHERE): a generic plan of the EXISTS form was a
         -- sequential scan of the table (measured: 29 ms a claim at 200,000 rows); this form
@@ -1636,12 +1667,18 @@ $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text, p_lease_ms bigint)
  RETURNS TABLE(id bigint, attempt integer, lease_expires_at timestamp with time zone, cancel_requested boolean)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SECURITY DEFINER
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
+BEGIN
     -- A lease that already expired is not revived (the reaper may be handing the job to
     -- someone else), so the worker must stop.
+    RETURN QUERY
     UPDATE jobs AS j
     SET attempt = c.attempt, lease_owner = p_owner,
         lease_expires_at = now() + greatest(p_lease_ms, 1) * interval '1 millisecond'
@@ -1657,7 +1694,8 @@ AS $function$
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
       AND j.lease_expires_at > statement_timestamp(), false)
-    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
+    RETURNING j.id, j.attempt, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.jobs_batch_tally()

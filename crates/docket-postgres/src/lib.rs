@@ -35,6 +35,9 @@ pub mod queries;
 pub use docket_core::redact;
 pub mod roles;
 mod rows;
+mod scan_hint;
+#[doc(hidden)]
+pub use scan_hint::HintRules;
 pub mod schema_dump;
 mod steps;
 pub mod store;

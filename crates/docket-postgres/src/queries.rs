@@ -33,6 +33,8 @@ macro_rules! queries {
 
 queries!(
     claim,
+    claim_probe,
+    horizon_age,
     complete_many,
     complete_delete_many,
     complete_outputs,

@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     switched: Arc<AtomicBool>,
     /// The one LISTEN connection shared by this store's output waiters.
     pub(crate) done: crate::outputs::DoneHub,
+    /// Where each queue's next claim starts scanning (migration 0036). Shared by the stores
+    /// `with_*` derives from one another: one worker's claims, whichever store they use.
+    pub(crate) hints: Arc<crate::scan_hint::ScanHints>,
 }
 
 /// [`docket_core::engine::IDLE_TRANSACTION_BOUND`] on PostgreSQL: set per transaction
@@ -79,6 +82,7 @@ impl PgStore {
                 detect: true,
                 switched: Arc::default(),
                 done: Default::default(),
+                hints: Arc::default(),
             }),
         })
     }
@@ -107,6 +111,14 @@ impl PgStore {
         self.rebuild(|i| i.detect = on)
     }
 
+    /// When claims start their scan past what they already took (see
+    /// `crates/docket-postgres/src/scan_hint.rs`): for tests, which cannot wait for a real
+    /// pin to make claims slow. A fresh state for every queue.
+    #[doc(hidden)]
+    pub fn with_scan_hints(self, rules: crate::scan_hint::HintRules) -> Self {
+        self.rebuild(|i| i.hints = Arc::new(crate::scan_hint::ScanHints::new(rules)))
+    }
+
     fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
         let inner = &self.inner;
         let mut new = Inner {
@@ -118,6 +130,7 @@ impl PgStore {
             detect: inner.detect,
             switched: inner.switched.clone(),
             done: Default::default(),
+            hints: inner.hints.clone(),
         };
         change(&mut new);
         PgStore {

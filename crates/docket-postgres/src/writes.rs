@@ -3,7 +3,8 @@
 //! every batch writer), and the reading of why a lease no longer holds.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use docket_core::*;
 use sqlx::postgres::PgRow;
@@ -11,6 +12,7 @@ use sqlx::{PgConnection, Row};
 
 use crate::errors::db_err;
 use crate::rows;
+use crate::scan_hint::{After, Found, Probe, Scan};
 use crate::store::{ms, PgStore};
 
 impl PgStore {
@@ -106,26 +108,65 @@ impl PgStore {
         if req.limit <= 0 {
             return Ok(Vec::new());
         }
+        let hints = &self.inner.hints;
+        let (scan, probe) = hints.plan(&req.queue, Instant::now());
+        if let Some(probe) = probe {
+            self.spawn_probe(req, probe);
+        }
+        let (from_priority, from_run_at) = match scan {
+            Scan::Full => (None, None),
+            Scan::From(p, t) => (Some(p), Some(t)),
+        };
+        // Nanoseconds of the statement alone (not the wait for a pooled connection).
+        let took = AtomicU64::new(0);
         let rows = self
             .run(async |c: &mut PgConnection| {
-                self.query(&self.inner.q.claim)
+                let t0 = Instant::now();
+                let rows = self
+                    .query(&self.inner.q.claim)
                     .bind(&req.queue)
                     .bind(req.limit)
                     .bind(&req.owner)
                     .bind(ms(req.lease))
                     .bind(req.starvation.map(ms))
                     .bind(req.controlled)
+                    .bind(from_priority)
+                    .bind(from_run_at)
                     .fetch_all(&mut *c)
                     .await
-                    .map_err(db_err)
+                    .map_err(db_err);
+                took.store(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                rows
             })
-            .await?;
+            .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                let took = Duration::from_nanos(took.load(Ordering::Relaxed));
+                hints.observe(req, scan, took, None);
+                return Err(e);
+            }
+        };
         let mut jobs = Vec::with_capacity(rows.len());
         let mut bad = Vec::new();
         for r in &rows {
             match rows::claimed(r)? {
                 Ok(j) => jobs.push(j),
                 Err(u) => bad.push(u),
+            }
+        }
+        let took = Duration::from_nanos(took.load(Ordering::Relaxed));
+        let after = hints.observe(req, scan, took, Some(&jobs));
+        if after == After::CheckHorizon {
+            // One more statement, only after a slow unhinted claim: is an old snapshot the
+            // reason (see scan_hint.rs)? An error here only leaves the claims unhinted.
+            if let Ok(age) = self
+                .query(&self.inner.q.horizon_age)
+                .fetch_one(&self.inner.pool)
+                .await
+                .and_then(|r| r.try_get::<i64, _>(0))
+            {
+                hints.horizon(&req.queue, age, took, Instant::now());
             }
         }
         if !bad.is_empty() {
@@ -147,6 +188,36 @@ impl PgStore {
             self.fail_many(&req.owner, &failures).await?;
         }
         Ok(jobs)
+    }
+
+    /// Runs `sql/claim_probe.sql` in a task of its own: its walk behind the hint must not
+    /// delay the claim that found it due (see `scan_hint.rs`).
+    fn spawn_probe(&self, req: &ClaimRequest, probe: Probe) {
+        let (store, queue, starvation) = (self.clone(), req.queue.clone(), req.starvation);
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let found = store
+                .query(&store.inner.q.claim_probe)
+                .bind(&queue)
+                .bind(probe.priority)
+                .bind(probe.run_at)
+                .bind(starvation.map(ms))
+                .fetch_one(&store.inner.pool)
+                .await
+                .and_then(|r| {
+                    let p: Option<i16> = r.try_get(0)?;
+                    let t: Option<chrono::DateTime<chrono::Utc>> = r.try_get(1)?;
+                    Ok(Found {
+                        before: p.zip(t),
+                        starving: r.try_get(2)?,
+                    })
+                });
+            if let Err(e) = &found {
+                tracing::debug!(queue, error = %e, "the probe behind the claim hint failed; retried next interval");
+            }
+            let hints = &store.inner.hints;
+            hints.probed(&queue, found.ok(), t0.elapsed(), Instant::now());
+        });
     }
 
     pub(crate) async fn fail_many_impl(
