@@ -57,6 +57,7 @@ pub struct PinSample {
     pub pickup_p99_ms: f64,
     pub claim_p50_ms: f64,
     pub claim_p99_ms: f64,
+    /// Offered and not yet started (this process counts both).
     pub ready: i64,
     pub dead_tuples: i64,
     pub table_mb: f64,
@@ -118,20 +119,23 @@ impl metrics::HistogramFn for ClaimTimes {
     }
 }
 
+/// Dead tuples, table and index size: statistics and sizes only. The backlog is counted by
+/// this process (offered less started), not by a count over `jobs`: under the pin that count
+/// walks every dead entry too, and its walk — and its own snapshot — would load the server it
+/// measures.
 async fn table_sample(
     store: &docket_postgres::PgStore,
     schema: &str,
-) -> anyhow::Result<(i64, i64, f64, f64)> {
-    let row: (i64, i64, i64, i64) = sqlx::query_as(&format!(
-        "SELECT (SELECT count(*) FROM {s}.jobs WHERE state = 'pending' AND run_at <= now()),
-                coalesce(pg_stat_get_dead_tuples(to_regclass('{s}.jobs')), 0),
+) -> anyhow::Result<(i64, f64, f64)> {
+    let row: (i64, i64, i64) = sqlx::query_as(&format!(
+        "SELECT coalesce(pg_stat_get_dead_tuples(to_regclass('{s}.jobs')), 0),
                 pg_relation_size('{s}.jobs'), pg_indexes_size('{s}.jobs')",
         s = schema
     ))
     .fetch_one(store.pool())
     .await?;
     let mb = |b: i64| b as f64 / 1_048_576.0;
-    Ok((row.0, row.1, mb(row.2), mb(row.3)))
+    Ok((row.0, mb(row.1), mb(row.2)))
 }
 
 /// Runs the plan; returns the summary and every sample.
@@ -174,6 +178,7 @@ pub async fn pin(
     let mut last_sample = Instant::now();
     let mut samples = Vec::new();
     let mut enqueued = 0u64;
+    let mut started_total = 0u64;
     let mut pin: Option<sqlx::PgConnection> = None;
     let mut pinned_once = false;
     while t0.elapsed() < plan.duration {
@@ -211,6 +216,7 @@ pub async fn pin(
             last_sample = Instant::now();
             let picked: Vec<f64> = std::mem::take(&mut *pickups.lock().expect("poisoned"));
             let claimed: Vec<f64> = std::mem::take(&mut *claims.0.lock().expect("poisoned"));
+            let picked_n = picked.len() as u64;
             let started = picked.len() as f64 / window;
             let pct = |v: Vec<f64>| {
                 if v.is_empty() {
@@ -221,7 +227,9 @@ pub async fn pin(
             };
             let (p50, _, p99) = pct(picked);
             let (c50, _, c99) = pct(claimed);
-            let (ready, dead, table_mb, indexes_mb) = table_sample(&store, &ctx.schema).await?;
+            let (dead, table_mb, indexes_mb) = table_sample(&store, &ctx.schema).await?;
+            started_total += picked_n;
+            let ready = enqueued as i64 - started_total as i64;
             let s = PinSample {
                 at_s: t0.elapsed().as_secs_f64(),
                 pinned: pin.is_some(),

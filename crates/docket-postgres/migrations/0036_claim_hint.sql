@@ -22,20 +22,30 @@
 -- A hint can miss a job that became ready before its position after it was taken: a higher
 -- priority, a run_at in the past (a long enqueue transaction, an explicit time), a claim
 -- rolled back. The caller therefore hints only while unhinted claims are slow and the
--- horizon is held back, and still runs an unhinted claim at least once a second (the
--- PostgreSQL engine's claim, crates/docket-postgres/src/scan_hint.rs); those decide the
--- starvation bound too.
+-- horizon is held back, and looks behind the hint at least once a second with a read that
+-- locks nothing (sql/claim_probe.sql), which also judges the starvation bound (the PostgreSQL
+-- engine's claim, crates/docket-postgres/src/scan_hint.rs).
 --
--- heartbeat_fenced() becomes PL/pgSQL with its plan's choices pinned, as complete_fenced() in
--- migration 0035. Under the same pin (issue 31's scenario, 2,000 jobs/s) heartbeats of a
--- few hundred leases ran for minutes at full CPU (`perf`: index_fetch_heap under the SQL
--- function's scans), outliving the worker's timeout (the server kept running them, each
--- holding a snapshot of its own): as an SQL function it was planned at every call, and the
--- statistics of a table whose live rows are few among hundreds of thousands of dead
--- versions (autoanalyze then records reltuples 0) let the planner cost any index as cheap.
--- With hash and merge joins, sequential and bitmap scans off, the plan left is the one the
--- statement was written for: a nested loop over the ids probing the primary key, rows locked
--- in id order (migration 0021), the fence checked on the locked version.
+-- The fenced writes of a batch (heartbeat, completions, failures, snoozes, parks, progress)
+-- join `unnest(p_ids, …)` to jobs. Under the same pin (issue 31's scenario, 2,000 jobs/s)
+-- heartbeats of a few hundred leases ran for minutes at full CPU and completions took 100 ms
+-- and more (`perf`: index_fetch_heap under a full scan of jobs_pkey), outliving the worker's
+-- timeout while the server kept running them, each holding a snapshot of its own. Cause:
+-- autoanalyze samples a table whose few live rows sit among hundreds of thousands of dead
+-- versions it may not remove, finds none and records reltuples = 0; planned then (an SQL
+-- function is planned at every call, a cached plan is replanned after the ANALYZE), an index
+-- scan of jobs costs nothing, so the plan walks jobs_pkey whole as the join's outer side —
+-- for a heartbeat, because that walk also yields the ORDER BY id its locks need. Reproduced
+-- on a table ANALYZEd empty: `EXPLAIN` of the join shows `Index Scan using jobs_pkey` with no
+-- index condition. Each of these statements now also says `j.id = ANY (p_ids)` (as
+-- record_steps() already did): whatever the statistics, the scan of jobs is the primary key
+-- probed for those ids, and nothing else. The functions are restated whole, unchanged but
+-- for that line and, as settings of each, sequential and bitmap scans off: with the new
+-- condition a small table could otherwise be read in heap order, and the rows' lock order
+-- must stay the ids' (the clients send them sorted; migration 0021) whichever side of the
+-- join the plan puts jobs on. heartbeat_fenced() becomes PL/pgSQL (its plan cached, as
+-- complete_fenced() since migration 0035) with the same settings and the join methods that
+-- could reorder it off.
 CREATE OR REPLACE FUNCTION heartbeat_fenced(p_ids bigint[], p_attempts integer[], p_owner text,
     p_lease_ms bigint)
 RETURNS TABLE (id bigint, attempt integer, lease_expires_at timestamptz, cancel_requested boolean)
@@ -53,10 +63,12 @@ BEGIN
         SELECT l.id, u.attempt
         FROM unnest(p_ids, p_attempts) AS u(id, attempt)
         JOIN jobs AS l ON l.id = u.id
+        WHERE l.id = ANY (p_ids)
         ORDER BY l.id
         FOR UPDATE OF l
     ) AS c
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -70,6 +82,343 @@ DO $$
 BEGIN
     EXECUTE format('ALTER FUNCTION heartbeat_fenced(bigint[], integer[], text, bigint) '
         'SECURITY DEFINER SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+
+CREATE OR REPLACE FUNCTION complete_delete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
+    -- complete_fenced, unchanged. A keyed job releases its keys through the trigger
+    -- jobs_release_keys_on_delete (migration 0013).
+    DELETE FROM jobs AS j
+    USING unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
+CREATE OR REPLACE FUNCTION complete_fenced(p_ids bigint[], p_attempts integer[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+-- PL/pgSQL, its plans cached, where migration 0016's writes are SQL functions planned at every
+-- call: planning this statement (a delete feeding an aggregate insert into another table)
+-- cost ~11 µs a job at the worker's batch sizes of ~30, as much again as the move itself
+-- (DO-block harness, 30 a batch: SQL function 50–57 µs a job, cached 38–41, deleting
+-- default 36–39). 0016's reason for SQL functions was lock order: a cached generic plan on
+-- a small table could lock a batch's rows in heap order while a custom plan locked them in
+-- the array's. The settings above leave the generic plan one choice, the array's order —
+-- a nested loop over the ids probing the primary key, as every custom plan does.
+DECLARE
+    v_moved integer;
+BEGIN
+    -- Plan notes of migration 0016 hold (one primary-key probe per id; the owner test carries
+    -- the state). Plain jobs move: deleted, then appended packed, one history row per queue.
+    RETURN QUERY
+    WITH moved AS (
+    DELETE FROM jobs AS j
+    USING unnest(p_ids, p_attempts) AS c(id, attempt)
+    WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+      AND j.workflow_id IS NULL
+    RETURNING j.*
+    ), kept AS (
+    INSERT INTO jobs_succeeded (lo, hi, queue, finished_at, n, jobs)
+    SELECT min(m.id), max(m.id), m.queue, statement_timestamp(), count(*),
+           array_agg(ROW(m.id, m.queue, m.kind, m.args, m.priority, m.run_at, m.attempt,
+                         m.max_attempts, m.released, m.cancel_requested_at, m.unique_key,
+                         m.ordering_key, m.concurrency_key, m.errors, m.metadata,
+                         m.created_at, m.attempted_at, m.progress_percent,
+                         m.progress_message, m.progress_at, m.batch_id)::succeeded_job
+                     ORDER BY m.id)
+    FROM moved AS m
+    GROUP BY m.queue
+    RETURNING 1
+    )
+    SELECT m.id, m.attempt FROM moved AS m;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved < cardinality(p_ids) THEN
+        -- Ids the move did not take: a workflow node completed here (in its handler's
+        -- transaction) keeps its row, updated as before; the rest are lost leases.
+        RETURN QUERY
+        UPDATE jobs AS j
+        SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+            lease_owner = NULL, lease_expires_at = NULL
+        FROM unnest(p_ids, p_attempts) AS c(id, attempt)
+        WHERE j.id = c.id
+          AND j.id = ANY (p_ids)
+          AND j.attempt = c.attempt
+          AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+          AND j.workflow_id IS NOT NULL
+        RETURNING j.id, j.attempt;
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION complete_nodes_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+DECLARE
+    v_done bigint[];
+    v_attempts integer[];
+    v_woken integer;
+BEGIN
+    -- The children of the whole batch first, in id order: every transaction that ends
+    -- parents takes their shared children in one order.
+    PERFORM 1 FROM jobs AS c
+    WHERE c.id IN (SELECT d.child_id FROM job_deps AS d
+                   WHERE d.parent_id = ANY (p_ids) AND d.state = 'waiting')
+    ORDER BY c.id
+    FOR UPDATE;
+    -- complete_output_fenced()'s fence and write (migration 0018), the output optional. The
+    -- batch's edges are consumed below in three statements for the whole batch, rather than
+    -- row by row by the trigger, which this setting keeps quiet for this statement only.
+    PERFORM set_config('docket.nodes_batch', 'on', true);
+    WITH done AS (
+        UPDATE jobs AS j
+        SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+            lease_owner = NULL, lease_expires_at = NULL, output = c.output
+        FROM unnest(p_ids, p_attempts, p_outputs) AS c(id, attempt, output)
+        WHERE j.id = c.id
+          AND j.id = ANY (p_ids)
+          AND j.attempt = c.attempt
+          AND coalesce(TRUE
+          AND j.lease_owner = p_owner
+          AND j.lease_expires_at > statement_timestamp(), false)
+        RETURNING j.id, j.attempt
+    )
+    SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.attempt), '{}')
+    INTO v_done, v_attempts FROM done AS d;
+    PERFORM set_config('docket.nodes_batch', 'off', true);
+    PERFORM pg_notify(current_schema() || '_done', x::text) FROM unnest(v_done) AS x;
+    -- workflow_resolve() for a success, set-based: each edge of a node that succeeded here
+    -- and is still waiting is consumed once; a child whose count reaches zero is pending,
+    -- due now, and its queue's workers are woken at commit.
+    WITH consumed AS (
+        UPDATE job_deps AS d SET state = 'satisfied'
+        WHERE d.parent_id = ANY (v_done) AND d.state = 'waiting'
+        RETURNING d.child_id
+    ), counts AS (
+        SELECT child_id, count(*)::integer AS n FROM consumed GROUP BY child_id
+    ), ready AS (
+        UPDATE jobs AS c
+        SET state = CASE WHEN c.deps_waiting = k.n THEN 'pending' ELSE c.state END,
+            run_at = CASE WHEN c.deps_waiting = k.n THEN now() ELSE c.run_at END,
+            deps_waiting = c.deps_waiting - k.n
+        FROM counts AS k
+        WHERE c.id = k.child_id AND c.state = 'waiting'
+        RETURNING c.state, c.queue
+    )
+    SELECT count(*) INTO v_woken
+    FROM (SELECT pg_notify(current_schema() || '_wakeup', r.queue)
+          FROM (SELECT DISTINCT queue FROM ready WHERE state = 'pending') AS r) AS w;
+    RETURN QUERY SELECT x.id, x.attempt FROM unnest(v_done, v_attempts) AS x(id, attempt);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION complete_output_fenced(p_ids bigint[], p_attempts integer[], p_outputs jsonb[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- complete_fenced() (migration 0016) with the output: the same plan notes and fence.
+    WITH done AS (
+    UPDATE jobs AS j
+    SET state = 'succeeded', attempt = c.attempt, finished_at = statement_timestamp(),
+        lease_owner = NULL, lease_expires_at = NULL, output = c.output
+    FROM unnest(p_ids, p_attempts, p_outputs) AS c(id, attempt, output)
+    WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+    )
+    SELECT d.id, d.attempt
+    FROM done AS d
+    CROSS JOIN LATERAL (SELECT pg_notify(current_schema() || '_done', d.id::text)) AS n
+$function$;
+
+CREATE OR REPLACE FUNCTION fail_fenced(p_ids bigint[], p_attempts integer[], p_classes text[], p_messages text[], p_delays_ms bigint[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
+    -- retry with attempt >= max_attempts -> dead; retry otherwise -> pending at now() +
+    -- delay (backoff grows with the recorded failures, not with attempt). Every failure
+    -- appends to the bounded history. A class other than the three writes nothing.
+    UPDATE jobs AS j
+    SET attempt = f.attempt,
+        state = CASE
+            WHEN f.class = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+            WHEN f.class = 'discard' OR j.attempt >= j.max_attempts THEN 'dead'
+            ELSE 'pending' END,
+        run_at = CASE
+            WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
+            THEN now() + coalesce(f.delay_ms * interval '1 millisecond',
+                                  backoff_delay(jsonb_array_length(j.errors) + 1,
+                                                j.backoff_base_ms, j.backoff_cap_ms))
+            ELSE j.run_at END,
+        finished_at = CASE
+            WHEN f.class = 'retry' AND j.attempt < j.max_attempts AND j.cancel_requested_at IS NULL
+            THEN NULL
+            ELSE now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        errors = push_error(j.errors, jsonb_build_object(
+            'attempt', j.attempt - j.released, 'at', now(), 'class', f.class,
+            'message', left(f.message, 4096), 'owner', p_owner))
+    FROM unnest(p_ids, p_attempts, p_classes, p_messages, p_delays_ms)
+         AS f(id, attempt, class, message, delay_ms)
+    WHERE j.id = f.id
+      AND j.id = ANY (p_ids)
+      AND f.class IN ('retry', 'discard', 'cancel')
+      AND j.attempt = f.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
+CREATE OR REPLACE FUNCTION park_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_signals text[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- The rows first, in id order: a signal() that holds one commits before the next
+    -- statement's snapshot, which then sees its signal.
+    SELECT 1 FROM jobs AS j WHERE j.id = ANY(p_ids) ORDER BY j.id FOR UPDATE;
+    UPDATE jobs AS j
+    SET attempt = s.attempt,
+        state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        run_at = now() + CASE
+            WHEN EXISTS (SELECT 1 FROM job_signals AS g WHERE g.job_id = j.id AND g.name = s.signal)
+            THEN 0 ELSE greatest(s.delay_ms, 0) END * interval '1 millisecond',
+        max_attempts = j.max_attempts + 1,
+        released = j.released + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts, p_delays_ms, p_signals) AS s(id, attempt, delay_ms, signal)
+    WHERE j.id = s.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = s.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
+CREATE OR REPLACE FUNCTION progress_fenced(p_ids bigint[], p_attempts integer[], p_percents real[], p_messages text[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- heartbeat_fenced()'s fence (migration 0016), without extending the lease. Committed
+    -- without waiting for its WAL flush: a report lost in a crash is replaced by the next.
+    SELECT set_config('synchronous_commit', 'off', true);
+    UPDATE jobs AS j
+    SET attempt = c.attempt, progress_percent = c.percent, progress_message = c.message,
+        progress_at = statement_timestamp()
+    FROM unnest(p_ids, p_attempts, p_percents, p_messages) AS c(id, attempt, percent, message)
+    WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = c.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
+CREATE OR REPLACE FUNCTION snooze_fenced(p_ids bigint[], p_attempts integer[], p_delays_ms bigint[], p_owner text)
+ RETURNS TABLE(id bigint, attempt integer)
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
+ SET search_path FROM CURRENT
+AS $function$
+    -- Back to pending after a delay without using the retry budget (also the release of
+    -- buffered jobs, delay 0): attempt, the fencing token, never goes down, so the budget is
+    -- given back by raising max_attempts, and `released` counts a claim that did not run.
+    -- A job an operator asked to cancel is cancelled instead.
+    UPDATE jobs AS j
+    SET attempt = s.attempt,
+        state = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        run_at = now() + greatest(s.delay_ms, 0) * interval '1 millisecond',
+        max_attempts = j.max_attempts + 1,
+        released = j.released + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM unnest(p_ids, p_attempts, p_delays_ms) AS s(id, attempt, delay_ms)
+    WHERE j.id = s.id
+      AND j.id = ANY (p_ids)
+      AND j.attempt = s.attempt
+      AND coalesce(TRUE
+      AND j.lease_owner = p_owner
+      AND j.lease_expires_at > statement_timestamp(), false)
+    RETURNING j.id, j.attempt
+$function$;
+
+-- CREATE OR REPLACE keeps the functions' grants but not their definer settings' path.
+DO $$
+DECLARE
+    f text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY[
+        'complete_delete_fenced(bigint[], integer[], text)',
+        'complete_fenced(bigint[], integer[], text)',
+        'complete_nodes_fenced(bigint[], integer[], jsonb[], text)',
+        'complete_output_fenced(bigint[], integer[], jsonb[], text)',
+        'fail_fenced(bigint[], integer[], text[], text[], bigint[], text)',
+        'park_fenced(bigint[], integer[], bigint[], text[], text)',
+        'progress_fenced(bigint[], integer[], real[], text[], text)',
+        'snooze_fenced(bigint[], integer[], bigint[], text)'
+    ] LOOP
+        EXECUTE format('ALTER FUNCTION %s SECURITY DEFINER SET search_path = %I, pg_temp', f, current_schema());
+    END LOOP;
 END
 $$;
 

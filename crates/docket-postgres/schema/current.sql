@@ -931,6 +931,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_delete_fenced(p_ids bigint[], p_a
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- Completion by delete (WorkerConfig::keep_succeeded = false, the default): the fence of
@@ -939,6 +941,7 @@ AS $function$
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -953,6 +956,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_fenced(p_ids bigint[], p_attempts
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 -- PL/pgSQL, its plans cached, where migration 0016's writes are SQL functions planned at every
@@ -973,6 +977,7 @@ BEGIN
     DELETE FROM jobs AS j
     USING unnest(p_ids, p_attempts) AS c(id, attempt)
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -1003,6 +1008,7 @@ BEGIN
             lease_owner = NULL, lease_expires_at = NULL
         FROM unnest(p_ids, p_attempts) AS c(id, attempt)
         WHERE j.id = c.id
+          AND j.id = ANY (p_ids)
           AND j.attempt = c.attempt
           AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -1017,6 +1023,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_nodes_fenced(p_ids bigint[], p_at
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE plpgsql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
 DECLARE
@@ -1041,6 +1049,7 @@ BEGIN
             lease_owner = NULL, lease_expires_at = NULL, output = c.output
         FROM unnest(p_ids, p_attempts, p_outputs) AS c(id, attempt, output)
         WHERE j.id = c.id
+          AND j.id = ANY (p_ids)
           AND j.attempt = c.attempt
           AND coalesce(TRUE
           AND j.lease_owner = p_owner
@@ -1080,6 +1089,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.complete_output_fenced(p_ids bigint[], p_a
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- complete_fenced() (migration 0016) with the output: the same plan notes and fence.
@@ -1089,6 +1100,7 @@ AS $function$
         lease_owner = NULL, lease_expires_at = NULL, output = c.output
     FROM unnest(p_ids, p_attempts, p_outputs) AS c(id, attempt, output)
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -1596,6 +1608,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.fail_fenced(p_ids bigint[], p_attempts int
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- cancel, or any failure of a job an operator asked to cancel -> cancelled; discard, or
@@ -1626,6 +1640,7 @@ AS $function$
     FROM unnest(p_ids, p_attempts, p_classes, p_messages, p_delays_ms)
          AS f(id, attempt, class, message, delay_ms)
     WHERE j.id = f.id
+      AND j.id = ANY (p_ids)
       AND f.class IN ('retry', 'discard', 'cancel')
       AND j.attempt = f.attempt
       AND coalesce(TRUE
@@ -1686,10 +1701,12 @@ BEGIN
         SELECT l.id, u.attempt
         FROM unnest(p_ids, p_attempts) AS u(id, attempt)
         JOIN jobs AS l ON l.id = u.id
+        WHERE l.id = ANY (p_ids)
         ORDER BY l.id
         FOR UPDATE OF l
     ) AS c
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -2032,6 +2049,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.park_fenced(p_ids bigint[], p_attempts int
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- The rows first, in id order: a signal() that holds one commits before the next
@@ -2050,6 +2069,7 @@ AS $function$
         lease_expires_at = NULL
     FROM unnest(p_ids, p_attempts, p_delays_ms, p_signals) AS s(id, attempt, delay_ms, signal)
     WHERE j.id = s.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = s.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -2061,6 +2081,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.progress_fenced(p_ids bigint[], p_attempts
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- heartbeat_fenced()'s fence (migration 0016), without extending the lease. Committed
@@ -2071,6 +2093,7 @@ AS $function$
         progress_at = statement_timestamp()
     FROM unnest(p_ids, p_attempts, p_percents, p_messages) AS c(id, attempt, percent, message)
     WHERE j.id = c.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = c.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner
@@ -2608,6 +2631,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.snooze_fenced(p_ids bigint[], p_attempts i
  RETURNS TABLE(id bigint, attempt integer)
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     -- Back to pending after a delay without using the retry budget (also the release of
@@ -2625,6 +2650,7 @@ AS $function$
         lease_expires_at = NULL
     FROM unnest(p_ids, p_attempts, p_delays_ms) AS s(id, attempt, delay_ms)
     WHERE j.id = s.id
+      AND j.id = ANY (p_ids)
       AND j.attempt = s.attempt
       AND coalesce(TRUE
       AND j.lease_owner = p_owner

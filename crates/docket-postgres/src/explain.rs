@@ -2,10 +2,12 @@
 //! `claim_controlled()` in the schema — not from copies kept beside them, which a later
 //! migration could leave behind.
 //!
-//! Three statements decide a claim's cost: the ready path (nothing starving: by priority),
-//! the fast path's two-branch statement (some job waited past the starvation bound), and the
-//! controlled path's candidate scan (queues with limits, keyed jobs). Each is taken from the
-//! function's text (the first two between their `-- … path begin/end` markers, the third as
+//! Four statements decide a claim's cost: the ready path (nothing starving: by priority),
+//! the fast path's two-branch statement (some job waited past the starvation bound), the
+//! hinted path (from a position, while an old snapshot holds vacuum back; migration 0036, shown
+//! from the lowest position) and the controlled path's candidate scan (queues with limits,
+//! keyed jobs). Each is taken from the function's text (the first three between their
+//! `-- … path begin/end` markers, the last as
 //! the `FOR r IN … LOOP` query), its PL/pgSQL variables turned into parameters, and explained
 //! under the plan mode its function runs with: `claim()` plans generically
 //! (`plan_cache_mode = force_generic_plan`, migration 0006), so its statements are prepared and
@@ -30,12 +32,14 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
     Some(&text[start..end])
 }
 
-/// The three statements, from the two functions' definitions.
+/// The four statements, from the two functions' definitions.
 fn parts(claim: &str, controlled: &str) -> std::result::Result<Vec<Part>, String> {
     let ready = between(claim, "-- ready path begin\n", "-- ready path end")
         .ok_or("claim(): no ready path markers")?;
     let fast = between(claim, "-- fast path begin\n", "-- fast path end")
         .ok_or("claim(): no fast path markers")?;
+    let hinted = between(claim, "-- hinted path begin\n", "-- hinted path end")
+        .ok_or("claim(): no hinted path markers")?;
     // Up to the line that is only `LOOP` (the scan sits inside the passes' loop, indented).
     let scan = controlled
         .split_once("FOR r IN\n")
@@ -66,6 +70,12 @@ fn parts(claim: &str, controlled: &str) -> std::result::Result<Vec<Part>, String
         Part {
             title: "-- claim(), fast path with a starving job (two branches)",
             sql: fast.to_string(),
+            generic: true,
+        },
+        Part {
+            title:
+                "-- claim(), hinted path (while an old snapshot holds vacuum back: migration 0036)",
+            sql: hinted.to_string(),
             generic: true,
         },
         Part {
@@ -144,7 +154,7 @@ pub(crate) async fn explain_claim(
         sqlx::Executor::execute(
             &mut *conn,
             format!(
-                "PREPARE {name}(text, integer, text, bigint, bigint) AS {}",
+                "PREPARE {name}(text, integer, text, bigint, bigint, boolean, integer, smallint, timestamptz) AS {}",
                 p.sql.trim().trim_end_matches(';')
             )
             .as_str(),
@@ -153,7 +163,7 @@ pub(crate) async fn explain_claim(
         .map_err(db_err)?;
         // The queue is quoted by the server (format %L), never pasted by us.
         let explain: String = sqlx::query_scalar(&format!(
-            "SELECT format('EXPLAIN ({mode}) EXECUTE {name}(%L, 10, %L, 60000, 60000)', $1::text, 'explain')"
+            "SELECT format('EXPLAIN ({mode}) EXECUTE {name}(%L, 10, %L, 60000, 60000, true, NULL, -32768, ''-infinity'')', $1::text, 'explain')"
         ))
         .persistent(false)
         .bind(queue)
@@ -188,7 +198,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_three_statements_are_found_in_the_migrated_functions() {
+    fn the_four_statements_are_found_in_the_migrated_functions() {
         let schema = include_str!("../schema/current.sql");
         let claim = between(schema, "FUNCTION {{schema}}.claim(", "$function$;\n").unwrap();
         let controlled = between(
@@ -198,13 +208,14 @@ mod tests {
         )
         .unwrap();
         let p = parts(claim, controlled).unwrap();
-        assert_eq!(p.len(), 3);
+        assert_eq!(p.len(), 4);
         assert!(p[0].sql.contains("ORDER BY priority, run_at"));
         assert!(p[1].sql.contains("starving AS"));
+        assert!(p[2].sql.contains("(priority, run_at) >= ($8, $9)"));
         assert!(
-            p[2].sql.contains("UNION ALL")
-                && p[2].sql.contains("$1")
-                && !p[2].sql.contains("depth")
+            p[3].sql.contains("UNION ALL")
+                && p[3].sql.contains("$1")
+                && !p[3].sql.contains("depth")
         );
     }
 }

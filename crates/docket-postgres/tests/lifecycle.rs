@@ -498,7 +498,7 @@ async fn only_the_workers_own_claim_commits_without_waiting_for_its_flush() {
     assert_eq!(mode(worker, true).await, "on");
     // The store's claim is the worker's call, and it leases the job as always.
     assert!(
-        include_str!("../sql/claim.sql").contains(".claim($1, $2, $3, $4, $5, true, $6)"),
+        include_str!("../sql/claim.sql").contains(".claim($1, $2, $3, $4, $5, true, $6, $7, $8)"),
         "sql/claim.sql no longer opts in"
     );
     let j = claim1(&db, "w").await;

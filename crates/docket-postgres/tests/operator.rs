@@ -520,7 +520,8 @@ async fn explain_reads_the_live_claim_functions() {
         .await
         .unwrap();
     let before = db.store.explain_claim("q", false).await.unwrap();
-    assert_eq!(before.matches("-- claim").count(), 3, "{before}");
+    assert_eq!(before.matches("-- claim").count(), 4, "{before}");
+    assert!(before.contains("-- claim(), hinted path"), "{before}");
     assert!(
         before.contains("[generic plan, as claim() runs it]"),
         "{before}"
@@ -532,13 +533,18 @@ async fn explain_reads_the_live_claim_functions() {
     let ready = before.split("-- claim(), fast path").next().unwrap();
     assert!(ready.contains("jobs_claim_idx"), "{ready}");
     let def: String = sqlx::query_scalar(&format!(
-        "SELECT pg_get_functiondef('{}.claim(text, integer, text, bigint, bigint, boolean, integer)'::regprocedure)",
+        "SELECT pg_get_functiondef('{}.claim(text, integer, text, bigint, bigint, boolean, integer, smallint, timestamptz)'::regprocedure)",
         db.schema
     ))
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    let changed = def.replacen("ORDER BY priority, run_at", "ORDER BY id", 1);
+    // The ready path's order (the hinted path, migration 0036, has the same line before it).
+    let (head, ready_path) = def.split_once("-- ready path begin").unwrap();
+    let changed = format!(
+        "{head}-- ready path begin{}",
+        ready_path.replacen("ORDER BY priority, run_at", "ORDER BY id", 1)
+    );
     assert_ne!(changed, def);
     sqlx::raw_sql(&changed).execute(&db.pool).await.unwrap();
     let after = db.store.explain_claim("q", false).await.unwrap();
