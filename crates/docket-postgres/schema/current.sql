@@ -639,6 +639,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.claim(p_queue text, p_limit integer, p_own
  SECURITY DEFINER
  SET search_path TO '{{schema}}', 'pg_temp'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_bitmapscan TO 'off'
 AS $function$
 DECLARE
     q queues%ROWTYPE;
