@@ -44,6 +44,8 @@ pub(crate) const SLOW: Duration = Duration::from_millis(25);
 pub(crate) const HELD_XIDS: i64 = 2_000;
 /// While hinting, the probe behind the hint runs at least this often.
 pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// The horizon is read at most this often a queue (after slow unhinted claims).
+pub(crate) const HORIZON_EVERY: Duration = Duration::from_secs(1);
 
 /// How the next claim of a queue runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +81,9 @@ struct QueueHint {
     probe_in_flight: bool,
     /// The probe saw a starving job: the next claim is unhinted (it decides starvation).
     full_next: bool,
+    /// When the horizon was last read for this queue: at most once a [`HORIZON_EVERY`], so
+    /// a busy worker whose claims are slow for other reasons does not read it at every claim.
+    horizon_read: Option<Instant>,
 }
 
 /// What an unhinted claim's outcome asks of the caller.
@@ -163,6 +168,7 @@ impl ScanHints {
         scan: Scan,
         took: Duration,
         jobs: Option<&[ClaimedJob]>,
+        now: Instant,
     ) -> After {
         let mut all = self.queues.lock().expect("poisoned");
         let h = all.entry(req.queue.clone()).or_default();
@@ -189,7 +195,13 @@ impl ScanHints {
                 }
                 After::Nothing
             }
-            Scan::Full if took >= self.rules.slow => After::CheckHorizon,
+            Scan::Full if took >= self.rules.slow => {
+                if h.horizon_read.is_some_and(|t| now < t + HORIZON_EVERY) {
+                    return After::Nothing;
+                }
+                h.horizon_read = Some(now);
+                After::CheckHorizon
+            }
             Scan::Full => After::Nothing,
         }
     }
@@ -309,6 +321,7 @@ mod tests {
             Scan::Full,
             SLOW_CLAIM,
             Some(&[job(0, 10, 11)]),
+            t0,
         );
         assert_eq!(after, After::CheckHorizon);
         h.horizon("q", 10_000, SLOW_CLAIM, t0);
@@ -318,9 +331,9 @@ mod tests {
 
     #[test]
     fn fast_claims_never_hint() {
-        let h = ScanHints::default();
+        let (h, t0) = (ScanHints::default(), Instant::now());
         let fast = Duration::from_millis(3);
-        let after = h.observe(&req(STARVE), Scan::Full, fast, Some(&[job(0, 10, 11)]));
+        let after = h.observe(&req(STARVE), Scan::Full, fast, Some(&[job(0, 10, 11)]), t0);
         assert_eq!(after, After::Nothing);
         assert_eq!(h.plan("q", Instant::now()), (Scan::Full, None));
     }
@@ -330,7 +343,7 @@ mod tests {
         let h = ScanHints::default();
         let now = Instant::now();
         let jobs = [job(2, 10, 11), job(1, 20, 21), job(1, 15, 21)];
-        let after = h.observe(&req(STARVE), Scan::Full, SLOW_CLAIM, Some(&jobs));
+        let after = h.observe(&req(STARVE), Scan::Full, SLOW_CLAIM, Some(&jobs), now);
         assert_eq!(after, After::CheckHorizon);
         h.horizon("q", HELD_XIDS - 1, SLOW_CLAIM, now);
         assert_eq!(
@@ -344,6 +357,16 @@ mod tests {
             (Scan::From(1, at(15)), None),
             "the least position taken"
         );
+    }
+
+    #[test]
+    fn the_horizon_is_read_at_most_once_a_second_a_queue() {
+        let (h, t0) = (ScanHints::default(), Instant::now());
+        let slow = |at| h.observe(&req(STARVE), Scan::Full, SLOW_CLAIM, Some(&[]), at);
+        assert_eq!(slow(t0), After::CheckHorizon);
+        h.horizon("q", 0, SLOW_CLAIM, t0);
+        assert_eq!(slow(t0 + Duration::from_millis(999)), After::Nothing);
+        assert_eq!(slow(t0 + HORIZON_EVERY), After::CheckHorizon);
     }
 
     #[test]
@@ -419,15 +442,15 @@ mod tests {
         let h = ScanHints::default();
         // Claimed at 100: the job of priority 5 ready since 10 was taken for its age.
         let jobs = [job(5, 10, 100), job(1, 95, 100)];
-        h.observe(&req(STARVE), Scan::Full, SLOW_CLAIM, Some(&jobs));
+        h.observe(&req(STARVE), Scan::Full, SLOW_CLAIM, Some(&jobs), t0);
         h.horizon("q", 10_000, SLOW_CLAIM, t0);
         let (scan, _) = h.plan("q", t0);
         assert_eq!(scan, Scan::From(1, at(95)));
-        h.observe(&req(STARVE), scan, SLOW_CLAIM, Some(&[job(1, 96, 101)]));
+        h.observe(&req(STARVE), scan, SLOW_CLAIM, Some(&[job(1, 96, 101)]), t0);
         assert_eq!(h.plan("q", t0).0, Scan::From(1, at(96)));
         // Without a starvation bound every job counts.
         let h2 = ScanHints::default();
-        h2.observe(&req(None), Scan::Full, SLOW_CLAIM, Some(&jobs));
+        h2.observe(&req(None), Scan::Full, SLOW_CLAIM, Some(&jobs), t0);
         h2.horizon("q", 10_000, SLOW_CLAIM, t0);
         assert_eq!(h2.plan("q", t0).0, Scan::From(1, at(95)));
     }

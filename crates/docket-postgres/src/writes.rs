@@ -143,7 +143,7 @@ impl PgStore {
             Ok(rows) => rows,
             Err(e) => {
                 let took = Duration::from_nanos(took.load(Ordering::Relaxed));
-                hints.observe(req, scan, took, None);
+                hints.observe(req, scan, took, None, Instant::now());
                 return Err(e);
             }
         };
@@ -156,7 +156,7 @@ impl PgStore {
             }
         }
         let took = Duration::from_nanos(took.load(Ordering::Relaxed));
-        let after = hints.observe(req, scan, took, Some(&jobs));
+        let after = hints.observe(req, scan, took, Some(&jobs), Instant::now());
         if after == After::CheckHorizon {
             // One more statement, only after a slow unhinted claim: is an old snapshot the
             // reason (see scan_hint.rs)? An error here only leaves the claims unhinted.
