@@ -173,10 +173,19 @@ impl ScanHints {
         now: Instant,
     ) -> After {
         let mut all = self.queues.lock().expect("poisoned");
+        let known = all.contains_key(&req.queue);
+        // Ordinary operation — a fast unhinted claim of a queue never slow before — costs a
+        // lookup, not a pass over the batch or an entry of its own.
+        if !known && scan == Scan::Full && took < self.rules.slow {
+            return After::Nothing;
+        }
         let h = all.entry(req.queue.clone()).or_default();
         let Some(jobs) = jobs else {
             return After::Nothing;
         };
+        if scan == Scan::Full && !h.hinting && took < self.rules.slow {
+            return After::Nothing;
+        }
         let least = jobs
             .iter()
             .filter(|j| !starving(j, req.lease, req.starvation))

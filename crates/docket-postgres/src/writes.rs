@@ -204,12 +204,13 @@ impl PgStore {
                 .bind(starvation.map(ms))
                 .fetch_one(&store.inner.pool)
                 .await
+                .map_err(db_err)
                 .and_then(|r| {
-                    let p: Option<i16> = r.try_get(0)?;
-                    let t: Option<chrono::DateTime<chrono::Utc>> = r.try_get(1)?;
+                    let p: Option<i16> = r.try_get(0).map_err(db_err)?;
+                    let t: Option<chrono::DateTime<chrono::Utc>> = r.try_get(1).map_err(db_err)?;
                     Ok(Found {
                         before: p.zip(t),
-                        starving: r.try_get(2)?,
+                        starving: r.try_get(2).map_err(db_err)?,
                     })
                 });
             if let Err(e) = &found {
