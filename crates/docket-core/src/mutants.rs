@@ -150,6 +150,9 @@ pub enum Mutant {
     /// PostgreSQL: the probe behind the hint finds nothing: a job that became ready before
     /// the hint waits until the hinting ends.
     ClaimProbeBlind,
+    /// PostgreSQL: the outbox's mark joins on the id alone, without `o.id = ANY (p_ids)`:
+    /// planned on statistics that say the outbox is empty it walks the whole primary key.
+    OutboxMarkWalks,
 }
 
 impl Mutant {
@@ -204,6 +207,7 @@ impl Mutant {
         Mutant::ClaimHintStrict,
         Mutant::ClaimHintIgnored,
         Mutant::ClaimProbeBlind,
+        Mutant::OutboxMarkWalks,
     ];
 
     /// The name `DOCKET_MUTANT` takes.
@@ -257,6 +261,7 @@ impl Mutant {
             Mutant::DepthCountsEveryJob => "depth_counts_every_job",
             Mutant::ClaimHintStrict => "claim_hint_strict",
             Mutant::ClaimHintIgnored => "claim_hint_ignored",
+            Mutant::OutboxMarkWalks => "outbox_mark_walks",
             Mutant::ClaimProbeBlind => "claim_probe_blind",
         }
     }
@@ -316,6 +321,7 @@ impl Mutant {
                 "IF NOT lock_briefly(lock_space('queue'), hashtext(p_queue), true, 50) THEN RETURN; END IF;",
                 "PERFORM pg_advisory_xact_lock_shared(lock_space('queue'), hashtext(p_queue));",
             )],
+            Mutant::OutboxMarkWalks => &[("outbox_mark", "AND o.id = ANY (p_ids)", "")],
             Mutant::ClaimHintStrict => &[(
                 "claim",
                 "AND (priority, run_at) >= ($8, $9)",

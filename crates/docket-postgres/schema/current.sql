@@ -2021,6 +2021,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.outbox_mark(p_ids bigint[], p_attempts int
  RETURNS bigint
  LANGUAGE sql
  SECURITY DEFINER
+ SET enable_seqscan TO 'off'
+ SET enable_bitmapscan TO 'off'
  SET search_path TO '{{schema}}', 'pg_temp'
 AS $function$
     WITH m AS (
@@ -2029,6 +2031,7 @@ AS $function$
         DELETE FROM outbox o
         USING m
         WHERE o.id = m.id
+          AND o.id = ANY (p_ids)
           AND o.attempt = m.attempt
           AND o.published_at IS NULL
         RETURNING o.id, o.subject, o.payload, o.key, o.headers, o.created_at, o.attempt,

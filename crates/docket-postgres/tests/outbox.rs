@@ -252,3 +252,70 @@ async fn migration_0034_moves_published_messages_to_the_history() {
         .await
         .unwrap();
 }
+
+/// Under a held vacuum horizon autoanalyze records an outbox of dead versions as empty
+/// (`reltuples = 0`); planned on that, the mark's join walked `outbox_pkey` whole (125 ms for
+/// a mark of 300 among 2,000 live messages and 100,000 dead ones). Migration 0037: the mark
+/// probes the primary key for its ids whatever the statistics say. Counted, not timed: the
+/// index entries the mark's transaction read (`pg_stat_get_xact_tuples_returned`).
+#[tokio::test]
+async fn a_mark_probes_the_primary_key_for_its_ids_on_statistics_that_say_empty() {
+    let db = TestDb::new().await;
+    let s = &db.schema;
+    // Autovacuum (on a private test server) must not correct the statistics under the test.
+    db.exec(&format!(
+        "ALTER TABLE {s}.outbox SET (autovacuum_enabled = false)"
+    ))
+    .await;
+    let publish = |n: i32| {
+        format!("SELECT {s}.publish('t.a', jsonb_build_object('n', g), NULL, NULL) FROM generate_series(1, {n}) g")
+    };
+    db.exec(&publish(20_000)).await;
+    // What a pinned horizon leaves: the moved messages' versions, dead but not removable.
+    db.exec(&format!("DELETE FROM {s}.outbox")).await;
+    db.exec(&format!("ANALYZE {s}.outbox")).await;
+    let (tuples, pages): (f32, i32) = sqlx::query_as(&format!(
+        "SELECT reltuples, relpages FROM pg_class WHERE oid = '{s}.outbox'::regclass"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        tuples == 0.0 && pages > 0,
+        "the statistics say empty: {tuples} rows in {pages} pages"
+    );
+    let live = 5_000;
+    db.exec(&publish(live)).await;
+    let claimed: Vec<(i64, i32)> = sqlx::query_as(&format!(
+        "SELECT id, attempt FROM {s}.outbox_claim('r1', 300, 60000)"
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 300);
+    let ids: Vec<i64> = claimed.iter().map(|c| c.0).collect();
+    let attempts: Vec<i32> = claimed.iter().map(|c| c.1).collect();
+    let seqs: Vec<i64> = (1..=300).collect();
+    let mut tx = db.pool.begin().await.unwrap();
+    let marked: i64 = sqlx::query_scalar(&format!(
+        "SELECT {s}.outbox_mark($1, $2, $3, array_fill(false, ARRAY[300]))"
+    ))
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&seqs)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    let read: i64 = sqlx::query_scalar(&format!(
+        "SELECT pg_stat_get_xact_tuples_returned('{s}.outbox_pkey'::regclass)"
+    ))
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(marked, 300);
+    assert!(
+        read <= 600,
+        "the mark of 300 read {read} entries of outbox_pkey (of {live} live messages): it walked the index instead of probing it"
+    );
+}
