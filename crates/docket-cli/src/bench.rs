@@ -221,6 +221,15 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// CPU this process has used so far (user + system), in USER_HZ ticks of 10 ms, from
+/// `/proc/self/stat` (fields 14 and 15 after the command name; `man 5 proc`).
+pub fn cpu_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
 /// Sleeps `d` with a nanosecond deadline: a timerfd registered with tokio's reactor.
 #[cfg(target_os = "linux")]
 async fn precise_sleep(d: Duration) -> std::io::Result<()> {
@@ -237,6 +246,13 @@ async fn precise_sleep(d: Duration) -> std::io::Result<()> {
 
 /// The hidden bench worker process: no-op jobs, nothing else.
 pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
+    // What a user's process pays before its first job counts too (issue 31's "from
+    // `Worker::new`"): the pool's connections, the schema check, the registry, the election
+    // and LISTEN all come after this instant. The wall clock, not `Instant`: the scenario
+    // compares it with the database's timestamp of the last completion (same machine).
+    let started_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
     let store = ctx.connect(a.connections).await?;
     let mut reg = Registry::default();
     let sleep = Duration::from_millis(a.sleep_ms);
@@ -286,9 +302,10 @@ pub async fn worker(ctx: &Ctx, a: BenchWorkerArgs) -> anyhow::Result<()> {
         eprintln!("bench worker: {}", serde_json::to_string(&r.metrics)?);
         if a.print_handler_time {
             println!(
-                "{} {}",
+                "{} {} {started_us} {}",
                 handler_ns.load(std::sync::atomic::Ordering::Relaxed),
-                peak_rss_kib().unwrap_or(0)
+                peak_rss_kib().unwrap_or(0),
+                cpu_ticks().unwrap_or(0)
             );
         }
         return Ok(());

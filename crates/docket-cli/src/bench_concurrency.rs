@@ -26,6 +26,12 @@ pub(crate) struct Drain {
     /// CPU seconds the database server spent meanwhile (`None` when it is not on this
     /// machine): the drain's server time.
     pub(crate) server_cpu_s: Option<f64>,
+    /// Jobs/s from the worker process's first step — before its pool connects, so start-up
+    /// (connections, schema check, registry, election, LISTEN) counts — to the last
+    /// completion. `None` where the drain kept its rows (no completion stamp to read).
+    pub(crate) from_start_rate: Option<f64>,
+    /// CPU seconds the worker process used (start-up included).
+    pub(crate) worker_cpu_s: f64,
 }
 
 /// CPU seconds the PostgreSQL server behind `store` has used so far, when it runs on this
@@ -136,18 +142,46 @@ pub(crate) async fn drain_loaded(
             format!("the bench worker printed {printed:?}, not its handler time and peak RSS"),
         )
     };
-    let mut fields = printed.split_whitespace().map(str::parse::<f64>);
-    let (Some(Ok(handler_ns)), Some(Ok(rss_kib)), None) =
-        (fields.next(), fields.next(), fields.next())
-    else {
+    let fields: Vec<f64> = printed
+        .split_whitespace()
+        .map(str::parse::<f64>)
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let [handler_ns, rss_kib, started_us, cpu_ticks] = fields[..] else {
         return Err(bad().into());
     };
+    // The last completion's stamp (`bench_last`, microseconds since the epoch, taken by the
+    // server on this machine): only drains that delete what they complete have one.
+    let last_us: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT last_value FROM {}.bench_last WHERE is_called",
+        ctx.schema
+    ))
+    .fetch_optional(store.pool())
+    .await
+    .ok()
+    .flatten();
+    let from_start_rate = last_us
+        .map(|l| (l as f64 - started_us) / 1e6)
+        .filter(|s| *s > 0.0)
+        .map(|s| n as f64 / s);
     Ok(Drain {
         rate: n as f64 / secs.unwrap_or(f64::INFINITY).max(1e-6),
         handler_secs: handler_ns / 1e9,
         peak_rss_mib: rss_kib / 1024.0,
         server_cpu_s,
+        from_start_rate,
+        worker_cpu_s: cpu_ticks / 100.0,
     })
+}
+
+/// One (N, W) cell's runs.
+#[derive(Default)]
+struct Measured {
+    rates: Vec<f64>,
+    rss: f64,
+    from_start: Vec<f64>,
+    worker_us: Vec<f64>,
+    server_us: Vec<f64>,
 }
 
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
@@ -175,13 +209,17 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
     let mut measured = Vec::new();
     for &n in &a.counts {
         for &w in &a.levels {
-            let (mut rates, mut rss) = (Vec::new(), 0f64);
+            let mut m = Measured::default();
             for _ in 0..a.runs {
                 let d = one_drain(ctx, n, w, 0).await?;
-                rates.push(d.rate);
-                rss = rss.max(d.peak_rss_mib);
+                m.rates.push(d.rate);
+                m.rss = m.rss.max(d.peak_rss_mib);
+                m.from_start.extend(d.from_start_rate);
+                m.worker_us.push(d.worker_cpu_s * 1e6 / n as f64);
+                m.server_us
+                    .extend(d.server_cpu_s.map(|s| s * 1e6 / n as f64));
             }
-            measured.push((n, w, rates, rss));
+            measured.push((n, w, m));
         }
     }
     let after = floor().map(|f| f.0);
@@ -191,8 +229,21 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
     };
     Ok(measured
         .into_iter()
-        .map(|(n, w, rates, rss)| {
+        .map(|(n, w, runs)| {
+            let Measured {
+                rates,
+                rss,
+                from_start,
+                worker_us,
+                server_us,
+            } = runs;
             let m = median(rates.clone());
+            let from_start_m = (!from_start.is_empty()).then(|| median(from_start.clone()));
+            let from_start_ratio = from_start_m.zip(floor).map(|(r, f)| r / f);
+            let (worker_m, server_m) = (
+                (!worker_us.is_empty()).then(|| median(worker_us.clone())),
+                (!server_us.is_empty()).then(|| median(server_us.clone())),
+            );
             BenchResult {
                 scenario: "concurrency".into(),
                 jobs: Some(n),
@@ -204,12 +255,25 @@ pub async fn concurrency(ctx: &Ctx, a: &BenchArgs) -> anyhow::Result<Vec<BenchRe
                 ratio: floor.map(|f| m / f),
                 note: Some(format!(
                     "one process, library defaults; median of {} runs; floor before {} / after {}; \
+                     from the worker's start (connections, schema check, election, LISTEN \
+                     included): {} jobs/s, ratio {}; CPU a job: worker {} µs, server {} µs; \
                      worker peak RSS {rss:.1} MiB",
                     rates.len(),
                     before.map_or("-".into(), |f| format!("{f:.0}")),
-                    after.map_or("-".into(), |f| format!("{f:.0}"))
+                    after.map_or("-".into(), |f| format!("{f:.0}")),
+                    from_start_m.map_or("-".into(), |r| format!("{r:.0}")),
+                    from_start_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+                    worker_m.map_or("-".into(), |c| format!("{c:.1}")),
+                    server_m.map_or("-".into(), |c| format!("{c:.1}")),
                 )),
-                extra: Some(json!({ "runs_jobs_per_s": rates, "peak_rss_mib": rss })),
+                extra: Some(json!({
+                    "runs_jobs_per_s": rates,
+                    "peak_rss_mib": rss,
+                    "runs_from_start_jobs_per_s": from_start,
+                    "from_start_ratio": from_start_ratio,
+                    "worker_cpu_us_per_job": worker_us,
+                    "server_cpu_us_per_job": server_us,
+                })),
                 ..Default::default()
             }
         })

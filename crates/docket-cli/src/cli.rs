@@ -901,9 +901,11 @@ pub struct BenchWorkerArgs {
     /// Each job's handler sleeps this long (mixed work).
     #[arg(long, default_value_t = 0)]
     pub sleep_ms: u64,
-    /// Print the handlers' summed run time (ns, as each measured its own sleep) and the
-    /// process's peak RSS (KiB) on stdout at the end: the mixed scenario's second ideal and
-    /// the memory target at W = 200.
+    /// Print the handlers' summed run time (ns, as each measured its own sleep), the
+    /// process's peak RSS (KiB), the wall-clock instant it started connecting (µs since the
+    /// epoch) and the CPU it used (10 ms ticks) on stdout at the end: the mixed scenario's
+    /// second ideal, the memory target at W = 200, the drain counted from `Worker::new` and
+    /// the worker's CPU a job.
     #[arg(long)]
     pub print_handler_time: bool,
     /// Kind "real": each handler sleeps its args' `ms` (the handlers scenario); succeeded
