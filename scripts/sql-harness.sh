@@ -9,7 +9,9 @@
 # the machine's drift (large here) falls on both alike.
 #
 # Usage: scripts/sql-harness.sh [N=200000] [VARIANT.sql] [RUNS=3]
-# Env:   DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): scratch databases
+# Env:   KEEP=1 completes through complete_fenced() (keep_succeeded(true)); by default through
+#        complete_delete_fenced(), the worker's default.
+#        DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): scratch databases
 #        docket_harness_base and docket_harness_variant are re-created on that server and
 #        dropped at the end. DOCKET (default target/release/docket) migrates them.
 set -euo pipefail
@@ -21,6 +23,8 @@ N=${1:-200000} VARIANT=${2:-} RUNS=${3:-3} C=4 B=100
 [ -z "$VARIANT" ] || [ -f "$VARIANT" ] || { echo "sql-harness.sh: no variant file '$VARIANT'" >&2; exit 2; }
 URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 DOCKET=${DOCKET:-target/release/docket}
+COMPLETE=complete_delete_fenced
+[ "${KEEP:-}" = 1 ] && COMPLETE=complete_fenced
 export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 [ -x "$DOCKET" ] || { echo "sql-harness.sh: $DOCKET not found (cargo build --release -p docket-queue-cli)" >&2; exit 2; }
 base=${URL%/*}
@@ -43,7 +47,7 @@ done
 # starvation bound 60 s).
 cat >"$work/loop.sql" <<SQL
 SELECT coalesce(array_agg(id), '{}')::text AS ids, coalesce(array_agg(attempt), '{}')::text AS atts FROM docket.claim('bench', $B, 'harness', 30000, 60000, true) \gset
-SELECT count(*) FROM docket.complete_fenced(CAST(':ids' AS bigint[]), CAST(':atts' AS int[]), 'harness');
+SELECT count(*) FROM docket.$COMPLETE(CAST(':ids' AS bigint[]), CAST(':atts' AS int[]), 'harness');
 SQL
 per=$(( (N + B * C - 1) / (B * C) ))
 
@@ -56,7 +60,13 @@ drain() { # drain DB: prints jobs/s
   s=$(date +%s.%N)
   pgbench -n -c "$C" -j "$C" -t "$per" -f "$work/loop.sql" "$u" >"$work/pgbench.log" 2>&1 || { cat "$work/pgbench.log" >&2; exit 1; }
   e=$(date +%s.%N)
-  done=$(psql "$u" -qAtX -c "SELECT count(*) FROM docket.jobs WHERE state = 'succeeded'")
+  if [ "$COMPLETE" = complete_delete_fenced ]; then
+    # Each completion deleted its job: none may be left.
+    done=$(( N - $(psql "$u" -qAtX -c "SELECT count(*) FROM docket.jobs") ))
+  else
+    # Kept successes live in jobs_succeeded since migration 0035; jobs_all shows both.
+    done=$(psql "$u" -qAtX -c "SELECT count(*) FROM docket.jobs_all WHERE state = 'succeeded'")
+  fi
   [ "$done" = "$N" ] || { echo "sql-harness.sh: $1 drained $done of $N" >&2; exit 1; }
   python3 -c "print(round($done / ($e - $s)))"
 }
