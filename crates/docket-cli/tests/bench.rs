@@ -107,7 +107,8 @@ async fn the_mixed_bench_reports_the_handlers_measured_ideal_next_to_the_nominal
 
 /// `--scenario concurrency` runs one default worker process per (N, W) asked for, in that
 /// order, verifies every drain, and reports each median with the worker's peak RSS (the
-/// memory target is stated at W = 200) and, when the floor script is present, the ratio.
+/// memory target is stated at W = 200), the drain counted from the worker's start, the
+/// worker's CPU a job and, when the floor script is present, the ratio.
 #[tokio::test]
 async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss() {
     let db = TestDb::new().await;
@@ -133,6 +134,21 @@ async fn the_concurrency_bench_runs_each_level_and_reports_the_workers_peak_rss(
         assert!(r["jobs_per_s"].as_f64().unwrap() > 0.0, "{r}");
         let rss = r["extra"]["peak_rss_mib"].as_f64().unwrap();
         assert!(rss > 1.0 && rss < 1024.0, "peak RSS {rss} MiB: {r}");
+        // Counted from the worker's start, the same drain takes longer: a lower rate.
+        let from_start = r["extra"]["runs_from_start_jobs_per_s"].as_array().unwrap();
+        let drained = r["extra"]["runs_jobs_per_s"].as_array().unwrap();
+        assert_eq!(from_start.len(), 1, "{r}");
+        let (s, d) = (
+            from_start[0].as_f64().unwrap(),
+            drained[0].as_f64().unwrap(),
+        );
+        assert!(
+            s > 0.0 && s <= d,
+            "from the start {s} jobs/s, drain {d}: {r}"
+        );
+        // The worker's CPU a job: its start-up alone takes more than one 10 ms tick.
+        let cpu = r["extra"]["worker_cpu_us_per_job"][0].as_f64().unwrap();
+        assert!(cpu > 0.0, "{r}");
         if floor_script_present() {
             let (rate, floor) = (
                 r["jobs_per_s"].as_f64().unwrap(),
