@@ -28,7 +28,8 @@ pub(crate) struct Drain {
     pub(crate) server_cpu_s: Option<f64>,
     /// Jobs/s from the worker process's first step — before its pool connects, so start-up
     /// (connections, schema check, registry, election, LISTEN) counts — to the last
-    /// completion. `None` where the drain kept its rows (no completion stamp to read).
+    /// completion. `None` where the drain kept its rows (no completion stamp to read) or the
+    /// server runs elsewhere (another clock).
     pub(crate) from_start_rate: Option<f64>,
     /// CPU seconds the worker process used (start-up included).
     pub(crate) worker_cpu_s: f64,
@@ -139,7 +140,9 @@ pub(crate) async fn drain_loaded(
     let bad = || {
         CliError::new(
             1,
-            format!("the bench worker printed {printed:?}, not its handler time and peak RSS"),
+            format!(
+                "the bench worker printed {printed:?}, not its handler time, peak RSS, start and CPU"
+            ),
         )
     };
     let fields: Vec<f64> = printed
@@ -151,15 +154,21 @@ pub(crate) async fn drain_loaded(
         return Err(bad().into());
     };
     // The last completion's stamp (`bench_last`, microseconds since the epoch, taken by the
-    // server on this machine): only drains that delete what they complete have one.
-    let last_us: Option<i64> = sqlx::query_scalar(&format!(
-        "SELECT last_value FROM {}.bench_last WHERE is_called",
-        ctx.schema
-    ))
-    .fetch_optional(store.pool())
-    .await
-    .ok()
-    .flatten();
+    // server's clock): only drains that delete what they complete have one, and it is
+    // compared with the worker's clock only where the server runs on this machine (its CPU
+    // was readable), so both are one clock.
+    let last_us: Option<i64> = if server_cpu_s.is_some() {
+        sqlx::query_scalar(&format!(
+            "SELECT last_value FROM {}.bench_last WHERE is_called",
+            ctx.schema
+        ))
+        .fetch_optional(store.pool())
+        .await
+        .ok()
+        .flatten()
+    } else {
+        None
+    };
     let from_start_rate = last_us
         .map(|l| (l as f64 - started_us) / 1e6)
         .filter(|s| *s > 0.0)
