@@ -15,6 +15,11 @@
 # Prints one JSON line per run, then a summary line with the median of each and their ratio.
 set -euo pipefail
 N=${1:-200000} C=${2:-4} B=${3:-100} R=${4:-3}
+# Each goes into SQL text or pgbench's arguments: whole numbers in range, or nothing runs.
+[[ $N =~ ^[1-9][0-9]{0,7}$ ]] || { echo "floor-one-trip.sh: N must be 1..99999999, not '$N'" >&2; exit 2; }
+[[ $C =~ ^[1-9][0-9]?$ ]] || { echo "floor-one-trip.sh: C must be 1..99, not '$C'" >&2; exit 2; }
+[[ $B =~ ^[1-9][0-9]{0,4}$ ]] || { echo "floor-one-trip.sh: B must be 1..99999, not '$B'" >&2; exit 2; }
+[[ $R =~ ^[1-9][0-9]?$ ]] || { echo "floor-one-trip.sh: R must be 1..99, not '$R'" >&2; exit 2; }
 for t in psql pgbench python3; do
   command -v "$t" >/dev/null || { echo "floor-one-trip.sh: $t not found" >&2; exit 2; }
 done
