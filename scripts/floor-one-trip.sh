@@ -9,6 +9,11 @@
 # one-trip / two-commit is the most a queue can gain by completing and claiming in one
 # transaction on this machine, whatever its client does (issue 31, part 4).
 #
+# The one-trip loop can deadlock: its claim (FOR UPDATE SKIP LOCKED) still waits when it
+# follows a row's update chain to an in-progress transaction, and its transaction already
+# holds the rows it completed, so two or three clients can wait on each other until
+# deadlock_timeout aborts one (a run ~1 s slower, one batch fewer done: docs/benchmarks.md).
+#
 # Usage: scripts/floor-one-trip.sh [N=200000] [C=4] [B=100] [R=3]
 # Env:   DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres); a scratch database
 #        named docket_floor_one_trip is dropped and re-created on that server.
