@@ -221,13 +221,25 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// CPU this process has used so far (user + system), in USER_HZ ticks of 10 ms, from
-/// `/proc/self/stat` (fields 14 and 15 after the command name; `man 5 proc`).
-pub fn cpu_ticks() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+/// The fields of `/proc/<pid>/stat` from the fourth on (`man 5 proc`; read after the command
+/// name, which may hold spaces, and the state): index i is field i + 4 — ppid 0, utime 10,
+/// stime 11, cutime 12, cstime 13, times in USER_HZ ticks of 10 ms. `None` where there is no
+/// such process (or no `/proc`).
+pub(crate) fn proc_stat(pid: &str) -> Option<Vec<i64>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    Some(
+        rest.split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// CPU this process has used so far (user + system), in ticks of 10 ms.
+pub fn cpu_ticks() -> Option<u64> {
+    let f = proc_stat("self")?;
+    u64::try_from(f.get(10)? + f.get(11)?).ok()
 }
 
 /// Sleeps `d` with a nanosecond deadline: a timerfd registered with tokio's reactor.

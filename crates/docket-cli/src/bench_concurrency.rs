@@ -44,18 +44,7 @@ async fn server_cpu(store: &docket_postgres::PgStore) -> Option<f64> {
         .fetch_one(store.pool())
         .await
         .ok()?;
-    // Fields after the command name (which may hold spaces): state is 3, ppid 4, utime 14,
-    // stime 15, cutime 16, cstime 17 — `man 5 proc`; index i here is field i + 3.
-    let stat = |pid: &str| -> Option<Vec<i64>> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let rest = &text[text.rfind(')')? + 1..];
-        Some(
-            rest.split_whitespace()
-                .skip(1)
-                .map(|f| f.parse().unwrap_or(0))
-                .collect(),
-        )
-    };
+    let stat = crate::bench::proc_stat;
     let postmaster = *stat(&backend.to_string())?.first()?;
     let own = stat(&postmaster.to_string())?;
     let mut ticks = own.get(10..14)?.iter().sum::<i64>();
